@@ -1,0 +1,256 @@
+"""The notebooks: stored clean (every notebook in notebooks/), executable with papermill, and runnable through a
+real JupyterLab server (REST API + the kernel's websocket channel), as a user opening them in the browser would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
+EXPECTED = {"00_setup", "01_masking_walkthrough", "10_run", "20_statistics", "30_budget_spread",
+            "40_mask_schedules"}
+QUICK_LIMIT_S = 60  # each walkthrough notebook, quick=True, on a shared 2-core CPU
+SERVER_START_S = 90
+CELL_TIMEOUT_S = 90
+
+
+# --------------------------------------------------------------------------------------------------
+# Stored without outputs, with a first markdown cell and a parameters cell
+
+
+def test_every_expected_notebook_exists():
+    assert EXPECTED <= {p.stem for p in ALL_NOTEBOOKS}, f"notebooks/ holds {[p.name for p in ALL_NOTEBOOKS]}"
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_stored_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells and nb.cells[0].cell_type == "markdown" and nb.cells[0].source.strip().startswith("#"), \
+        f"{path.name}: the first cell must be markdown saying what the notebook shows"
+    parameters = [i for i, c in enumerate(nb.cells)
+                  if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    assert len(parameters) == 1, f"{path.name}: needs exactly one code cell tagged 'parameters', found {parameters}"
+    assert nb.cells[parameters[0]].source.strip(), f"{path.name}: the parameters cell is empty"
+    with_outputs = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.outputs]
+    with_counts = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.execution_count is not None]
+    assert not with_outputs, f"{path.name}: cells {with_outputs} are stored with outputs"
+    assert not with_counts, f"{path.name}: cells {with_counts} are stored with execution counts"
+    executed = [i for i, c in enumerate(nb.cells)
+                if {"papermill", "execution"} & set(c.metadata) or "injected-parameters" in c.metadata.get("tags", [])]
+    assert "papermill" not in nb.metadata and not executed, f"{path.name}: stored from an executed copy"
+
+
+# --------------------------------------------------------------------------------------------------
+# Papermill
+
+
+@pytest.fixture()
+def one_thread(monkeypatch):
+    """Kernels inherit the environment: keep them on one thread on the shared machine."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "1")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, extra", [("00_setup", {}), ("01_masking_walkthrough", {"num_threads": 1})])
+def test_walkthrough_notebook_executes_quickly(name, extra, tmp_path, one_thread):
+    import papermill
+
+    out = tmp_path / "outputs"
+    start = time.perf_counter()
+    nb = papermill.execute_notebook(
+        str(NOTEBOOKS / f"{name}.ipynb"), str(tmp_path / f"{name}.ipynb"),
+        parameters={"quick": True, "out_dir": str(out), **extra}, kernel_name="python3", cwd=str(tmp_path),
+        progress_bar=False, execution_timeout=CELL_TIMEOUT_S,
+    )
+    elapsed = time.perf_counter() - start
+    assert elapsed < QUICK_LIMIT_S, f"{name} took {elapsed:.0f} s with quick=True"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code)
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    html = "".join(o.get("data", {}).get("text/html", "") for c in code for o in c.outputs)
+    if name == "00_setup":
+        assert {p.name for p in (out / "setup").iterdir()} == {"environment.csv", "data.csv", "backbones.csv"}
+        assert "word_id" in html and "[CLS]" in html
+    else:
+        figures = {p.name for p in (out / "figures" / "walkthrough").iterdir()}
+        assert {"rates_vs_budget_mrpc.png", "saliency_tiny-random_mrpc_0.png"} <= figures
+        assert 'data-selected="1"' in html and "kl_to_uniform" in html
+
+
+# --------------------------------------------------------------------------------------------------
+# A real JupyterLab server on localhost
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A running ``jupyter lab`` and a tiny REST client for it."""
+
+    def __init__(self, port: int, token: str, log: Path):
+        self.port, self.token, self.log = port, token, log
+        self.base = f"http://127.0.0.1:{port}"
+
+    def request(self, method: str, path: str, body: dict | None = None, timeout: float = 30):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Authorization": f"token {self.token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+            return resp.status, (json.loads(raw) if raw and "json" in resp.headers.get("Content-Type", "") else raw)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("jupyterlab")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces")}
+    log = open(tmp / "server.log", "wb")  # closed in the finally below
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={NOTEBOOKS}", "--LabApp.extension_manager=readonly",  # no PyPI queries
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
+        cmd.append("--allow-root")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+    server = Lab(port, token, tmp / "server.log")
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{_tail(server.log)}")
+            try:
+                if server.request("GET", "/api/status", timeout=5)[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"jupyter lab did not answer /api/status in {SERVER_START_S} s:\n{_tail(server.log)}")
+            time.sleep(0.5)
+        yield server
+    finally:
+        proc.terminate()  # the server shuts its kernels down on SIGTERM
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group this fixture started (server and its kernels)
+            proc.wait(timeout=10)
+        log.close()
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
+
+
+def _execute_request(code: str, session: str) -> tuple[str, dict]:
+    msg_id = uuid.uuid4().hex
+    header = {"msg_id": msg_id, "msg_type": "execute_request", "username": "pytest", "session": session,
+              "date": datetime.now(UTC).isoformat(), "version": "5.3"}
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+               "allow_stdin": False, "stop_on_error": True}
+    return msg_id, {"header": header, "parent_header": {}, "metadata": {}, "content": content,
+                    "channel": "shell", "buffers": []}
+
+
+async def _run_cells(lab: Lab, kernel_id: str, cells: list[str]) -> list[dict]:
+    """Execute each cell over the kernel's websocket; per cell: reply status, error, number of rich outputs."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    session = uuid.uuid4().hex
+    url = f"ws://127.0.0.1:{lab.port}/api/kernels/{kernel_id}/channels?session_id={session}"
+    ws = await asyncio.wait_for(websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {lab.token}"})),
+                                timeout=30)
+    results = []
+    try:
+        for code in cells:
+            msg_id, msg = _execute_request(code, session)
+            await ws.write_message(json.dumps(msg))
+            result = {"status": None, "idle": False, "error": None, "rich": 0}
+            while result["status"] is None or not result["idle"]:
+                raw = await asyncio.wait_for(ws.read_message(), timeout=CELL_TIMEOUT_S)
+                if raw is None:
+                    raise ConnectionError("the kernel websocket closed")
+                if isinstance(raw, bytes):  # binary frames only carry buffers (widgets), none here
+                    continue
+                reply = json.loads(raw)
+                if reply.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                kind, content = reply["header"]["msg_type"], reply["content"]
+                if reply["channel"] == "shell" and kind == "execute_reply":
+                    result["status"] = content["status"]
+                elif kind == "status" and content["execution_state"] == "idle":
+                    result["idle"] = True
+                elif kind == "error":
+                    result["error"] = f"{content['ename']}: {content['evalue']}"
+                elif kind in ("display_data", "execute_result"):
+                    result["rich"] += 1
+            results.append(result)
+            if result["status"] != "ok":
+                break
+    finally:
+        ws.close()
+    return results
+
+
+@pytest.mark.slow
+def test_jupyterlab_serves_and_runs_the_setup_notebook(lab, tmp_path):
+    status, _ = lab.request("GET", "/api/status")
+    assert status == 200
+    status, page = lab.request("GET", "/lab")
+    assert status == 200 and b"JupyterLab" in page
+    _, listing = lab.request("GET", "/api/contents")
+    assert EXPECTED <= {Path(item["name"]).stem for item in listing["content"] if item["type"] == "notebook"}
+    _, specs = lab.request("GET", "/api/kernelspecs")
+    assert "python3" in specs["kernelspecs"]
+
+    # Open 00_setup as JupyterLab does: the notebook through the contents API, a session (and kernel) for it.
+    _, model = lab.request("GET", "/api/contents/00_setup.ipynb?content=1")
+    nb = nbformat.from_dict(model["content"])
+    status, session = lab.request("POST", "/api/sessions", {"path": "00_setup.ipynb", "name": "00_setup.ipynb",
+                                                           "type": "notebook", "kernel": {"name": "python3"}})
+    assert status == 201
+    try:
+        cells = []
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            cells.append(cell.source)
+            if "parameters" in cell.metadata.get("tags", []):  # what papermill would inject
+                cells.append(f"quick = True\nout_dir = {str(tmp_path / 'outputs')!r}")
+        results = asyncio.run(asyncio.wait_for(_run_cells(lab, session["kernel"]["id"], cells), timeout=240))
+        failed = [(i, r) for i, r in enumerate(results) if r["status"] != "ok"]
+        assert not failed and len(results) == len(cells), f"{failed}\n{_tail(lab.log)}"
+        assert sum(r["rich"] for r in results) >= 4  # the three reports and at least one token table
+        assert (tmp_path / "outputs" / "setup" / "environment.csv").is_file()
+        _, kernel = lab.request("GET", f"/api/kernels/{session['kernel']['id']}")
+        assert kernel["execution_state"] in ("idle", "busy")
+    finally:
+        lab.request("DELETE", f"/api/sessions/{session['id']}")  # shuts the kernel down
+    _, sessions = lab.request("GET", "/api/sessions")
+    assert session["id"] not in {s["id"] for s in sessions}

@@ -1,0 +1,151 @@
+"""Typhoon's saliency (hook at the embedding output == explicit one-hot autograd) and EMA update."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
+
+from typhoon.masking import SaliencyProbe, batch_weight_estimate, ema_update, get_strategy
+from typhoon.masking.calibration import calibrate
+
+VOCAB, MASK_ID, CLS_ID, SEP_ID, PAD_ID = 257, 4, 2, 3, 0
+
+
+def tiny_bert():
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, pad_token_id=PAD_ID)
+    return BertForMaskedLM(config)
+
+
+def tiny_distilbert():
+    config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                              max_position_embeddings=64, pad_token_id=PAD_ID)
+    return DistilBertForMaskedLM(config)
+
+
+def synthetic_batch(seed: int, rows: int = 4, length: int = 16) -> dict[str, torch.Tensor]:
+    """[CLS] tokens [SEP] padding, with per-row lengths; ids avoid the special ids (< 5)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (rows, length), generator=g)
+    lengths = torch.randint(length // 2, length + 1, (rows,), generator=g)
+    attention = (torch.arange(length)[None, :] < lengths[:, None]).long()
+    ids[:, 0] = CLS_ID
+    ids[torch.arange(rows), lengths - 1] = SEP_ID
+    ids[attention == 0] = PAD_ID
+    special = (ids == CLS_ID) | (ids == SEP_ID) | (attention == 0)
+    word_ids = torch.where(special, -1, torch.arange(length)[None, :].expand(rows, -1))
+    return {"input_ids": ids, "attention_mask": attention, "special_tokens_mask": special, "word_ids": word_ids}
+
+
+@pytest.mark.parametrize("make_model", [tiny_bert, tiny_distilbert], ids=["bert", "distilbert"])
+def test_hook_saliency_equals_one_hot_autograd(make_model):
+    torch.manual_seed(0)  # model init only (HF init uses the global RNG)
+    model = make_model().double().eval()  # eval: no dropout, so both passes see the same function
+    batch = synthetic_batch(1)
+    g = torch.Generator().manual_seed(2)
+    strategy = get_strategy("random", p=0.3)
+    masked_ids, labels = strategy(batch, g, mask_token_id=MASK_ID, vocab_size=VOCAB)
+    assert (labels != -100).any()
+    true_ids = batch["input_ids"]
+
+    with SaliencyProbe(model.get_input_embeddings()) as probe:
+        model(input_ids=masked_ids, attention_mask=batch["attention_mask"], labels=labels).loss.backward()
+    hooked = probe.saliency(true_ids)
+
+    model.zero_grad()
+    weight = model.get_input_embeddings().weight
+    one_hot = torch.nn.functional.one_hot(masked_ids, VOCAB).double().requires_grad_(True)
+    model(inputs_embeds=one_hot @ weight, attention_mask=batch["attention_mask"], labels=labels).loss.backward()
+    explicit = one_hot.grad.gather(-1, true_ids[..., None]).squeeze(-1)  # dL/de_{i, t_i}, ORIGINAL token
+
+    assert hooked.shape == true_ids.shape and hooked.dtype == torch.float64
+    assert explicit.abs().max() > 0
+    torch.testing.assert_close(hooked, explicit, rtol=1e-10, atol=1e-14)
+    # at masked positions the input is [MASK] but the saliency is about the original token
+    masked = labels != -100
+    input_coord = one_hot.grad.gather(-1, masked_ids[..., None]).squeeze(-1)
+    assert not torch.allclose(hooked[masked], input_coord[masked])
+
+
+def test_probe_without_backward_raises():
+    model = tiny_bert()
+    batch = synthetic_batch(0)
+    with SaliencyProbe(model.get_input_embeddings()) as probe:
+        model(input_ids=batch["input_ids"])
+    with pytest.raises(RuntimeError, match="backward"):
+        probe.saliency(batch["input_ids"])
+    assert not model.get_input_embeddings()._forward_hooks  # the hook is removed on exit
+
+
+def reference_update(weights: dict, batch, selected, saliency, lam):
+    """Hand loop over tokens: the definition of the EMA update in the module docstring."""
+    masked_sum, masked_n, visible_sum, visible_n = {}, {}, {}, {}
+    ids = batch["input_ids"].tolist()
+    special = batch["special_tokens_mask"].tolist()
+    for r, row in enumerate(ids):
+        for i, token in enumerate(row):
+            if special[r][i]:
+                continue
+            s = float(saliency[r, i])
+            if selected[r, i]:
+                masked_sum[token] = masked_sum.get(token, 0.0) + s
+                masked_n[token] = masked_n.get(token, 0) + 1
+            else:
+                visible_sum[token] = visible_sum.get(token, 0.0) - s
+                visible_n[token] = visible_n.get(token, 0) + 1
+    out = dict(weights)
+    for token in set(masked_n) | set(visible_n):
+        estimate = (masked_sum.get(token, 0.0) / masked_n[token] if token in masked_n else 0.0) + (
+            visible_sum.get(token, 0.0) / visible_n[token] if token in visible_n else 0.0)
+        out[token] = estimate if token not in weights else (1 - lam) * weights[token] + lam * estimate
+    return out
+
+
+def test_ema_update_equals_hand_loop_reference():
+    vocab, lam = 30, 0.7
+    strategy = get_strategy("typhoon", lam=lam, p=0.3)
+    counts = np.arange(vocab) % 7 + 1
+    strategy.prepare(counts)
+    g = torch.Generator().manual_seed(0)
+    reference: dict[int, float] = {}
+    for step in range(3):
+        batch = synthetic_batch(step, rows=5, length=12)
+        batch["input_ids"] = torch.where(batch["special_tokens_mask"], batch["input_ids"] % 5,
+                                         batch["input_ids"] % (vocab - 5) + 5)  # few types: repeats
+        selected = strategy.select(batch, g)
+        saliency = torch.randn(batch["input_ids"].shape, generator=g, dtype=torch.float64)
+        strategy.update(batch, selected, saliency)
+        reference = reference_update(reference, batch, selected, saliency, lam)
+
+    expected = np.full(vocab, np.nan)
+    for token, w in reference.items():
+        expected[token] = w
+    np.testing.assert_allclose(strategy.weights, expected, rtol=1e-12, atol=1e-14)  # NaN where unseen
+    np.testing.assert_array_equal(strategy.seen, ~np.isnan(expected))
+    assert strategy.steps == 3
+    np.testing.assert_allclose(strategy.probs, calibrate(expected, counts, 0.3), rtol=1e-12)
+
+
+def test_batch_estimate_missing_side_contributes_zero():
+    ids = torch.tensor([[7, 7, 8, 9]])
+    maskable = torch.tensor([[True, True, True, False]])  # type 9 only at a special position
+    selected = torch.tensor([[True, False, True, False]])
+    saliency = torch.tensor([[2.0, 0.5, 3.0, 100.0]])
+    estimate, seen = batch_weight_estimate(ids, maskable, selected, saliency, vocab_size=10)
+    assert estimate[7] == pytest.approx(2.0 - 0.5) and estimate[8] == pytest.approx(3.0)
+    assert seen.tolist() == [False] * 7 + [True, True, False]
+    weights, now_seen = ema_update(np.full(10, np.nan), np.zeros(10, bool), estimate, seen, lam=0.5)
+    assert weights[7] == pytest.approx(1.5) and np.isnan(weights[9]) and now_seen[8]
+
+
+def test_update_shape_mismatch_and_unprepared():
+    strategy = get_strategy("typhoon")
+    batch = synthetic_batch(0)
+    with pytest.raises(RuntimeError, match="prepare"):
+        strategy.update(batch, torch.zeros_like(batch["input_ids"], dtype=torch.bool),
+                        torch.zeros(batch["input_ids"].shape))
+    strategy.prepare(np.ones(VOCAB))
+    with pytest.raises(ValueError, match="must match"):
+        strategy.update(batch, torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2))

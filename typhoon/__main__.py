@@ -1,0 +1,5 @@
+import sys
+
+from typhoon.cli import main
+
+sys.exit(main())

@@ -1,0 +1,234 @@
+"""The batch reproduction: execute the notebooks with papermill over a profile's grid.
+
+``reproduce(profile, out_dir)`` expands the grid, executes ``notebooks/10_run.ipynb`` once per cell
+that has no complete run record (so a rerun after a crash finishes only what is missing), rebuilds
+``results.csv`` from the records, executes the analysis notebooks and renders ``report.html``.
+A failing cell is recorded as failed and the grid goes on; the summary says which.
+
+One ``reproduce`` at a time may use an output folder (a lock refuses a second one); each run record
+also has its own lock, so a record never has two writers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import traceback
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from typhoon import records
+from typhoon.config import RunConfig, get_profile
+
+REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+RUN_NOTEBOOK = "10_run.ipynb"
+ANALYSIS_NOTEBOOKS = ("20_statistics.ipynb", "30_budget_spread.ipynb", "40_mask_schedules.ipynb")
+KERNEL = "python3"
+
+
+def notebooks_dir() -> Path:
+    """Where the notebooks are: ``$TYPHOON_NOTEBOOKS`` or the repository's ``notebooks/``."""
+    path = Path(os.environ.get("TYPHOON_NOTEBOOKS", REPO_NOTEBOOKS))
+    missing = [n for n in (RUN_NOTEBOOK, *ANALYSIS_NOTEBOOKS) if not (path / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"notebooks {missing} not found in {path} (set TYPHOON_NOTEBOOKS)")
+    return path
+
+
+@dataclass
+class Summary:
+    """What a reproduction did: one row per cell (status ok / failed / skipped) and where things are."""
+
+    cells: pd.DataFrame
+    results_csv: Path
+    report: Path | None
+
+    @property
+    def ok(self) -> bool:
+        return bool((self.cells["status"].isin(["ok", "skipped"])).all())
+
+    def table(self) -> str:
+        counts = self.cells.groupby("status").size().to_dict()
+        lines = [f"cells: {len(self.cells)}  " + "  ".join(f"{k}: {v}" for k, v in sorted(counts.items()))]
+        failed = self.cells[self.cells["status"] == "failed"]
+        lines += [f"  FAILED {r.record_path}: {r.error}" for r in failed.itertuples()]
+        return "\n".join(lines)
+
+
+def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
+    """Execute a notebook with papermill; the executed copy appears at ``target`` only when done."""
+    import papermill
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{time.monotonic_ns()}.ipynb")
+    try:
+        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=KERNEL,
+                                   progress_bar=False, cwd=str(source.parent))
+    finally:
+        if tmp.exists():
+            os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
+
+
+def cell_parameters(config: RunConfig, out_dir: Path, overrides: dict | None, device: str | None) -> dict:
+    """The ``10_run`` notebook's parameters for one cell: its identity, profile and ``--set`` overrides."""
+    overrides = dict(overrides or {})
+    if device is not None:
+        overrides["device"] = device
+    return {"task": config.task, "backbone": config.backbone, "strategy": config.strategy,
+            "schedule": config.schedule, "seed": config.seed, "profile": config.profile,
+            "overrides": json.dumps(overrides), "out_dir": str(out_dir)}
+
+
+def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, overrides: dict | None = None,
+             device: str | None = None) -> dict:
+    """Execute ``10_run`` for one cell; returns its status row (never raises for a cell failure)."""
+    rel = config.relative_dir()
+    target = out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+    started = time.perf_counter()
+    try:
+        execute_notebook(nb_dir / RUN_NOTEBOOK, target, cell_parameters(config, out_dir, overrides, device))
+        status, error = "ok", None
+    except Exception as err:  # a cell's failure is recorded; the grid goes on
+        status, error = "failed", f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
+        _ensure_failed_record(config, out_dir, error, target)
+    return {"task": config.task, "backbone": config.backbone, "strategy": config.label, "seed": config.seed,
+            "status": status, "error": error, "seconds": time.perf_counter() - started,
+            "record_path": rel.as_posix(), "notebook": target.relative_to(out_dir).as_posix()}
+
+
+def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook: Path) -> None:
+    """If the cell died before the pipeline could record its failure, record it here."""
+    from typhoon.pipeline import write_record
+
+    run_dir = out_dir / config.relative_dir()
+    metrics = records.read_json(run_dir / "metrics.json") or {}
+    if metrics.get("status") == "failed" and records.same_run(records.read_json(run_dir / "config.json"), config.to_dict()):
+        return
+    try:
+        with records.exclusive_lock(run_dir.with_name(f".{run_dir.name}.lock"), f"run record {run_dir}"):
+            write_record(run_dir, config, {"status": "failed", "error": error, "notebook": str(notebook.relative_to(out_dir))},
+                         traceback_text=f"see the executed notebook {notebook.relative_to(out_dir)}\n{error}\n")
+    except records.LockedError:
+        pass  # another process is writing this record right now; it will record its own outcome
+
+
+def clean_stale_staging(out_dir: Path) -> None:
+    """Remove temp folders/files left by processes that died mid-write (never read as records)."""
+    for path in list((out_dir / "runs").glob("*/*/*/.seed*.tmp-*")) + list((out_dir / "runs").glob("*/*/*/.seed*.old-*")):
+        pid = path.name.split(".tmp-")[-1].split("-")[0] if ".tmp-" in path.name else None
+        if pid and pid.isdigit() and _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def gpu_devices() -> list[str]:
+    try:
+        import torch
+
+        return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    except Exception:
+        return []
+
+
+def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int = 1,
+             executor: Executor | None = None, overrides: dict | None = None) -> pd.DataFrame:
+    """Run every incomplete cell (in parallel with ``workers`` > 1); returns one status row per cell."""
+    todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c.to_dict())]
+    rows = [{"task": c.task, "backbone": c.backbone, "strategy": c.label, "seed": c.seed, "status": "skipped",
+             "error": None, "seconds": 0.0, "record_path": c.relative_dir().as_posix(), "notebook": None}
+            for c in configs if c not in todo]
+    gpus = gpu_devices()
+    bar = tqdm(total=len(configs), initial=len(rows), desc="grid", unit="cell", file=sys.stdout)
+    bar.set_postfix(done=len(rows), failed=0, remaining=len(todo))
+    own_executor = executor is None
+    executor = executor or ThreadPoolExecutor(max_workers=workers)  # each cell is its own kernel process
+    try:
+        futures = [executor.submit(run_cell, c, out_dir, nb_dir, overrides,
+                                   gpus[i % len(gpus)] if gpus and workers > 1 else None)
+                   for i, c in enumerate(todo)]
+        for future in as_completed(futures):
+            rows.append(future.result())
+            failed = sum(r["status"] == "failed" for r in rows)
+            bar.update(1)
+            bar.set_postfix(done=len(rows) - failed, failed=failed, remaining=len(configs) - len(rows))
+    finally:
+        if own_executor:
+            executor.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+    order = {c.relative_dir().as_posix(): i for i, c in enumerate(configs)}
+    return pd.DataFrame(rows).sort_values("record_path", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def run_analysis(out_dir: Path, nb_dir: Path, profile: str) -> Path:
+    """Execute the analysis notebooks on the collected results and render the HTML report."""
+    executed = []
+    for name in ANALYSIS_NOTEBOOKS:
+        params = {"out_dir": str(out_dir)}
+        if name.startswith("40_"):
+            params["quick"] = profile == "smoke"
+        target = out_dir / "notebooks" / name
+        execute_notebook(nb_dir / name, target, params)
+        executed.append(target)
+    return render_report(executed, out_dir / "report.html")
+
+
+def render_report(notebooks: list[Path], target: Path) -> Path:
+    """One HTML page with the executed analysis notebooks, code cells hidden."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    merged = nbformat.v4.new_notebook()
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        merged.cells.append(nbformat.v4.new_markdown_cell(f"---\n*From `{path.name}`*"))
+        merged.cells.extend(c for c in nb.cells if "parameters" not in c.get("metadata", {}).get("tags", []))
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(merged)
+    records.atomic_write_text(target, body)
+    return target
+
+
+def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int = 1, overrides: dict | None = None,
+              analysis: bool = True, executor: Executor | None = None) -> Summary:
+    """Run a profile's whole grid through the notebooks, then the analysis; resumable.
+
+    Every input is validated (profile, grid configs, notebooks) before anything is written.
+    """
+    configs = get_profile(profile).grid(overrides)
+    nb_dir = notebooks_dir()
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+        clean_stale_staging(out_dir)
+        cells = run_grid(configs, out_dir, nb_dir, workers, executor, overrides)
+        results = records.collect_results(out_dir, configs)
+        results_csv = out_dir / "results.csv"
+        records.atomic_write_csv(results_csv, results)
+        report = None
+        if analysis:
+            try:
+                report = run_analysis(out_dir, nb_dir, profile)
+            except Exception as err:
+                traceback.print_exc()
+                cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
+                                                         "error": f"{type(err).__name__}: {err}"}])])
+    summary = Summary(cells, results_csv, report)
+    print(summary.table())
+    return summary

@@ -1,0 +1,72 @@
+"""Command line: ``python -m typhoon run ...`` (one cell) and ``python -m typhoon reproduce ...`` (a grid).
+
+Every bad value is refused with a message naming it, before anything is written, and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from typhoon.config import get_profile, load_profiles, parse_override
+
+
+def _overrides(items: list[str] | None) -> dict:
+    return dict(parse_override(item) for item in items or [])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="typhoon", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one cell: MLM adaptation, fine-tuning, dev metrics, run record")
+    run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
+    run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
+    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | ...")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from")
+    run.add_argument("--out", default="outputs", help="output folder (records land in <out>/runs/...)")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
+    run.add_argument("--force", action="store_true", help="rerun even if a complete record exists")
+
+    rep = sub.add_parser("reproduce", help="execute the notebooks over a profile's grid with papermill")
+    rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
+    rep.add_argument("--out", default="outputs")
+    rep.add_argument("--workers", type=int, default=1, help="cells run in parallel processes")
+    rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
+    rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
+
+    sub.add_parser("profiles", help="list the profiles and their grid sizes")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "profiles":
+            for name, profile in load_profiles().items():
+                print(f"{name:10s} {len(profile.grid()):3d} runs  {profile.description}")
+            return 0
+        overrides = _overrides(args.set)
+        if args.command == "run":
+            from typhoon.pipeline import run
+
+            config = get_profile(args.profile).run_config(
+                task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed, **overrides)
+            result = run(config, args.out, force=args.force)
+            state = "already complete" if result.skipped else "done"
+            print(f"{state}: {result.run_dir}")
+            print("  ".join(f"{k}={v:.4f}" for k, v in result.final.items()))
+            return 0
+        if args.command == "reproduce":
+            from typhoon.batch import reproduce
+
+            if args.workers < 1:
+                raise ValueError(f"--workers must be >= 1, got {args.workers}")
+            summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
+                                analysis=not args.no_analysis)
+            return 0 if summary.ok else 1
+    except (ValueError, FileNotFoundError) as err:
+        print(f"typhoon: error: {err}", file=sys.stderr)
+        return 2
+    return 0

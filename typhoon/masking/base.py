@@ -1,0 +1,228 @@
+"""What every masking strategy shares: parameter validation, the maskable positions, per-row budgets,
+BERT-style corruption of the selected tokens, and (trivial) state.
+
+A strategy only decides *which* positions to select (:meth:`MaskingStrategy._select`); everything
+around that decision (rates, special tokens, 80/10/10 corruption, labels) lives here so that all
+strategies are compared under exactly the same rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CORRUPTIONS = ("bert", "mask_only")
+IGNORE_INDEX = -100  # label value the MLM loss skips
+
+# BERT's corruption of the selected tokens: 80% [MASK], 10% a random token, 10% unchanged.
+MASK_REPLACE_PROB = 0.8
+RANDOM_REPLACE_PROB = 0.1
+
+
+# --------------------------------------------------------------------------------------------------
+# Parameter validation: every bad value raises ValueError naming the value and what is allowed.
+
+
+def _as_real(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name} must be a real number, got nan")
+    return value
+
+
+def check_in_interval(name: str, value: Any, low: float, high: float, *, low_open: bool,
+                      high_open: bool) -> float:
+    """``value`` as a float if it lies in the interval, else ValueError naming both."""
+    x = _as_real(name, value)
+    above = x > low if low_open else x >= low
+    below = x < high if high_open else x <= high
+    if not (above and below):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must lie in {interval}, got {value!r}")
+    return x
+
+
+def check_positive(name: str, value: Any) -> float:
+    x = _as_real(name, value)
+    if not (0 < x < math.inf):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return x
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Batch helpers
+
+
+def maskable_positions(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Bool (B, L): real, non-special tokens. [CLS], [SEP] and padding are never selected."""
+    input_ids = batch["input_ids"]
+    maskable = torch.ones_like(input_ids, dtype=torch.bool)
+    if "special_tokens_mask" in batch:
+        maskable &= ~batch["special_tokens_mask"].bool()
+    if "attention_mask" in batch:
+        maskable &= batch["attention_mask"].bool()
+    return maskable
+
+
+def row_rates(batch: dict[str, torch.Tensor], rate: Any, default: float) -> torch.Tensor:
+    """Float64 (B,) masking budget of every row: ``default`` (the strategy's p) when ``rate`` is None.
+
+    ``rate`` may be a float or a (B,) tensor of per-sequence budgets in [0, 1] (mask schedules use
+    it; 1.0 masks every maskable token of the row).
+    """
+    input_ids = batch["input_ids"]
+    n_rows = input_ids.shape[0]
+    if rate is None:
+        return torch.full((n_rows,), default, dtype=torch.float64, device=input_ids.device)
+    if isinstance(rate, Real) and not isinstance(rate, bool):
+        rate = torch.full((n_rows,), float(rate), dtype=torch.float64, device=input_ids.device)
+    if not isinstance(rate, torch.Tensor):
+        raise ValueError(f"rate must be None, a float or a float tensor of shape ({n_rows},), got {rate!r}")
+    rate = rate.to(device=input_ids.device, dtype=torch.float64).reshape(-1)
+    if rate.shape[0] != n_rows:
+        raise ValueError(f"rate must have one value per row: shape ({n_rows},), got {tuple(rate.shape)}")
+    if not bool(((rate >= 0) & (rate <= 1)).all()):
+        raise ValueError(f"rate values must lie in [0, 1], got {rate.tolist()}")
+    return rate
+
+
+def word_ids_of(batch: dict[str, torch.Tensor], strategy: str) -> torch.Tensor:
+    if "word_ids" not in batch:
+        raise ValueError(f"the {strategy!r} strategy needs 'word_ids' in the batch (see docs/CONTRACTS.md)")
+    return batch["word_ids"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Corruption
+
+
+def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, generator: torch.Generator, *,
+            mask_token_id: int, vocab_size: int, corruption: str = "bert") -> tuple[torch.Tensor, torch.Tensor]:
+    """Corrupt the selected positions; return ``(masked input ids, MLM labels)``.
+
+    ``"bert"``: each selected token becomes [MASK] with probability 0.8, a token drawn uniformly from
+    ``[0, vocab_size)`` with probability 0.1, and stays unchanged otherwise (as in BERT and
+    ``DataCollatorForLanguageModeling``; a single uniform draw decides the three cases).
+    ``"mask_only"``: every selected token becomes [MASK]. Labels hold the original token where
+    selected and -100 elsewhere. ``input_ids`` is not modified.
+    """
+    check_choice("corruption", corruption, CORRUPTIONS)
+    selected = selected.bool()
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    if corruption == "mask_only":
+        return input_ids.masked_fill(selected, mask_token_id), labels
+    u = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    to_mask = selected & (u < MASK_REPLACE_PROB)
+    to_random = selected & (u >= MASK_REPLACE_PROB) & (u < MASK_REPLACE_PROB + RANDOM_REPLACE_PROB)
+    random_tokens = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device,
+                                  dtype=input_ids.dtype)
+    out = torch.where(to_random, random_tokens, input_ids)
+    return out.masked_fill(to_mask, mask_token_id), labels
+
+
+# --------------------------------------------------------------------------------------------------
+# Base class
+
+
+class MaskingStrategy:
+    """Select positions to mask in a padded batch, then corrupt them BERT-style.
+
+    Subclasses implement :meth:`_select` (fully vectorized over the batch) and list their extra
+    parameters in ``extra_params``. The budget ``p`` is the expected fraction of maskable tokens
+    selected; every strategy honours a per-row ``rate`` instead of ``p`` when one is given.
+    """
+
+    name = "base"
+    needs_saliency = False
+
+    def __init__(self, p: float = 0.15, corruption: str = "bert"):
+        self.p = check_in_interval("p", p, 0.0, 1.0, low_open=True, high_open=True)
+        self.corruption = check_choice("corruption", corruption, CORRUPTIONS)
+
+    # -- parameters ------------------------------------------------------------------------------
+    @property
+    def params(self) -> dict[str, Any]:
+        """The constructor arguments, enough to rebuild the strategy with ``get_strategy``."""
+        return {"p": self.p, "corruption": self.corruption}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+    # -- the interface of docs/CONTRACTS.md ------------------------------------------------------
+    def prepare(self, token_counts: np.ndarray | None) -> None:
+        """Corpus token counts f_v; only Typhoon uses them."""
+
+    def select(self, batch: dict[str, torch.Tensor], generator: torch.Generator,
+               rate: torch.Tensor | float | None = None) -> torch.Tensor:
+        """Bool (B, L): the positions to mask. Never a special or padding position."""
+        rates = row_rates(batch, rate, self.p)
+        maskable = maskable_positions(batch)
+        return self._select(batch, maskable, rates, generator) & maskable
+
+    def _select(self, batch: dict[str, torch.Tensor], maskable: torch.Tensor, rates: torch.Tensor,
+                generator: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator, *, mask_token_id: int,
+                 vocab_size: int, rate: torch.Tensor | float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked input ids and MLM labels (-100 where not selected) for a padded batch."""
+        selected = self.select(batch, generator, rate=rate)
+        return corrupt(batch["input_ids"], selected, generator, mask_token_id=mask_token_id,
+                       vocab_size=vocab_size, corruption=self.corruption)
+
+    def update(self, batch: dict[str, torch.Tensor], selected: torch.Tensor, saliency: torch.Tensor) -> None:
+        """Learn from a training step's saliency; a no-op except for Typhoon."""
+
+    # -- state -----------------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return {"name": self.name, **self.params}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"meta": self.meta()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        meta = state.get("meta", {})
+        if isinstance(meta, str):
+            meta = json.loads(meta)
+        for key, value in self.params.items():
+            if key in meta and meta[key] != value:
+                raise ValueError(f"state was saved with {key}={meta[key]!r}, this strategy has {key}={value!r}")
+
+    def save(self, path: str | Path) -> Path:
+        """Write the state as ``.npz`` (arrays plus a JSON ``meta`` string; see docs/CONTRACTS.md)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = self.state_dict()
+        arrays = {k: v for k, v in state.items() if k != "meta"}
+        with open(path, "wb") as fh:  # a file handle keeps np.savez from appending ".npz"
+            np.savez(fh, meta=np.array(json.dumps(state["meta"])), **arrays)
+        return path
+
+
+def load_state(path: str | Path) -> dict[str, Any]:
+    """Read a ``masking_state.npz``: its arrays, and ``meta`` parsed from JSON into a dict."""
+    with np.load(Path(path), allow_pickle=False) as data:
+        state = {key: data[key] for key in data.files}
+    state["meta"] = json.loads(str(state["meta"])) if "meta" in state else {}
+    return state

@@ -1,0 +1,232 @@
+"""Turn Typhoon's per-token-type saliency weights into masking probabilities with an exact budget.
+
+Everything here is numpy float64 over the vocabulary (V ~ 30k): cheap enough to run after every
+training step.
+
+Calibration (``calibrate``)
+---------------------------
+1. A *preference* b_v >= 0 per token type, from the weights w of the seen types:
+   - ``minmax`` (the paper's): min-max normalise w over seen types to z in [0, 1], then
+     b = (1 - delta) + delta z, a band [1 - delta, 1] (delta = 0: uniform; delta = 1: from 0 to 1);
+   - ``rank``: the same band, but z is the saliency *quantile* (average rank of ties, (r-1)/(n-1)),
+     so outliers in w cannot squash everybody else to one end of the band;
+   - ``softmax``: b = exp(z / tau) with z the standardised w (mean 0, sd 1 over seen types);
+     ``delta`` is not used.
+   Unseen types (weight never observed, NaN) get the neutral preference: the band midpoint
+   1 - delta/2 (minmax, rank) or exp(0) = the preference of an average type (softmax). A degenerate
+   spread (one seen type, or all weights equal) gives every seen type the neutral value too.
+2. A scale beta so that the expected number of masked tokens equals the budget under the
+   token-independence approximation: sum_v f_v pi_v = p sum_v f_v, with f_v the corpus counts of
+   non-special tokens and pi_v = min(1, beta b_v). Probabilities are capped at 1 and beta is
+   re-solved for the uncapped types (water-filling, :func:`calibrate_budget`), found by one sort and
+   prefix sums, not an iterative loop. The budget then holds to float64 rounding.
+
+Because the band is affine in z and beta > 0, pi is monotone (non-decreasing) in w for all three
+methods; uniform p is recovered when delta = 0 or nothing has been seen yet.
+
+Diagnostics
+-----------
+With q_v = f_v pi_v / sum f pi (the distribution of masked tokens) and u_v = f_v / sum f (what
+uniform masking gives): ``kl_to_uniform`` (nats per token, the paper reports ~7e-4),
+``masked_distribution_kl`` = KL(q || u), ``budget_moved`` = TV(q, u), ``spread`` of pi.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import check_choice, check_in_interval, check_positive
+
+CALIBRATIONS = ("minmax", "rank", "softmax")
+
+
+def _seen_mask(weights: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+    weights = np.asarray(weights, dtype=np.float64)
+    if seen is None:
+        return ~np.isnan(weights)
+    seen = np.asarray(seen, dtype=bool)
+    if seen.shape != weights.shape:
+        raise ValueError(f"seen has shape {seen.shape}, weights {weights.shape}")
+    return seen & ~np.isnan(weights)
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """0-based ranks, ties sharing their average rank (like scipy.stats.rankdata - 1)."""
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    new_group = np.concatenate(([True], sorted_values[1:] != sorted_values[:-1]))
+    group = np.cumsum(new_group) - 1
+    starts = np.flatnonzero(new_group)
+    ends = np.append(starts[1:], len(values)) - 1
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = ((starts + ends) / 2.0)[group]
+    return ranks
+
+
+def preference(weights: np.ndarray, method: str = "minmax", delta: float = 0.4, tau: float = 1.0,
+               seen: np.ndarray | None = None) -> np.ndarray:
+    """Unnormalised masking preference b_v >= 0 (step 1 of the module docstring)."""
+    check_choice("calibration", method, CALIBRATIONS)
+    delta = check_in_interval("delta", delta, 0.0, 1.0, low_open=False, high_open=False)
+    tau = check_positive("tau", tau)
+    weights = np.asarray(weights, dtype=np.float64)
+    seen = _seen_mask(weights, seen)
+    w = weights[seen]
+
+    if method == "softmax":
+        z = np.zeros_like(w)
+        sd = w.std() if w.size else 0.0
+        if sd > 0:
+            z = (w - w.mean()) / sd
+        top = max(float(z.max(initial=0.0)), 0.0)  # shift for overflow safety; beta absorbs it
+        pref = np.full(weights.shape, np.exp(-top / tau))
+        pref[seen] = np.exp((z - top) / tau)
+        return pref
+
+    z = np.full(w.shape, 0.5)
+    if method == "minmax":
+        lo, hi = (w.min(), w.max()) if w.size else (0.0, 0.0)
+        if hi > lo:
+            z = (w - lo) / (hi - lo)
+    elif w.size > 1:  # rank
+        ranks = _average_ranks(w)
+        if ranks.max() > ranks.min():
+            z = ranks / (w.size - 1)
+    pref = np.full(weights.shape, 1.0 - delta / 2.0)  # the neutral band midpoint for unseen types
+    pref[seen] = (1.0 - delta) + delta * z
+    return pref
+
+
+class BudgetSolver:
+    """Water-filling for one preference vector, solved for any budget p (mask schedules) in O(1).
+
+    pi_v = min(1, beta b_v) with beta solving sum f_v pi_v = p sum f_v. Sort types by preference,
+    descending (once, here). If the top k types are capped at 1, the rest need
+    beta_k = (p F - C_k) / R_k  (C_k: corpus mass of the top k types, R_k: sum of f b after them);
+    the answer is the smallest k for which the largest uncapped type stays at or below 1,
+    beta_k b_(k) <= 1, i.e. p <= t_k = (C_k + R_k / b_(k)) / F. The thresholds t_k are
+    non-decreasing in k, so k(p) is one ``searchsorted``: a budget costs no sort and no loop, and a
+    whole batch of per-row budgets is solved at once (:meth:`coefficients`). Types with f_v = 0 do
+    not affect the budget and still get min(1, beta b_v). p = 0 gives zeros and p = 1 ones.
+    """
+
+    def __init__(self, pref: np.ndarray, counts: np.ndarray):
+        pref = np.asarray(pref, dtype=np.float64)
+        counts = np.asarray(counts, dtype=np.float64)
+        if pref.shape != counts.shape or pref.ndim != 1:
+            raise ValueError(f"preference {pref.shape} and counts {counts.shape} must be 1-D of the same length")
+        if not np.isfinite(pref).all() or (pref < 0).any() or (counts < 0).any():
+            raise ValueError("preferences must be finite and non-negative, counts non-negative")
+        self.total = counts.sum()
+        if self.total <= 0:
+            raise ValueError("counts must have a positive total (corpus counts of non-special tokens)")
+        self.pref, self.counts = pref, counts
+        order = np.argsort(-pref, kind="stable")
+        self.rank = np.empty(len(pref), dtype=np.int64)  # position of each type in the sorted order
+        self.rank[order] = np.arange(len(pref))
+        sorted_pref, sorted_counts = pref[order], counts[order]
+        self.capped_mass = np.concatenate(([0.0], np.cumsum(sorted_counts)[:-1]))  # C_k
+        self.rest = (sorted_counts * sorted_pref)[::-1].cumsum()[::-1]  # R_k
+        n_open = int((self.rest > 0).sum())  # R_k > 0 on a prefix (R is non-increasing), so b_(k) > 0 there
+        threshold = (self.capped_mass[:n_open] + self.rest[:n_open] / sorted_pref[:n_open]) / self.total
+        self.threshold = np.maximum.accumulate(threshold)  # non-decreasing in exact arithmetic; guard rounding
+
+    def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray]:
+        """(k, beta) per budget in ``ps``: types of rank < k get 1, the others min(1, beta b_v)."""
+        ps = np.atleast_1d(np.asarray(ps, dtype=np.float64))
+        if not ((ps >= 0) & (ps <= 1)).all():
+            raise ValueError(f"p must lie in [0, 1], got {ps.tolist()}")
+        k = np.searchsorted(self.threshold, ps, side="left")
+        interior = (ps > 0) & (ps < 1)
+        if (k[interior] >= len(self.threshold)).any():
+            bad = float(ps[interior][k[interior] >= len(self.threshold)][0])
+            raise ValueError(
+                f"budget p={bad} is infeasible: the types with a positive preference hold only "
+                f"{self.counts[self.pref > 0].sum() / self.total:.3g} of the corpus tokens"
+            )
+        safe_k = np.minimum(k, max(len(self.threshold) - 1, 0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            beta = np.where(interior, (ps * self.total - self.capped_mass[safe_k]) / self.rest[safe_k], 0.0)
+        k = np.where(ps >= 1, len(self.pref), np.where(ps <= 0, 0, k))
+        return k, beta
+
+    def solve(self, p: float) -> np.ndarray:
+        """pi (V,) for budget ``p`` in [0, 1]."""
+        p = check_in_interval("p", p, 0.0, 1.0, low_open=False, high_open=False)
+        (k,), (beta,) = self.coefficients([p])
+        return np.where(self.rank < k, 1.0, np.minimum(beta * self.pref, 1.0))
+
+
+def calibrate_budget(pref: np.ndarray, counts: np.ndarray, p: float) -> np.ndarray:
+    """pi_v = min(1, beta b_v) with sum f_v pi_v = p sum f_v exactly (water-filling, :class:`BudgetSolver`)."""
+    return BudgetSolver(pref, counts).solve(p)
+
+
+def calibrate(weights: np.ndarray, counts: np.ndarray, p: float, method: str = "minmax", delta: float = 0.4,
+              tau: float = 1.0, seen: np.ndarray | None = None) -> np.ndarray:
+    """Masking probability pi_v of every token type (float64 (V,)); see the module docstring."""
+    return calibrate_budget(preference(weights, method, delta, tau, seen), counts, p)
+
+
+# --------------------------------------------------------------------------------------------------
+# Diagnostics
+
+
+def _restrict(probs, counts, seen):
+    probs = np.asarray(probs, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    keep = np.ones(probs.shape, dtype=bool) if seen is None else np.asarray(seen, dtype=bool)
+    probs, counts = probs[keep], counts[keep]
+    if counts.sum() <= 0:
+        raise ValueError("no token mass to measure (counts are all zero on the selected types)")
+    return probs, counts
+
+
+def _xlogy_ratio(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x log(x / y) with 0 log 0 = 0."""
+    out = np.zeros_like(x)
+    pos = x > 0
+    out[pos] = x[pos] * np.log(x[pos] / y[pos])
+    return out
+
+
+def kl_to_uniform(probs: np.ndarray, counts: np.ndarray, p: float, seen: np.ndarray | None = None) -> float:
+    """(1/N) sum_v f_v KL(Bernoulli(pi_v) || Bernoulli(p)), in nats per token (N = sum f_v).
+
+    The per-token information the mask carries beyond uniform masking. ``seen`` restricts the sum
+    (and N) to those types; by default all types count.
+    """
+    probs, counts = _restrict(probs, counts, seen)
+    p_arr = np.full_like(probs, p)
+    kl = _xlogy_ratio(probs, p_arr) + _xlogy_ratio(1 - probs, 1 - p_arr)
+    return float((counts * kl).sum() / counts.sum())
+
+
+def _masked_and_uniform(probs, counts, seen):
+    probs, counts = _restrict(probs, counts, seen)
+    q = counts * probs
+    if q.sum() <= 0:
+        raise ValueError("no masked token mass (all probabilities are zero on the selected types)")
+    return q / q.sum(), counts / counts.sum()
+
+
+def masked_distribution_kl(probs: np.ndarray, counts: np.ndarray, seen: np.ndarray | None = None) -> float:
+    """KL(q || u) in nats: which token types get masked, versus uniform masking."""
+    q, u = _masked_and_uniform(probs, counts, seen)
+    return float(_xlogy_ratio(q, u).sum())
+
+
+def budget_moved(probs: np.ndarray, counts: np.ndarray, seen: np.ndarray | None = None) -> float:
+    """Total variation TV(q, u): the fraction of the masking budget moved between token types."""
+    q, u = _masked_and_uniform(probs, counts, seen)
+    return float(0.5 * np.abs(q - u).sum())
+
+
+def spread(probs: np.ndarray, seen: np.ndarray | None) -> dict[str, float]:
+    """min, max and max/min of pi over the seen types (inf when the min is 0, nan if none seen)."""
+    probs = np.asarray(probs, dtype=np.float64)
+    values = probs if seen is None else probs[np.asarray(seen, dtype=bool)]
+    if values.size == 0:
+        return {"min": float("nan"), "max": float("nan"), "ratio": float("nan")}
+    lo, hi = float(values.min()), float(values.max())
+    return {"min": lo, "max": hi, "ratio": hi / lo if lo > 0 else float("inf")}

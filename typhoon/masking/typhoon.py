@@ -1,0 +1,292 @@
+"""Typhoon: mask the token types whose saliency says the model would learn most from them.
+
+Saliency
+--------
+For position i holding the true token t_i, s_i = dL/de_{i,t_i}: the gradient of the MLM loss with
+respect to the one-hot input, as if the word embedding were ``one_hot @ W``. Since x_i = W[t_i] is the
+embedding output, dL/de_{i,v} = <dL/dx_i, W[v]>, so s_i only needs the gradient at the word-embedding
+output (captured by a hook, :class:`SaliencyProbe`) and one (B, L, H) product: no B x L x V tensor.
+At a masked position the input is [MASK], but t_i is the ORIGINAL token (the one the model should
+recover); pass the original ids to :meth:`SaliencyProbe.saliency`.
+
+Weights (EMA)
+-------------
+Per token type v, a batch estimate  w_hat_v = mean(+s_i over the selected occurrences of v)
++ mean(-s_i over its visible, non-special occurrences)  (a side with no occurrence adds 0), and
+w_v <- (1 - lam) w_v + lam w_hat_v for the types seen in the batch; the first sighting sets
+w_v = w_hat_v. Computed with ``bincount`` over the flattened batch.
+
+Probabilities
+-------------
+After every update the weights are recalibrated (:mod:`typhoon.masking.calibration`) to pi_v with an
+exact expected budget p over the corpus counts f_v. Sampling is a lookup ``pi[input_ids]`` and a
+Bernoulli draw. Before any update (nothing seen) pi = p everywhere: uniform random masking.
+
+Per-row rates
+-------------
+A ``rate`` tensor (mask schedules) re-solves the budget for every row's rate with the same
+preferences, water-filled, so still capped at 1 and exact in expectation. The solution for any
+budget is a pair (k, beta): the k most preferred types get 1, the others min(1, beta b_v); one
+``searchsorted`` per row gives it (:class:`~typhoon.masking.calibration.BudgetSolver`), and the
+token probabilities are then a lookup of (b, rank) at the batch's ids. Rate 1 masks everything,
+rate 0 nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .base import MaskingStrategy, check_choice, check_in_interval, check_positive, maskable_positions
+from .calibration import (
+    CALIBRATIONS,
+    BudgetSolver,
+    budget_moved,
+    kl_to_uniform,
+    masked_distribution_kl,
+    preference,
+    spread,
+)
+
+
+class SaliencyProbe:
+    """Capture the gradient at a word-embedding module's output to compute token saliency.
+
+    Usage (register on ``model.get_input_embeddings()``)::
+
+        with SaliencyProbe(model.get_input_embeddings()) as probe:
+            loss = model(input_ids=masked_ids, ..., labels=mlm_labels).loss
+            loss.backward()
+        saliency = probe.saliency(original_ids)          # (B, L) = <dL/dx_i, W[t_i]>
+
+    Each forward through the module replaces the captured gradient, so with gradient accumulation
+    read the saliency after each micro-batch's backward. The embedding weight must require grad
+    (or the forward must otherwise build a graph through the embedding output).
+    """
+
+    def __init__(self, embedding: nn.Module):
+        if not isinstance(getattr(embedding, "weight", None), torch.Tensor):
+            raise ValueError(f"SaliencyProbe needs an embedding module with a .weight, got {type(embedding).__name__}")
+        self.embedding = embedding
+        self._handle = None
+        self._grad: torch.Tensor | None = None
+        self._saw_forward = False
+
+    def __enter__(self) -> SaliencyProbe:
+        self._handle = self.embedding.register_forward_hook(self._on_forward)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def _on_forward(self, module, inputs, output) -> None:
+        self._grad = None
+        self._saw_forward = True
+        if output.requires_grad:
+            output.register_hook(self._on_grad)
+
+    def _on_grad(self, grad: torch.Tensor) -> None:
+        self._grad = grad.detach()
+
+    def saliency(self, true_ids: torch.Tensor) -> torch.Tensor:
+        """(B, L) <dL/dx_i, W[t_i]> for the ORIGINAL token ids ``true_ids`` (at least float32)."""
+        if self._grad is None:
+            why = ("the embedding output did not require grad" if self._saw_forward
+                   else "no forward pass went through the embedding inside the probe")
+            raise RuntimeError(f"no gradient captured ({why}); call loss.backward() inside the probe")
+        weight = self.embedding.weight.detach()
+        true_ids = true_ids.to(weight.device)
+        dtype = torch.promote_types(torch.promote_types(self._grad.dtype, weight.dtype), torch.float32)
+        rows = weight.index_select(0, true_ids.reshape(-1)).view(*true_ids.shape, -1)  # W[t_i]
+        return (self._grad.to(dtype) * rows.to(dtype)).sum(dim=-1)
+
+
+def batch_weight_estimate(input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor,
+                          saliency: torch.Tensor, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(w_hat (V,) float64, seen_in_batch (V,) bool): the batch estimate of the module docstring."""
+    ids = input_ids.reshape(-1).long()
+    s = saliency.reshape(-1).double().to(ids.device)
+    chosen = (selected.bool() & maskable).reshape(-1)
+    visible = (~selected.bool() & maskable).reshape(-1)
+
+    def mean_by_type(where: torch.Tensor, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
+        total = torch.bincount(ids[where], weights=sign * s[where], minlength=vocab_size)
+        count = torch.bincount(ids[where], minlength=vocab_size)
+        return torch.where(count > 0, total / count.clamp(min=1), 0.0), count > 0
+
+    masked_mean, has_masked = mean_by_type(chosen, +1.0)
+    visible_mean, has_visible = mean_by_type(visible, -1.0)
+    return (masked_mean + visible_mean).cpu().numpy(), (has_masked | has_visible).cpu().numpy()
+
+
+def ema_update(weights: np.ndarray, seen: np.ndarray, estimate: np.ndarray, seen_in_batch: np.ndarray,
+               lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """w <- (1 - lam) w + lam w_hat on the batch's types; first sighting w = w_hat. Returns copies."""
+    weights, seen = weights.copy(), seen.copy()
+    again = seen_in_batch & seen
+    first = seen_in_batch & ~seen
+    weights[again] = (1.0 - lam) * weights[again] + lam * estimate[again]
+    weights[first] = estimate[first]
+    seen |= seen_in_batch
+    return weights, seen
+
+
+class TyphoonMasking(MaskingStrategy):
+    """Saliency-weighted token masking with an exact expected budget (see the module docstring).
+
+    Parameters: ``p`` budget in (0, 1); ``delta`` band width in [0, 1]; ``lam`` EMA rate in (0, 1];
+    ``calibration`` in {minmax, rank, softmax}; ``tau`` > 0 (softmax temperature); ``corruption``.
+    """
+
+    needs_saliency = True
+
+    def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
+                 calibration: str = "minmax", tau: float = 1.0):
+        super().__init__(p=p, corruption=corruption)
+        self.delta = check_in_interval("delta", delta, 0.0, 1.0, low_open=False, high_open=False)
+        self.lam = check_in_interval("lam", lam, 0.0, 1.0, low_open=True, high_open=False)
+        self.calibration = check_choice("calibration", calibration, CALIBRATIONS)
+        self.tau = check_positive("tau", tau)
+        self.steps = 0
+        self.counts: np.ndarray | None = None
+        self.weights: np.ndarray | None = None
+        self.seen: np.ndarray | None = None
+        self.probs: np.ndarray | None = None
+        self._solver: BudgetSolver | None = None
+        self._lookup: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> (preference, rank)
+
+    @property
+    def name(self) -> str:
+        return "typhoon" if self.calibration == "minmax" else f"typhoon_{self.calibration}"
+
+    @property
+    def params(self):
+        return {**super().params, "delta": self.delta, "lam": self.lam, "calibration": self.calibration,
+                "tau": self.tau}
+
+    @property
+    def vocab_size(self) -> int | None:
+        return None if self.counts is None else len(self.counts)
+
+    # -- corpus counts and recalibration ---------------------------------------------------------
+    def prepare(self, token_counts: np.ndarray | None) -> None:
+        """Set the corpus counts f_v (non-special tokens, (V,)) and reset the state to uniform p."""
+        counts = np.asarray(token_counts)
+        if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() <= 0:
+            raise ValueError("token_counts must be a non-empty 1-D array of non-negative counts with a positive sum")
+        self.counts = counts.astype(np.int64)
+        self.weights = np.full(len(counts), np.nan)
+        self.seen = np.zeros(len(counts), dtype=bool)
+        self.steps = 0
+        self.recalibrate()
+
+    def _require_prepared(self) -> None:
+        if self.counts is None:
+            raise RuntimeError("TyphoonMasking needs corpus token counts: call prepare(token_counts) first")
+
+    def recalibrate(self) -> None:
+        """Recompute pi for budget p from the current weights (and forget per-rate solutions)."""
+        self._require_prepared()
+        pref = preference(self.weights, self.calibration, self.delta, self.tau, self.seen)
+        self._solver = BudgetSolver(pref, self.counts)
+        self.probs = self._solver.solve(self.p)
+        self._lookup.clear()
+
+    def probs_for_rate(self, rate: float) -> np.ndarray:
+        """Float64 (V,) probabilities for budget ``rate`` (same preferences, water-filled again)."""
+        self._require_prepared()
+        return self.probs.copy() if rate == self.p else self._solver.solve(rate)
+
+    def _lookup_tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        key = str(device)
+        if key not in self._lookup:
+            self._lookup[key] = (torch.as_tensor(self._solver.pref, dtype=torch.float64, device=device),
+                                 torch.as_tensor(self._solver.rank, device=device))
+        return self._lookup[key]
+
+    def token_probs(self, input_ids: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+        """Float64 (B, L): pi of every token for its row's budget (a lookup, no V-sized work per row)."""
+        k, beta = self._solver.coefficients(rates.detach().cpu().numpy())
+        device = input_ids.device
+        pref, rank = self._lookup_tables(device)
+        flat = input_ids.reshape(-1)
+        token_pref = pref.index_select(0, flat).view(input_ids.shape)
+        token_rank = rank.index_select(0, flat).view(input_ids.shape)
+        k = torch.as_tensor(k, device=device)[:, None]
+        beta = torch.as_tensor(beta, dtype=torch.float64, device=device)[:, None]
+        return torch.where(token_rank < k, 1.0, (beta * token_pref).clamp(max=1.0))
+
+    # -- sampling --------------------------------------------------------------------------------
+    def _select(self, batch, maskable, rates, generator):
+        input_ids = batch["input_ids"]
+        u = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+        if self.counts is None:  # never prepared: nothing to calibrate against, behave like random
+            return (u < rates[:, None]) & maskable
+        return (u < self.token_probs(input_ids, rates)) & maskable
+
+    # -- learning --------------------------------------------------------------------------------
+    def update(self, batch: dict[str, torch.Tensor], selected: torch.Tensor, saliency: torch.Tensor) -> None:
+        """EMA update of the weights from one step's saliency, then recalibration.
+
+        ``batch["input_ids"]`` must hold the ORIGINAL tokens (the strategy never modifies them),
+        ``selected`` the positions that were masked (``mlm_labels != -100``).
+        """
+        self._require_prepared()
+        if saliency.shape != batch["input_ids"].shape or selected.shape != batch["input_ids"].shape:
+            raise ValueError(f"saliency {tuple(saliency.shape)} and selected {tuple(selected.shape)} must match "
+                             f"input_ids {tuple(batch['input_ids'].shape)}")
+        estimate, in_batch = batch_weight_estimate(batch["input_ids"], maskable_positions(batch), selected,
+                                                   saliency.detach(), len(self.counts))
+        self.weights, self.seen = ema_update(self.weights, self.seen, estimate, in_batch, self.lam)
+        self.steps += 1
+        self.recalibrate()
+
+    # -- diagnostics and state -------------------------------------------------------------------
+    def diagnostics(self) -> dict[str, Any]:
+        """KL to uniform (nats/token), KL and TV of the masked distribution, spread of pi."""
+        if self.counts is None:
+            return {}
+        out = {
+            "kl_to_uniform": kl_to_uniform(self.probs, self.counts, self.p),
+            "masked_distribution_kl": masked_distribution_kl(self.probs, self.counts),
+            "budget_moved": budget_moved(self.probs, self.counts),
+            "n_seen": int(self.seen.sum()),
+        }
+        out.update({f"spread_{k}": v for k, v in spread(self.probs, self.seen).items()})
+        return out
+
+    def meta(self) -> dict[str, Any]:
+        """Parameters, step count and diagnostics; non-finite numbers become None (strict JSON)."""
+        diagnostics = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                       for k, v in self.diagnostics().items()}
+        return {**super().meta(), "steps": self.steps, "vocab_size": self.vocab_size, **diagnostics}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Arrays ``weights`` (NaN unseen), ``counts``, ``seen``, ``probs`` and ``meta`` (CONTRACTS.md)."""
+        if self.counts is None:
+            empty = np.zeros(0)
+            return {"weights": empty, "counts": empty.astype(np.int64), "seen": empty.astype(bool),
+                    "probs": empty, "meta": self.meta()}
+        weights = np.where(self.seen, self.weights, np.nan)
+        return {"weights": weights, "counts": self.counts.copy(), "seen": self.seen.copy(),
+                "probs": self.probs.copy(), "meta": self.meta()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        counts = np.asarray(state["counts"])
+        if counts.size == 0:
+            self.counts = self.weights = self.seen = self.probs = self._solver = None
+            return
+        self.counts = counts.astype(np.int64)
+        self.seen = np.asarray(state["seen"], dtype=bool).copy()
+        self.weights = np.where(self.seen, np.asarray(state["weights"], dtype=np.float64), np.nan)
+        meta = state.get("meta", {})
+        meta = json.loads(meta) if isinstance(meta, str) else meta
+        self.steps = int(meta.get("steps", 0))
+        self.recalibrate()

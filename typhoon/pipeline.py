@@ -1,0 +1,397 @@
+"""One cell of the study, end to end: MLM adaptation -> fine-tuning -> GLUE dev metrics -> run record.
+
+Read :func:`run` top to bottom: it loads the data and the backbone, adapts the encoder with masked
+language modelling on the task's own training text (phase 1, masked by the chosen strategy), fine-tunes
+a classifier from the adapted encoder (phase 2), evaluates on the GLUE dev split every epoch, and writes
+the run record atomically.
+
+Randomness: the run seed fixes the data order (a numpy Generator), the masks (a torch Generator), the
+new heads' initialisation and dropout (the global torch seed, set once at the start of the run, since
+dropout draws from it). On CPU the same config and seed give bit-identical metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+import typhoon
+from typhoon import records
+from typhoon.config import RunConfig
+from typhoon.data import collate, get_task, length_grouped_batches, load_glue, token_counts, tokenize_glue
+from typhoon.masking import SaliencyProbe, get_strategy
+from typhoon.metrics import glue_metrics, majority_baseline
+from typhoon.models import load_backbone
+from typhoon.schedules import sample_rates
+
+DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
+GRAD_CLIP = 1.0
+PAD_MULTIPLE = 8  # fewer distinct shapes: less kernel warm-up, better tiles
+
+
+@dataclass
+class RunResult:
+    config: RunConfig
+    run_dir: Path
+    metrics: dict
+    mlm_loss: pd.DataFrame
+    skipped: bool = False  # True when a complete record already existed
+
+    @property
+    def final(self) -> dict:
+        return self.metrics["final"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment
+
+
+def resolve_device(config: RunConfig) -> torch.device:
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(config.device)
+
+
+def use_bf16(config: RunConfig, device: torch.device) -> bool:
+    """bf16 autocast where the hardware runs it natively (CUDA bf16; CPUs with AMX or AVX512-BF16)."""
+    if config.precision != "auto":
+        return config.precision == "bf16"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = fh.read()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(typhoon.__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def library_versions() -> dict:
+    import datasets
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "datasets": datasets.__version__,
+            "typhoon": typhoon.__version__}
+
+
+# --------------------------------------------------------------------------------------------------
+# Data
+
+
+def prepare_data(config: RunConfig, tokenizer) -> dict:
+    """Tokenized train/dev examples as lists of dicts (cheap to batch), capped as the config says."""
+    raw = load_glue(config.task)
+    for split in ("train", "validation"):
+        if len(raw[split]) == 0:
+            raise ValueError(f"GLUE {config.task}: the {split} split is empty")
+    caps = {"train": config.max_train_examples, "validation": config.max_eval_examples}
+    raw = raw.__class__({s: raw[s].select(range(min(caps[s] or len(raw[s]), len(raw[s])))) for s in caps})
+    tokenized = tokenize_glue(raw, tokenizer, config.task, config.max_length)
+    keep = [c for c in ("input_ids", "token_type_ids", "special_tokens_mask", "word_ids", "label")
+            if c in tokenized["train"].column_names]
+    return {split: tokenized[split].select_columns(keep).to_list() for split in ("train", "validation")}
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def model_inputs(batch: dict, family: str) -> dict:
+    keys = ("input_ids", "attention_mask") + (("token_type_ids",) if family == "bert" else ())
+    return {k: batch[k] for k in keys if k in batch}
+
+
+def linear_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    warmup = max(1, int(total_steps * warmup_ratio))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+
+
+def make_optimizer(model, lr: float, weight_decay: float):
+    # No weight decay on biases and LayerNorm weights (BERT's recipe).
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+
+
+# --------------------------------------------------------------------------------------------------
+# Phase 1: MLM adaptation
+
+
+def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen, progress) -> tuple[list, dict]:
+    """Masked-LM training on the task's training text; returns loss rows and timing."""
+    tokenizer = backbone.tokenizer
+    mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
+    train, dev = data["train"], data["validation"]
+    # The dev loss uses one fixed random mask, independent of the run's seed and strategy.
+    dev_masker = get_strategy("random", p=config.p, corruption=config.corruption)
+    dev_gen = torch.Generator().manual_seed(DEV_MASK_SEED)
+    dev_batches = []
+    for idx in length_grouped_batches([len(x["input_ids"]) for x in dev], config.eval_batch_size, None):
+        batch = collate([dev[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
+        batch["input_ids"], batch["mlm_labels"] = dev_masker(batch, dev_gen, **mask_args)
+        dev_batches.append(batch)
+
+    lengths = [len(x["input_ids"]) for x in train]
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    optimizer = make_optimizer(mlm, config.mlm_lr, config.weight_decay)
+    scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
+    embeddings = mlm.input_embeddings()
+    rows, tokens, step = [], 0, 0
+    start = time.perf_counter()
+    for epoch in range(1, config.mlm_epochs + 1):
+        mlm.train()
+        bar = tqdm(length_grouped_batches(lengths, config.batch_size, rng), desc=f"MLM epoch {epoch}",
+                   disable=not progress, leave=False)
+        for idx in bar:
+            batch = collate([train[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
+            rates = sample_rates(config.schedule, len(idx), config.p, config.pi0, mask_gen)
+            masked_ids, labels = strategy(batch, mask_gen, rate=rates, **mask_args)
+            if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
+                continue
+            inputs = to_device({**batch, "input_ids": masked_ids}, device)
+            with SaliencyProbe(embeddings) if strategy.needs_saliency else _nullprobe() as probe:
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                    loss = mlm(labels=labels.to(device), **model_inputs(inputs, backbone.family))
+                loss.backward()
+            if strategy.needs_saliency:
+                # saliency w.r.t. the one-hot of the *original* token at every position
+                saliency = probe.saliency(batch["input_ids"].to(device)).float().cpu()
+                strategy.update(batch, labels != -100, saliency)
+            torch.nn.utils.clip_grad_norm_(mlm.parameters(), GRAD_CLIP)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            tokens += int(batch["attention_mask"].sum())
+            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
+            bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
+        rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(mlm, dev_batches, backbone, device, bf16)})
+    wall = time.perf_counter() - start
+    return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step}
+
+
+class _nullprobe:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+@torch.no_grad()
+def mlm_dev_loss(mlm, dev_batches, backbone, device, bf16) -> float:
+    mlm.eval()
+    total, count = 0.0, 0
+    for batch in dev_batches:
+        inputs = to_device(batch, device)
+        n = int((inputs["mlm_labels"] != -100).sum())
+        if n == 0:
+            continue
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = mlm(labels=inputs["mlm_labels"], **model_inputs(inputs, backbone.family))
+        total, count = total + float(loss) * n, count + n
+    mlm.train()
+    return total / max(count, 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Phase 2: fine-tuning and evaluation
+
+
+def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -> tuple[list, dict]:
+    """Fine-tune the classifier, evaluating on the dev split after every epoch."""
+    pad = backbone.tokenizer.pad_token_id
+    train, dev = data["train"], data["validation"]
+    lengths = [len(x["input_ids"]) for x in train]
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
+    scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
+    dev_batches = [collate([dev[i] for i in idx], pad, PAD_MULTIPLE)
+                   for idx in length_grouped_batches([len(x["input_ids"]) for x in dev], config.eval_batch_size, None)]
+    epochs, tokens = [], 0
+    start = time.perf_counter()
+    for epoch in range(1, config.ft_epochs + 1):
+        classifier.train()
+        losses = []
+        bar = tqdm(length_grouped_batches(lengths, config.batch_size, rng), desc=f"fine-tune epoch {epoch}",
+                   disable=not progress, leave=False)
+        for idx in bar:
+            batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = classifier(**model_inputs(batch, backbone.family)).logits
+            loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(classifier.parameters(), GRAD_CLIP)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            tokens += int(batch["attention_mask"].sum())
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        metrics = evaluate(config.task, classifier, dev_batches, backbone, device, bf16)
+        epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
+    wall = time.perf_counter() - start
+    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None}
+
+
+@torch.no_grad()
+def evaluate(task, classifier, dev_batches, backbone, device, bf16) -> dict:
+    classifier.eval()
+    predictions, labels = [], []
+    for batch in dev_batches:
+        inputs = to_device(batch, device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = classifier(**model_inputs(inputs, backbone.family)).logits
+        predictions.append(logits.float().argmax(-1).cpu())
+        labels.append(batch["labels"])
+    classifier.train()
+    values = glue_metrics(task, torch.cat(labels).numpy(), torch.cat(predictions).numpy())
+    return {f"dev_{k}": v for k, v in values.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# The run
+
+
+def train_and_evaluate(config: RunConfig, progress: bool = True) -> tuple[dict, list, object]:
+    """Phases 1 and 2 for one config; returns (metrics, mlm loss rows, masking strategy)."""
+    started = time.perf_counter()
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    device = resolve_device(config)
+    bf16 = use_bf16(config, device)
+    torch.manual_seed(config.seed)  # dropout draws from the global generator
+    rng = np.random.default_rng(config.seed)  # data order
+    mask_gen = torch.Generator().manual_seed(config.seed)  # masks (drawn on the CPU)
+
+    backbone = load_backbone(config.backbone)
+    data = prepare_data(config, backbone.tokenizer)
+    spec = get_task(config.task)
+    strategy = get_strategy(config.strategy, **config.strategy_params())
+    strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
+                                  [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
+
+    mlm = backbone.mlm_model(seed=config.seed).to(device)
+    loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
+    if config.mlm_epochs > 0:
+        loss_rows, timing = adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen, progress)
+    encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
+    del mlm
+
+    classifier = backbone.classifier(spec.num_labels, encoder_state=encoder_state, seed=config.seed).to(device)
+    epochs, ft_timing = fine_tune(config, backbone, classifier, data, device, bf16, rng, progress)
+    timing.update(ft_timing, wall_s=time.perf_counter() - started)
+
+    train_labels = [x["label"] for x in data["train"]]
+    dev_labels = [x["label"] for x in data["validation"]]
+    metrics = {
+        "status": "ok",
+        "primary_metric": spec.metric,
+        "majority_value": majority_baseline(config.task, train_labels, dev_labels),
+        "final": {k: v for k, v in epochs[-1].items() if k.startswith("dev_")},
+        "epochs": epochs,
+        "timing": timing,
+        "n_train": len(data["train"]), "n_dev": len(data["validation"]),
+        "device": str(device), "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
+        "versions": library_versions(), "git_commit": git_commit(),
+    }
+    if strategy.needs_saliency:
+        metrics["masking"] = strategy.meta()
+    return metrics, loss_rows, strategy
+
+
+def run(config: RunConfig, out_dir: str | Path = "outputs", *, force: bool = False, progress: bool = True) -> RunResult:
+    """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``.
+
+    A complete record for the same config is reused unless ``force``. A failing run leaves a record
+    with status ``failed``, its error and traceback, and re-raises.
+    """
+    out_dir = Path(out_dir)
+    run_dir = out_dir / config.relative_dir()
+    if not force and records.is_complete(run_dir, config.to_dict()):
+        return load_run(run_dir, skipped=True)
+    lock = run_dir.with_name(f".{run_dir.name}.lock")
+    with records.exclusive_lock(lock, f"run record {config.relative_dir()}"):
+        try:
+            metrics, loss_rows, strategy = train_and_evaluate(config, progress)
+        except Exception as err:
+            write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
+                                           "primary_metric": get_task(config.task).metric},
+                         traceback_text=traceback.format_exc())
+            raise
+        write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+    return load_run(run_dir)
+
+
+def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=None, strategy=None,
+                 traceback_text: str | None = None) -> None:
+    """Write every file of a record into a staging folder, then publish it with one rename."""
+    staging = records.staging_dir(run_dir)
+    records.atomic_write_json(staging / "config.json", config.to_dict())
+    pd.DataFrame(loss_rows or [], columns=["step", "epoch", "split", "loss"]).to_csv(staging / "mlm_loss.csv", index=False)
+    if strategy is not None and strategy.needs_saliency:
+        strategy.save(staging / "masking_state.npz")
+    if traceback_text:
+        (staging / "traceback.txt").write_text(traceback_text)
+        metrics["traceback"] = "traceback.txt"
+    records.atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
+    records.publish_dir(staging, run_dir)
+
+
+def load_run(run_dir: str | Path, skipped: bool = False) -> RunResult:
+    """Read a run record back (for notebooks and the batch)."""
+    run_dir = Path(run_dir)
+    config = records.read_json(run_dir / "config.json")
+    metrics = records.read_json(run_dir / "metrics.json")
+    if config is None or metrics is None:
+        raise FileNotFoundError(f"no complete run record in {run_dir}")
+    return RunResult(RunConfig(**config), run_dir, metrics, pd.read_csv(run_dir / "mlm_loss.csv"), skipped)
+
+
+def config_from_parameters(task: str, backbone: str, strategy: str, seed: int, profile: str,
+                           schedule: str = "fixed", overrides: dict | str | None = None) -> RunConfig:
+    """Build a run's config from notebook parameters, refusing wrong types with a clear message."""
+    from typhoon.config import FIELD_TYPES, coerce, get_profile
+
+    if isinstance(overrides, str):
+        try:
+            overrides = json.loads(overrides or "{}")
+        except json.JSONDecodeError as err:
+            raise ValueError(f"notebook parameter overrides is not valid JSON: {overrides!r} ({err})") from None
+    if not isinstance(overrides, dict | None):
+        raise ValueError(f"notebook parameter overrides must be a dict or JSON object, got {type(overrides).__name__}")
+    for name, value in (("task", task), ("backbone", backbone), ("strategy", strategy), ("profile", profile),
+                        ("schedule", schedule)):
+        if not isinstance(value, str):
+            raise ValueError(f"notebook parameter {name} must be a string, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"notebook parameter seed must be an integer, got {seed!r}")
+    cell = dict(task=task, backbone=backbone, strategy=strategy, seed=seed, schedule=schedule)
+    for key, value in (overrides or {}).items():
+        if key not in FIELD_TYPES:
+            raise ValueError(f"notebook parameter overrides has unknown key {key!r}; choose from {sorted(FIELD_TYPES)}")
+        cell[key] = coerce(key, value)
+    return get_profile(profile).run_config(**cell)

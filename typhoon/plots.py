@@ -1,0 +1,386 @@
+"""Figures, regenerated from the tables (PNG + SVG under ``outputs/figures/``).
+
+Every ``plot_*`` function takes DataFrames (or arrays) plus an output path (suffix ignored) and returns
+the written paths ``[<path>.png, <path>.svg]``. Figures are built on ``matplotlib.figure.Figure`` with
+the Agg canvas -- no pyplot state, so they are safe in scripts, tests and notebooks alike (show them in
+a notebook with ``IPython.display.Image(paths[0])``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import matplotlib
+
+# Scripts and tests: the non-interactive Agg backend. A notebook kernel (MPLBACKEND set by ipykernel) or
+# a session that already imported pyplot keeps its backend; figures here never use pyplot anyway.
+if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+    matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from . import stats as S  # noqa: E402
+
+__all__ = [
+    "save_figure",
+    "strategy_palette",
+    "plot_metric_per_seed",
+    "plot_paired_differences",
+    "plot_expected_max",
+    "load_loss_curves",
+    "plot_loss_curves",
+    "plot_run_curves",
+    "plot_weights_vs_probs",
+    "plot_prob_histogram",
+    "plot_calibration_sweep",
+]
+
+_LOSS_COLUMNS = ["step", "epoch", "split", "loss"]
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------
+def _new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig: Figure, out_path: str | os.PathLike, dpi: int = 150) -> list[Path]:
+    """Write ``fig`` as ``<out_path>.png`` and ``<out_path>.svg`` (atomically) and return both paths."""
+    base = Path(out_path)
+    if base.suffix.lower() in (".png", ".svg", ".pdf"):
+        base = base.with_suffix("")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "svg"):
+        final = base.parent / f"{base.name}.{ext}"
+        tmp = base.parent / f".{base.name}.{ext}.tmp"
+        fig.savefig(tmp, format=ext, dpi=dpi)
+        os.replace(tmp, final)
+        paths.append(final)
+    return paths
+
+
+def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
+    """A stable colour per strategy (sorted names -> colorblind palette), shared by all figures."""
+    names = sorted(dict.fromkeys(str(s) for s in strategies))
+    colors = sns.color_palette("colorblind", max(len(names), 1))
+    return {s: colors[i % len(colors)] for i, s in enumerate(names)}
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{what} must be a DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what} is missing column(s) {missing}")
+    if df.empty:
+        raise ValueError(f"{what} is empty: nothing to plot")
+
+
+def _facets(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    return list(dict.fromkeys(df["task"].astype(str))), list(dict.fromkeys(df["backbone"].astype(str)))
+
+
+# --------------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------------
+def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, confidence: float = 0.95,
+                         reference: str | None = "typhoon") -> list[Path]:
+    """Dev metric of every seed per strategy (strip), with mean ± t-based CI; facets task x backbone."""
+    _require(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
+    df = S.ok_runs(results)
+    if df.empty:
+        raise ValueError("results has no runs with status 'ok'")
+    summ = S.summarize(results, confidence=confidence)
+    tasks, backbones = _facets(df)
+    order = S._strategy_order(df["strategy"], reference)
+    pal = strategy_palette(order)
+    fig = _new_figure(1.2 + 0.9 * len(order) * len(backbones), 0.6 + 2.6 * len(tasks))
+    axes = fig.subplots(len(tasks), len(backbones), squeeze=False, sharey="row")
+    for i, task in enumerate(tasks):
+        for j, bb in enumerate(backbones):
+            ax = axes[i, j]
+            sub = df[(df.task == task) & (df.backbone == bb)]
+            if sub.empty:
+                ax.set_axis_off()
+                continue
+            sns.stripplot(data=sub, x="strategy", y="primary_value", hue="strategy", order=order,
+                          hue_order=order, palette=pal, ax=ax, size=5, alpha=0.7, jitter=0.15, legend=False)
+            sm = summ[(summ.task == task) & (summ.backbone == bb)].set_index("strategy")
+            for x, s in enumerate(order):
+                if s not in sm.index:
+                    continue
+                r = sm.loc[s]
+                if np.isfinite(r["ci_low"]):
+                    ax.errorbar(x + 0.3, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
+                                fmt="o", color="black", capsize=3, ms=4)
+                else:
+                    ax.plot(x + 0.3, r["mean"], "o", color="black", ms=4)
+            metric = S._metric_of(sub) or "primary metric"
+            ax.set_title(f"{task} / {bb}", fontsize=9)
+            ax.set_xlabel("")
+            ax.set_ylabel(f"dev {metric}" if j == 0 else "")
+            ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    fig.suptitle(f"Dev metric per seed; black: mean ± {confidence:.0%} t-CI", fontsize=10)
+    return save_figure(fig, out_path)
+
+
+def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLike,
+                            margin: float | None = None, family: str | None = "vs_reference") -> list[Path]:
+    """Forest plot of paired mean differences (strategy_a - strategy_b) with CIs, zero line and the
+    equivalence band ±margin. ``family`` selects rows (falls back to all rows if none match)."""
+    _require(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
+             "comparisons")
+    df = comparisons
+    if family is not None and "family" in df.columns and (df["family"] == family).any():
+        df = df[df["family"] == family]
+    if margin is None:
+        margin = float(df["margin"].iloc[0]) if "margin" in df.columns else None
+    df = df.reset_index(drop=True)
+    labels = [f"{r.task}/{r.backbone}: {r.strategy_a} - {r.strategy_b}" for r in df.itertuples()]
+    pal = strategy_palette(pd.concat([df.strategy_a, df.strategy_b]))
+    fig = _new_figure(7.0, 1.0 + 0.35 * len(df))
+    ax = fig.subplots()
+    y = np.arange(len(df))[::-1]
+    if margin:
+        ax.axvspan(-margin, margin, color="0.9", zorder=0, label=f"equivalence margin ±{margin:g}")
+        for m in (-margin, margin):
+            ax.axvline(m, color="0.5", ls="--", lw=0.8)
+    ax.axvline(0, color="black", lw=0.8)
+    for yi, r in zip(y, df.itertuples(), strict=True):
+        c = pal[r.strategy_b]
+        if np.isfinite(r.ci_low):
+            ax.errorbar(r.mean_diff, yi, xerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
+                        color=c, capsize=3)
+        elif np.isfinite(r.mean_diff):
+            ax.plot(r.mean_diff, yi, "x", color=c)  # no CI (fewer than 2 seeds)
+        if "p_holm" in df.columns and np.isfinite(r.p_holm):
+            ax.annotate(f"p_Holm={r.p_holm:.2g}", (1.01, yi), xycoords=("axes fraction", "data"), fontsize=7,
+                        va="center")
+    ax.set_yticks(y, labels, fontsize=8)
+    metric = S._metric_of(df) if "primary_metric" in df.columns else ""
+    ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
+    if margin:
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_title("Paired differences (by seed)", fontsize=10)
+    return save_figure(fig, out_path)
+
+
+def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """Expected best-of-k dev metric vs k (table from ``stats.expected_max_performance``)."""
+    _require(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
+    tasks, backbones = _facets(evp)
+    pal = strategy_palette(evp["strategy"])
+    fig = _new_figure(1.0 + 3.0 * len(backbones), 0.6 + 2.5 * len(tasks))
+    axes = fig.subplots(len(tasks), len(backbones), squeeze=False)
+    for i, task in enumerate(tasks):
+        for j, bb in enumerate(backbones):
+            ax = axes[i, j]
+            sub = evp[(evp.task == task) & (evp.backbone == bb)]
+            for s, g in sub.groupby("strategy", sort=False):
+                ax.plot(g["k"], g["expected_max"], "o-", color=pal[s], label=s, ms=3)
+                if "extrapolated" in g.columns and g["extrapolated"].any():
+                    ax.axvline(g.loc[~g["extrapolated"], "k"].max(), color="0.7", ls=":", lw=0.8)
+            ax.set_title(f"{task} / {bb}", fontsize=9)
+            ax.set_xlabel("k (seeds)")
+            ax.set_ylabel("E[max of k]" if j == 0 else "")
+    axes[0, -1].legend(fontsize=7)
+    return save_figure(fig, out_path)
+
+
+# --------------------------------------------------------------------------------------------------
+# MLM loss curves
+# --------------------------------------------------------------------------------------------------
+def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: bool = False) -> pd.DataFrame:
+    """Read ``<out_dir>/<record_path>/mlm_loss.csv`` of every ok run into one tidy frame with columns
+    ``task, backbone, strategy, seed, step, epoch, split, loss``. Runs without the file are skipped
+    (``strict=True``: FileNotFoundError); the names of skipped runs are in ``.attrs["missing"]``."""
+    _require(results, ["task", "backbone", "strategy", "seed", "status", "record_path"], "results")
+    ok = results[results["status"].astype(str) == "ok"]
+    frames, missing = [], []
+    for r in ok.itertuples():
+        path = Path(out_dir) / str(r.record_path) / "mlm_loss.csv"
+        if not path.is_file():
+            if strict:
+                raise FileNotFoundError(path)
+            missing.append(str(r.record_path))
+            continue
+        f = pd.read_csv(path)
+        bad = [c for c in _LOSS_COLUMNS if c not in f.columns]
+        if bad:
+            raise ValueError(f"{path} is missing column(s) {bad}")
+        f = f[_LOSS_COLUMNS].copy()
+        f.insert(0, "seed", r.seed)
+        f.insert(0, "strategy", str(r.strategy))
+        f.insert(0, "backbone", str(r.backbone))
+        f.insert(0, "task", str(r.task))
+        frames.append(f)
+    cols = ["task", "backbone", "strategy", "seed", *_LOSS_COLUMNS]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    out.attrs["missing"] = missing
+    return out
+
+
+def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev."""
+    _require(curves, ["task", "backbone", "strategy", "seed", "step", "split", "loss"], "loss curves")
+    agg = (curves.groupby(["task", "backbone", "strategy", "split", "step"], sort=False)["loss"]
+           .agg(["mean", "std", "count"]).reset_index().sort_values("step"))
+    combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
+    splits = [s for s in ("train", "dev") if s in set(agg["split"])] or sorted(set(agg["split"]))
+    pal = strategy_palette(agg["strategy"])
+    fig = _new_figure(1.0 + 4.0 * len(splits), 0.6 + 2.5 * len(combos))
+    axes = fig.subplots(len(combos), len(splits), squeeze=False)
+    for i, (task, bb) in enumerate(combos):
+        for j, split in enumerate(splits):
+            ax = axes[i, j]
+            sub = agg[(agg.task == task) & (agg.backbone == bb) & (agg.split == split)]
+            for s, g in sub.groupby("strategy", sort=False):
+                ax.plot(g["step"], g["mean"], color=pal[s], label=s, lw=1.2,
+                        marker="o" if len(g) < 30 else None, ms=3)
+                sd = g["std"].fillna(0.0)
+                ax.fill_between(g["step"], g["mean"] - sd, g["mean"] + sd, color=pal[s], alpha=0.2, lw=0)
+            ax.set_title(f"{task} / {bb}: {split}", fontsize=9)
+            ax.set_xlabel("step")
+            ax.set_ylabel("MLM loss" if j == 0 else "")
+    axes[0, -1].legend(fontsize=7)
+    fig.suptitle("MLM loss (mean ± sd over seeds)", fontsize=10)
+    return save_figure(fig, out_path)
+
+
+
+def plot_run_curves(mlm_loss: pd.DataFrame, epochs: pd.DataFrame, primary_metric: str,
+                    majority_value: float | None, out_path: str | os.PathLike) -> list[Path]:
+    """One run: MLM loss per step (train, and dev per epoch) and the dev metric per fine-tuning epoch."""
+    _require(mlm_loss, ["step", "split", "loss"], "MLM loss")
+    column = f"dev_{primary_metric}"
+    _require(epochs, ["epoch", column], "epoch metrics")
+    fig = _new_figure(9.0, 3.2)
+    loss_ax, metric_ax = fig.subplots(1, 2)
+    for split, style in (("train", dict(lw=1.0)), ("dev", dict(marker="o", lw=1.5))):
+        part = mlm_loss[mlm_loss["split"] == split]
+        if len(part):
+            loss_ax.plot(part["step"], part["loss"], label=split, **style)
+    loss_ax.set(xlabel="MLM step", ylabel="MLM loss", title="phase 1: MLM adaptation")
+    if len(mlm_loss):
+        loss_ax.legend(fontsize=8)
+    metric_ax.plot(epochs["epoch"], epochs[column], marker="o")
+    if majority_value is not None and np.isfinite(majority_value):
+        metric_ax.axhline(majority_value, ls="--", color="grey", lw=1, label="majority class")
+        metric_ax.legend(fontsize=8)
+    metric_ax.set(xlabel="fine-tuning epoch", ylabel=f"dev {primary_metric}", title="phase 2: fine-tuning")
+    return save_figure(fig, out_path)
+
+# --------------------------------------------------------------------------------------------------
+# budget spread
+# --------------------------------------------------------------------------------------------------
+def _seen_arrays(weights, probs, seen):
+    w = np.asarray(weights, dtype=float)
+    pi = np.asarray(probs, dtype=float)
+    if w.shape != pi.shape or w.ndim != 1:
+        raise ValueError(f"weights and probs must be 1-D of equal length, got {w.shape} and {pi.shape}")
+    m = np.isfinite(w) & np.isfinite(pi)
+    if seen is not None:
+        m &= np.asarray(seen, dtype=bool)
+    if not m.any():
+        raise ValueError("no seen token types with finite weight and probability")
+    return w[m], pi[m]
+
+
+def plot_weights_vs_probs(weights, probs, p: float, out_path: str | os.PathLike, seen=None,
+                          title: str = "") -> list[Path]:
+    """Rank plot: saliency weight w and calibrated pi of the seen types, both sorted by w (descending),
+    on a log scale relative to their mean / the budget p; right panel: pi against w."""
+    w, pi = _seen_arrays(weights, probs, seen)
+    order = np.argsort(-w, kind="stable")
+    rank = np.arange(1, w.size + 1)
+    fig = _new_figure(10.0, 3.6)
+    ax1, ax2 = fig.subplots(1, 2)
+    wpos = w[order] / np.mean(np.abs(w)) if np.mean(np.abs(w)) > 0 else w[order]
+    ax1.plot(rank, np.where(wpos > 0, wpos, np.nan), label="saliency weight w / mean(w)", lw=1.2)
+    ax1.plot(rank, pi[order] / p, label="calibrated pi / p", lw=1.2)
+    ax1.axhline(1.0, color="0.5", ls=":", lw=0.8)
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("rank of the type by saliency weight")
+    ax1.set_ylabel("relative to mean / budget")
+    ax1.legend(fontsize=7)
+    ax2.scatter(w, pi, s=4, alpha=0.5)
+    ax2.axhline(p, color="0.5", ls=":", lw=0.8, label=f"budget p = {p:g}")
+    ax2.set_xlabel("saliency weight w")
+    ax2.set_ylabel("masking probability pi")
+    ax2.legend(fontsize=7)
+    fig.suptitle(title or "Saliency ranking vs calibrated masking probabilities", fontsize=10)
+    return save_figure(fig, out_path)
+
+
+def plot_prob_histogram(probs, p: float, out_path: str | os.PathLike, seen=None, counts=None,
+                        title: str = "") -> list[Path]:
+    """Histogram of pi over seen types (and, with ``counts``, weighted by token frequency)."""
+    pi = np.asarray(probs, dtype=float)
+    m = np.isfinite(pi)
+    if seen is not None:
+        m &= np.asarray(seen, dtype=bool)
+    if not m.any():
+        raise ValueError("no seen token types with a finite probability")
+    fig = _new_figure(6.0, 3.4)
+    ax = fig.subplots()
+    bins = np.linspace(pi[m].min(), pi[m].max(), 41) if np.ptp(pi[m]) > 0 else 10
+    ax.hist(pi[m], bins=bins, alpha=0.6, density=True, label="per type")
+    if counts is not None:
+        f = np.asarray(counts, dtype=float)[m]
+        if f.sum() > 0:
+            ax.hist(pi[m], bins=bins, weights=f, alpha=0.6, density=True, label="per token (weighted by count)")
+    ax.axvline(p, color="black", ls="--", lw=0.8, label=f"budget p = {p:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("masking probability pi")
+    ax.set_ylabel("density (log scale)")
+    ax.legend(fontsize=7)
+    ax.set_title(title or "Distribution of calibrated masking probabilities", fontsize=10)
+    return save_figure(fig, out_path)
+
+
+def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
+                           paper_kl: float | None = None, title: str = "") -> list[Path]:
+    """Calibration sweep (``analysis.calibration_sweep``): KL to uniform, budget moved and max/min pi
+    vs delta, one line per calibration (softmax: one line per tau)."""
+    _require(sweep, ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"], "sweep")
+    df = sweep.copy()
+    df["label"] = [f"{m}(tau={t:g})" if np.isfinite(t) else m for m, t in zip(df["method"], df["tau"].astype(float),
+                                                                                strict=True)]
+    labels = list(dict.fromkeys(df["label"]))
+    colors = dict(zip(labels, sns.color_palette("tab10", len(labels)), strict=True))
+    fig = _new_figure(13.0, 3.6)
+    axes = fig.subplots(1, 3)
+    panels = [("kl_to_uniform", "KL to uniform (nats / token)", True),
+              ("budget_moved", "budget moved (TV(q, u))", False),
+              ("pi_ratio", "max pi / min pi", True)]
+    for ax, (col, ylabel, logy) in zip(axes, panels, strict=True):
+        for lab in labels:
+            g = df[df.label == lab].sort_values("delta")
+            y = g[col].to_numpy(float)
+            y = np.where(np.isfinite(y) & ((y > 0) if logy else True), y, np.nan)
+            if g["delta"].isna().all():  # calibration without a band (softmax): a horizontal line
+                if np.isfinite(y).any():
+                    ax.axhline(np.nanmean(y), color=colors[lab], ls="-.", lw=1.2, label=lab)
+                continue
+            ax.plot(g["delta"], y, "o-", ms=3, lw=1.2, color=colors[lab], label=lab)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel("band width delta (minmax, rank)")
+        ax.set_ylabel(ylabel)
+    if paper_kl is not None:
+        axes[0].axhline(paper_kl, color="black", ls="--", lw=0.8, label=f"paper: {paper_kl:g}")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title or "Calibration sweep on fixed saliency weights (no retraining)", fontsize=10)
+    return save_figure(fig, out_path)
