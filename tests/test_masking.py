@@ -268,6 +268,12 @@ def test_typhoon_samples_with_its_probabilities(big_batch, counts):
     at_rate = calibrate(strategy.weights, strategy.counts, 0.4, delta=1.0)
     np.testing.assert_allclose(strategy.probs_for_rate(0.4), at_rate, rtol=1e-12)
     assert strategy.probs_for_rate(1.0).min() == 1.0 and strategy.probs_for_rate(0.0).max() == 0.0
+    # the batched per-row solution equals solving each row's budget on its own
+    rates = torch.linspace(0.0, 1.0, ids.shape[0], dtype=torch.float64)
+    token_probs = strategy.token_probs(ids, rates)
+    for row in (0, 1, 40, 77, ids.shape[0] - 1):
+        expected_row = strategy.probs_for_rate(float(rates[row]))[ids[row].numpy()]
+        np.testing.assert_allclose(token_probs[row].numpy(), expected_row, rtol=1e-12)
 
 
 def test_typhoon_state_roundtrip(tmp_path, big_batch, counts):

@@ -205,6 +205,20 @@ def render_report(notebooks: list[Path], target: Path) -> Path:
     return target
 
 
+def preflight(configs: list[RunConfig]) -> None:
+    """Check that every task's data and every backbone load, before anything is written."""
+    from typhoon.data import load_glue
+    from typhoon.models import load_backbone
+
+    for task in dict.fromkeys(c.task for c in configs):
+        data = load_glue(task)
+        empty = [split for split in ("train", "validation") if len(data[split]) == 0]
+        if empty:
+            raise ValueError(f"GLUE {task}: empty split(s) {empty}")
+    for name in dict.fromkeys(c.backbone for c in configs):
+        load_backbone(name)
+
+
 def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int = 1, overrides: dict | None = None,
               analysis: bool = True, executor: Executor | None = None) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
@@ -213,6 +227,7 @@ def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int = 1
     """
     configs = get_profile(profile).grid(overrides)
     nb_dir = notebooks_dir()
+    preflight(configs)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):

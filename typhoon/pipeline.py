@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 import typhoon
-from typhoon import records
+from typhoon import faults, records
 from typhoon.config import RunConfig
 from typhoon.data import collate, get_task, length_grouped_batches, load_glue, token_counts, tokenize_glue
 from typhoon.masking import SaliencyProbe, get_strategy
@@ -276,7 +276,23 @@ def evaluate(task, classifier, dev_batches, backbone, device, bf16) -> dict:
 # The run
 
 
-def train_and_evaluate(config: RunConfig, progress: bool = True) -> tuple[dict, list, object]:
+@dataclass
+class Inputs:
+    """What a run reads before it writes anything: the backbone, the tokenized data, the task."""
+
+    backbone: object
+    data: dict
+    spec: object
+
+
+def load_inputs(config: RunConfig) -> Inputs:
+    """Load the backbone and the data; bad inputs (missing or malformed data, an unreachable
+    backbone) fail here, before any record is written."""
+    backbone = load_backbone(config.backbone)
+    return Inputs(backbone, prepare_data(config, backbone.tokenizer), get_task(config.task))
+
+
+def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True) -> tuple[dict, list, object]:
     """Phases 1 and 2 for one config; returns (metrics, mlm loss rows, masking strategy)."""
     started = time.perf_counter()
     if config.num_threads:
@@ -286,10 +302,8 @@ def train_and_evaluate(config: RunConfig, progress: bool = True) -> tuple[dict, 
     torch.manual_seed(config.seed)  # dropout draws from the global generator
     rng = np.random.default_rng(config.seed)  # data order
     mask_gen = torch.Generator().manual_seed(config.seed)  # masks (drawn on the CPU)
+    backbone, data, spec = inputs.backbone, inputs.data, inputs.spec
 
-    backbone = load_backbone(config.backbone)
-    data = prepare_data(config, backbone.tokenizer)
-    spec = get_task(config.task)
     strategy = get_strategy(config.strategy, **config.strategy_params())
     strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
                                   [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
@@ -300,6 +314,7 @@ def train_and_evaluate(config: RunConfig, progress: bool = True) -> tuple[dict, 
         loss_rows, timing = adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen, progress)
     encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
     del mlm
+    faults.maybe_inject("train", config.relative_dir().as_posix())
 
     classifier = backbone.classifier(spec.num_labels, encoder_state=encoder_state, seed=config.seed).to(device)
     epochs, ft_timing = fine_tune(config, backbone, classifier, data, device, bf16, rng, progress)
@@ -323,20 +338,27 @@ def train_and_evaluate(config: RunConfig, progress: bool = True) -> tuple[dict, 
     return metrics, loss_rows, strategy
 
 
+LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait for it rather than fail
+
+
 def run(config: RunConfig, out_dir: str | Path = "outputs", *, force: bool = False, progress: bool = True) -> RunResult:
     """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``.
 
-    A complete record for the same config is reused unless ``force``. A failing run leaves a record
-    with status ``failed``, its error and traceback, and re-raises.
+    A complete record for the same config is reused unless ``force``. Bad inputs fail before anything
+    is written. A run that fails while training leaves a record with status ``failed``, its error and
+    traceback, and re-raises.
     """
     out_dir = Path(out_dir)
     run_dir = out_dir / config.relative_dir()
     if not force and records.is_complete(run_dir, config.to_dict()):
         return load_run(run_dir, skipped=True)
+    inputs = load_inputs(config)
     lock = run_dir.with_name(f".{run_dir.name}.lock")
-    with records.exclusive_lock(lock, f"run record {config.relative_dir()}"):
+    with records.exclusive_lock(lock, f"run record {config.relative_dir()}", wait_s=LOCK_WAIT_S):
+        if not force and records.is_complete(run_dir, config.to_dict()):  # finished while we waited
+            return load_run(run_dir, skipped=True)
         try:
-            metrics, loss_rows, strategy = train_and_evaluate(config, progress)
+            metrics, loss_rows, strategy = train_and_evaluate(config, inputs, progress)
         except Exception as err:
             write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
                                            "primary_metric": get_task(config.task).metric},
@@ -358,6 +380,7 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
         (staging / "traceback.txt").write_text(traceback_text)
         metrics["traceback"] = "traceback.txt"
     records.atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
+    faults.maybe_inject("record_write", config.relative_dir().as_posix())
     records.publish_dir(staging, run_dir)
 
 

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -118,23 +119,28 @@ class LockedError(RuntimeError):
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path, what: str):
-    """Hold an advisory ``flock`` on ``path`` for the block, or raise LockedError at once.
+def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
+    """Hold an advisory ``flock`` on ``path`` for the block; wait up to ``wait_s``, then raise LockedError.
 
     The OS releases the lock when the holder dies, so a killed run never leaves a stale lock.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path, "a+")
+    deadline = time.monotonic() + wait_s
     try:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno in (errno.EAGAIN, errno.EACCES):
-                fh.seek(0)
-                holder = fh.read().strip() or "unknown"
-                raise LockedError(f"{what} is in use by another process (pid {holder}; lock file {path})") from None
-            raise
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as err:
+                if err.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise LockedError(f"{what} is in use by another process (pid {holder}; lock file {path})") from None
+                time.sleep(0.5)
         fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))

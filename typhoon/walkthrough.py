@@ -53,7 +53,7 @@ def environment_report() -> pd.DataFrame:
     """Library versions, device, bf16 support and threads, as a two-column table (item, value)."""
     config = RunConfig(device="auto", precision="auto")
     device = pipeline.resolve_device(config)
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     items = {
         **pipeline.library_versions(),
         "platform": platform.platform(),

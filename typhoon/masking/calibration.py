@@ -18,8 +18,9 @@ Calibration (``calibrate``)
 2. A scale beta so that the expected number of masked tokens equals the budget under the
    token-independence approximation: sum_v f_v pi_v = p sum_v f_v, with f_v the corpus counts of
    non-special tokens and pi_v = min(1, beta b_v). Probabilities are capped at 1 and beta is
-   re-solved for the uncapped types (water-filling, :func:`calibrate_budget`), found by one sort and
-   prefix sums, not an iterative loop. The budget then holds to float64 rounding.
+   re-solved for the uncapped types (water-filling, :class:`BudgetSolver`), found by one sort,
+   prefix sums and a ``searchsorted``, not an iterative loop. The budget then holds to float64
+   rounding, and any other budget (per-row rates) is solved from the same sort in O(1).
 
 Because the band is affine in z and beta > 0, pi is monotone (non-decreasing) in w for all three
 methods; uniform p is recovered when delta = 0 or nothing has been seen yet.
