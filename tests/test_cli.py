@@ -1,0 +1,107 @@
+"""The bad-input catalogue: each is refused with a message naming the input, a non-zero exit, nothing written."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from typhoon.cli import main
+
+RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke"]
+
+
+def refused(capsys, tmp_path, argv, message):
+    out = tmp_path / "out"
+    code = main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err, err
+    assert not out.exists(), "a refused command must not write anything"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--task", "stsx"], "unknown GLUE task 'stsx'"),
+    (["run", "--task", "mrpc", "--backbone", "robertta"], "unknown backbone 'robertta'"),
+    (["run", "--task", "mrpc", "--strategy", "salient"], "unknown masking strategy 'salient'"),
+    (["run", "--task", "mrpc", "--profile", "huge"], "unknown profile 'huge'"),
+    (["reproduce", "--profile", "huge"], "unknown profile 'huge'"),
+    ([*RUN, "--strategy", "typhoon", "--set", "calibration=entropy"], "entropy"),
+    ([*RUN, "--set", "p=1.5"], "p"),
+    ([*RUN, "--set", "p=0"], "p"),
+    ([*RUN, "--strategy", "typhoon", "--set", "delta=1.5"], "delta"),
+    ([*RUN, "--strategy", "typhoon", "--set", "lam=0"], "lam"),
+    ([*RUN, "--set", "pi0=1"], "pi0 must be in [0, 1)"),
+    ([*RUN, "--set", "pi0=-0.1"], "pi0 must be in [0, 1)"),
+    ([*RUN, "--set", "nonsense=1"], "unknown key 'nonsense'"),
+    ([*RUN, "--set", "p=abc"], "bad value for p: 'abc' is not a valid float"),
+    ([*RUN, "--set", "seed"], "expected key=value"),
+    ([*RUN, "--set", "ft_epochs=1.5"], "bad value for ft_epochs"),
+    ([*RUN, "--set", "schedule=cosine"], "schedule must be one of"),
+    ([*RUN, "--backbone", "bert-base"], "Offline choices"),
+    (["reproduce", "--profile", "smoke", "--set", "p=2"], "p"),
+    (["reproduce", "--profile", "smoke", "--workers", "0"], "--workers must be >= 1"),
+])
+def test_bad_arguments(capsys, tmp_path, argv, message):
+    refused(capsys, tmp_path, argv, message)
+
+
+def _replace_line(path, index, text):
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[index] = text
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _glue_copy(tmp_path, glue_dir, mutate):
+    root = tmp_path / "glue"
+    (root / "MRPC").mkdir(parents=True)
+    for name in ("train.tsv", "dev.tsv"):
+        (root / "MRPC" / name).write_bytes((glue_dir / "MRPC" / name).read_bytes())
+    mutate(root / "MRPC")
+    return root
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: (d / "train.tsv").write_bytes((d / "train.tsv").read_bytes()[:5000]),  # truncated mid-row
+     "train.tsv, line"),
+    (lambda d: _replace_line(d / "dev.tsv", 1, "1\t2\t3\tonly four columns"),
+     "dev.tsv, line 2: expected 5 tab-separated columns, found 4"),
+    (lambda d: (d / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"), "no data rows"),
+    (lambda d: (d / "train.tsv").unlink(), "not found"),
+], ids=["truncated", "malformed", "empty-split", "missing"])
+@pytest.mark.parametrize("command", ["run", "reproduce"])
+def test_bad_data(capsys, tmp_path, glue_dir, monkeypatch, mutate, message, command):
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(_glue_copy(tmp_path, glue_dir, mutate)))
+    refused(capsys, tmp_path, RUN if command == "run" else ["reproduce", "--profile", "smoke"], message)
+
+
+def test_missing_data_offline(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("TYPHOON_GLUE_DIR")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    refused(capsys, tmp_path, RUN, "TYPHOON_GLUE_DIR")
+
+
+def test_exit_status_of_the_real_command(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", "p=7",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 2 and "p" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_profiles_listing(capsys):
+    assert main(["profiles"]) == 0
+    listing = capsys.readouterr().out
+    assert "smoke" in listing and "cpu" in listing and "paper" in listing and " 90 runs" in listing
+
+
+@pytest.mark.slow
+def test_notebook_parameter_of_wrong_type(tmp_path):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError, match="seed must be an integer"):
+        papermill.execute_notebook(str(REPO / "notebooks" / "10_run.ipynb"), str(tmp_path / "nb.ipynb"),
+                                   parameters={"seed": "zero", "out_dir": str(tmp_path / "out"),
+                                               "overrides": json.dumps({})},
+                                   kernel_name="python3", progress_bar=False)
+    assert not (tmp_path / "out").exists()
