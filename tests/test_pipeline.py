@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO
+
 from typhoon import records
 from typhoon.config import get_profile
 from typhoon.pipeline import load_run, run

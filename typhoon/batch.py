@@ -120,12 +120,20 @@ def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook
 
 
 def clean_stale_staging(out_dir: Path) -> None:
-    """Remove temp folders/files left by processes that died mid-write (never read as records)."""
-    for path in list((out_dir / "runs").glob("*/*/*/.seed*.tmp-*")) + list((out_dir / "runs").glob("*/*/*/.seed*.old-*")):
-        pid = path.name.split(".tmp-")[-1].split("-")[0] if ".tmp-" in path.name else None
-        if pid and pid.isdigit() and _alive(int(pid)):
+    """Remove temp folders and files left by processes that died mid-write (never read as records).
+
+    Temp names carry the writer's pid (``.<name>.tmp-<pid>-...``); those of live processes are kept.
+    """
+    leftovers = [*(out_dir / "runs").glob("*/*/*/.seed*.tmp-*"), *(out_dir / "runs").glob("*/*/*/.seed*.old-*"),
+                 *(out_dir / "notebooks").rglob(".*.tmp-*.ipynb")]
+    for path in leftovers:
+        pid = path.name.split(".tmp-", 1)[1].split("-", 1)[0] if ".tmp-" in path.name else ""
+        if pid.isdigit() and _alive(int(pid)):
             continue
-        shutil.rmtree(path, ignore_errors=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
@@ -136,6 +144,20 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def dask_executor(address: str) -> Executor:
+    """A ``concurrent.futures`` executor backed by a Dask cluster, for grids spread over machines.
+
+    Start a scheduler and workers on the machines (``dask scheduler``; ``dask worker tcp://HOST:8786
+    --nthreads 1`` on each, with the repository and the output folder on a shared file system), then
+    ``python -m typhoon reproduce --scheduler tcp://HOST:8786``. Needs ``pip install distributed``.
+    """
+    try:
+        from distributed import Client
+    except ImportError as err:
+        raise ValueError("--scheduler needs the Dask scheduler client: pip install distributed (the `cluster` extra)") from err
+    return Client(address).get_executor()
 
 
 def gpu_devices() -> list[str]:

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from typhoon.config import get_profile, load_profiles, parse_override
+from typhoon.records import LockedError
 
 
 def _overrides(items: list[str] | None) -> dict:
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="outputs")
     rep.add_argument("--workers", type=int, default=1, help="cells run in parallel processes")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
+    rep.add_argument("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
 
     sub.add_parser("profiles", help="list the profiles and their grid sizes")
@@ -63,10 +65,15 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.workers < 1:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
+            executor = None
+            if args.scheduler:
+                from typhoon.batch import dask_executor
+
+                executor = dask_executor(args.scheduler)
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                analysis=not args.no_analysis)
+                                analysis=not args.no_analysis, executor=executor)
             return 0 if summary.ok else 1
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, LockedError) as err:
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     return 0

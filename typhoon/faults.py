@@ -1,9 +1,10 @@
-"""Fault injection for the reliability tests: crash or kill at a named stage of a chosen run.
+"""Fault injection for the reliability tests: crash or kill at a named stage of chosen runs.
 
-Inactive unless ``TYPHOON_FAULT_INJECT`` holds a JSON object, e.g.
-``{"stage": "record_write", "match": "typhoon/seed1", "action": "kill", "pid": 1234}``:
-at ``stage`` of every run whose record path contains ``match``, either raise (``"raise"``) or
-SIGKILL process ``pid`` and then this process (``"kill"``: a machine lost mid-write).
+Inactive unless ``TYPHOON_FAULT_INJECT`` holds a JSON object (or a list of them), e.g.
+``{"stage": "record_write", "match": "typhoon/seed1", "action": "kill", "pid": "parent"}``:
+at ``stage`` of every run whose record path contains ``match``, either raise ``InjectedFault``
+(``"raise"``, the default) or SIGKILL process ``pid`` (a number, or ``"parent"``: the process that
+started this one, i.e. the batch) and then this process (``"kill"``: a machine lost mid-write).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ def maybe_inject(stage: str, record_path: str) -> None:
     raw = os.environ.get(ENV)
     if not raw:
         return
-    fault = json.loads(raw)
-    if fault.get("stage") != stage or fault.get("match", "") not in record_path:
-        return
-    if fault.get("action") == "kill":
-        if fault.get("pid"):
-            os.kill(int(fault["pid"]), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise InjectedFault(f"injected fault at {stage} of {record_path}")
+    faults = json.loads(raw)
+    for fault in faults if isinstance(faults, list) else [faults]:
+        if fault.get("stage") != stage or fault.get("match", "") not in record_path:
+            continue
+        if fault.get("action", "raise") == "kill":
+            pid = fault.get("pid")
+            if pid:
+                os.kill(os.getppid() if pid == "parent" else int(pid), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise InjectedFault(f"injected fault at {stage} of {record_path}")

@@ -84,7 +84,6 @@ import math
 import numbers
 import os
 import sysconfig
-import tempfile
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -1183,36 +1182,15 @@ def text_mode_uncertainty(
 
 
 def write_csv_atomic(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write ``frame`` as CSV through a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            frame.to_csv(handle, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write ``frame`` as CSV atomically (temp file in the same folder, then rename)."""
+    from typhoon.records import atomic_write_csv
+
+    atomic_write_csv(Path(path), frame)
+    return Path(path)
 
 
 def save_figure(figure, folder: str | os.PathLike, name: str) -> list[Path]:
     """Save a matplotlib figure as ``<folder>/<name>.png`` and ``.svg``, each written atomically."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for ext in ("png", "svg"):
-        path = folder / f"{name}.{ext}"
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=f".{ext}")
-        os.close(fd)
-        try:
-            figure.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        written.append(path)
-    return written
+    from typhoon.plots import save_figure as save
+
+    return save(figure, Path(folder) / name)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
 from itertools import combinations
@@ -30,6 +29,8 @@ import pandas as pd
 import pingouin as pg
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
+
+from typhoon.records import atomic_write_text
 
 __all__ = [
     "GROUP_KEYS",
@@ -524,19 +525,6 @@ def skipped(comparisons: pd.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # writing
 # --------------------------------------------------------------------------------------------------
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _to_markdown(df: pd.DataFrame) -> str:
     try:
         return df.to_markdown(index=False, floatfmt=".4g") + "\n"
@@ -567,8 +555,8 @@ def write_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike)
         if not name or os.sep in name or name.startswith("."):
             raise ValueError(f"bad table name {name!r}")
         paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
-        _atomic_write_text(paths[0], df.to_csv(index=False))
-        _atomic_write_text(paths[1], _to_markdown(df))
-        _atomic_write_text(paths[2], _to_latex(df))
+        atomic_write_text(paths[0], df.to_csv(index=False))
+        atomic_write_text(paths[1], _to_markdown(df))
+        atomic_write_text(paths[2], _to_latex(df))
         written[name] = paths
     return written

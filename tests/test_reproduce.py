@@ -1,0 +1,216 @@
+"""The batch reproduction end to end (smoke profile through papermill), kill-and-resume, concurrency.
+
+Slow: these execute every notebook. The uninterrupted smoke run is the reference the interrupted
+one must match bit for bit (CPU, fixed seeds and threads).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from typhoon import records
+from typhoon.config import get_profile
+
+pytestmark = pytest.mark.slow
+
+GRID = get_profile("smoke").grid()
+METRIC_COLUMNS = ["task", "backbone", "strategy", "seed", "status", "primary_metric", "primary_value",
+                  "majority_value", "dev_accuracy", "dev_f1", "dev_mcc"]
+
+
+def start(out: Path, *extra: str, faults=None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("TYPHOON_FAULT_INJECT", None)
+    if faults:
+        env["TYPHOON_FAULT_INJECT"] = json.dumps(faults)
+    cmd = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), *extra]
+    log = open(out.parent / f"{out.name}-{time.monotonic_ns()}.log", "w")
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 1200) -> tuple[int, str]:
+    code = proc.wait(timeout=timeout)
+    return code, Path(proc.stdout.name).read_text()
+
+
+def descendants(pid: int) -> list[int]:
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the batch and every process under it (its notebook kernels), as a lost machine would."""
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=60)
+
+
+def wait_for(condition, proc: subprocess.Popen, timeout: float = 900, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the batch ended before {what}: {Path(proc.stdout.name).read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def complete_records(out: Path) -> dict[str, int]:
+    """Complete records and the mtime of their metrics.json."""
+    done = {}
+    for config in GRID:
+        run_dir = out / config.relative_dir()
+        if records.is_complete(run_dir, config.to_dict()):
+            done[config.relative_dir().as_posix()] = (run_dir / "metrics.json").stat().st_mtime_ns
+    return done
+
+
+def assert_no_partial_record(out: Path) -> None:
+    """Every published record folder is whole: both JSON files parse; temp folders are hidden."""
+    for run_dir in (out / "runs").glob("*/*/*/seed*"):
+        assert records.read_json(run_dir / "config.json") is not None, run_dir
+        metrics = records.read_json(run_dir / "metrics.json")
+        assert metrics is not None and metrics["status"] in ("ok", "failed"), run_dir
+        if metrics["status"] == "ok":
+            assert (run_dir / "mlm_loss.csv").stat().st_size > 0
+    if (out / "results.csv").exists():
+        pd.read_csv(out / "results.csv")
+
+
+def assert_untouched(out: Path, before: dict[str, int]) -> None:
+    after = complete_records(out)
+    for path, stamp in before.items():
+        assert after.get(path) == stamp, f"{path} was recomputed or lost"
+
+
+def results(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "results.csv")[METRIC_COLUMNS]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reference") / "out"
+    out.parent.mkdir(exist_ok=True)
+    code, log = finish(start(out))
+    assert code == 0, log[-5000:]
+    return out
+
+
+def test_smoke_profile_outputs(reference):
+    table = pd.read_csv(reference / "results.csv")
+    assert len(table) == len(GRID) == 7 and (table["status"] == "ok").all()
+    assert list(table.columns) == records.RESULT_COLUMNS
+    assert len(complete_records(reference)) == len(GRID)
+    for row in table.itertuples():
+        assert (reference / row.record_path / "metrics.json").is_file()
+        assert (reference / "notebooks" / f"{row.record_path}.ipynb").stat().st_size > 0
+    for name in ("20_statistics", "30_budget_spread", "40_mask_schedules"):
+        assert (reference / "notebooks" / f"{name}.ipynb").stat().st_size > 0
+    for figure in ("metric_per_seed", "paired_differences", "mlm_loss", "budget_sweep", "mask_schedules_a_discrepancy"):
+        for ext in ("png", "svg"):
+            assert (reference / "figures" / f"{figure}.{ext}").stat().st_size > 1000, figure
+    for table_name in ("summary", "comparisons", "seeds_needed"):
+        assert len(pd.read_csv(reference / "stats" / f"{table_name}.csv")) > 0
+    report = (reference / "report.html").read_text()
+    assert "<html" in report and "budget" in report.lower() and len(report) > 100_000
+    assert not list(reference.rglob(".*tmp*")), "temp files left behind"
+
+
+def test_kill_anywhere_then_resume_gives_the_uninterrupted_results(reference, tmp_path):
+    out = tmp_path / "out"
+    failing = {"stage": "train", "match": "whole_word/seed1", "action": "raise"}
+
+    # 1. killed during a run: two cells done, the third in flight
+    proc = start(out, "--no-analysis", faults=[failing])
+    wait_for(lambda: len(complete_records(out)) >= 2 and list((out / "notebooks" / "runs").rglob(".*tmp*.ipynb")),
+             proc, what="two complete cells and one in flight")
+    kill_tree(proc)
+    assert_no_partial_record(out)
+    done = complete_records(out)
+
+    # 2. killed while a record is being written (the kernel kills the batch and itself mid-publish)
+    kill_at_write = {"stage": "record_write", "match": "typhoon/seed1", "action": "kill", "pid": "parent"}
+    code, _ = finish(start(out, "--no-analysis", faults=[failing, kill_at_write]))
+    assert code == -signal.SIGKILL
+    assert_no_partial_record(out)
+    assert_untouched(out, done)
+    typhoon_seed1 = next(c for c in GRID if c.relative_dir().as_posix().endswith("tiny-random/typhoon/seed1"))
+    assert not records.is_complete(out / typhoon_seed1.relative_dir(), typhoon_seed1.to_dict())
+    done = complete_records(out)
+
+    # 3. a failing cell: recorded as failed with its error, the rest completes, exit status non-zero
+    code, log = finish(start(out, "--no-analysis", faults=[failing]))
+    assert code == 1 and "FAILED runs/mrpc/tiny-random/whole_word/seed1" in log
+    failed = records.read_json(out / "runs/mrpc/tiny-random/whole_word/seed1/metrics.json")
+    assert failed["status"] == "failed" and "injected fault" in failed["error"]
+    table = pd.read_csv(out / "results.csv")
+    assert (table["status"] == "failed").sum() == 1 and (table["status"] == "ok").sum() == len(GRID) - 1
+    assert_untouched(out, done)
+    done = complete_records(out)
+    assert len(done) == len(GRID) - 1
+
+    # 4. killed during the statistics; only the failed cell is retried
+    proc = start(out)
+    wait_for(lambda: list((out / "notebooks").glob(".20_statistics.tmp*")), proc, what="the statistics notebook")
+    time.sleep(2)
+    kill_tree(proc)
+    assert_no_partial_record(out)
+    assert_untouched(out, done)
+    assert len(complete_records(out)) == len(GRID)
+    done = complete_records(out)
+
+    # 5. the rerun finishes what is missing and nothing else
+    code, log = finish(start(out))
+    assert code == 0, log[-3000:]
+    assert_untouched(out, done)
+    pd.testing.assert_frame_equal(results(out), results(reference), check_exact=True)
+    assert (out / "report.html").stat().st_size > 100_000
+
+
+def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
+    out = tmp_path / "out"
+    first = start(out, "--no-analysis")
+    try:
+        wait_for(lambda: (out / ".reproduce.lock").exists() and (out / ".reproduce.lock").read_text().strip(),
+                 first, what="the first batch's lock")
+        second = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out)],
+                                cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert second.returncode == 2
+        assert "in use by another process" in second.stderr
+    finally:
+        kill_tree(first)
+
+
+def test_grid_on_a_dask_cluster(tmp_path):
+    """Cells run on a (local) Dask cluster through the same executor interface as many machines would."""
+    import distributed
+
+    from typhoon.batch import notebooks_dir, run_grid
+
+    configs = [c for c in GRID if c.backbone == "tiny-random" and c.strategy == "random"]
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            cells = run_grid(configs, tmp_path, notebooks_dir(), executor=client.get_executor())
+    assert list(cells["status"]) == ["ok", "ok"]
+    for config in configs:
+        assert records.is_complete(tmp_path / config.relative_dir(), config.to_dict())
