@@ -32,13 +32,16 @@ def start(out: Path, *extra: str, faults=None) -> subprocess.Popen:
     if faults:
         env["TYPHOON_FAULT_INJECT"] = json.dumps(faults)
     cmd = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), *extra]
-    log = open(out.parent / f"{out.name}-{time.monotonic_ns()}.log", "w")
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log_path = out.parent / f"{out.name}-{time.monotonic_ns()}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log_path = log_path
+    return proc
 
 
 def finish(proc: subprocess.Popen, timeout: float = 1200) -> tuple[int, str]:
     code = proc.wait(timeout=timeout)
-    return code, Path(proc.stdout.name).read_text()
+    return code, proc.log_path.read_text()
 
 
 def descendants(pid: int) -> list[int]:
@@ -70,7 +73,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
 def wait_for(condition, proc: subprocess.Popen, timeout: float = 900, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
-        assert proc.poll() is None, f"the batch ended before {what}: {Path(proc.stdout.name).read_text()[-3000:]}"
+        assert proc.poll() is None, f"the batch ended before {what}: {proc.log_path.read_text()[-3000:]}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
 
