@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef as sk_mcc
+from sklearn.metrics import accuracy_score, f1_score
+from sklearn.metrics import matthews_corrcoef as sk_mcc
 
 from typhoon.metrics import accuracy, binary_f1, glue_metrics, majority_baseline, matthews_corrcoef
 
