@@ -12,6 +12,7 @@ dropout draws from it). On CPU the same config and seed give bit-identical metri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import platform
@@ -174,7 +175,7 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
             if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
                 continue
             inputs = to_device({**batch, "input_ids": masked_ids}, device)
-            with SaliencyProbe(embeddings) if strategy.needs_saliency else _nullprobe() as probe:
+            with SaliencyProbe(embeddings) if strategy.needs_saliency else contextlib.nullcontext() as probe:
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                     loss = mlm(labels=labels.to(device), **model_inputs(inputs, backbone.family))
                 loss.backward()
@@ -193,14 +194,6 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
         rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(mlm, dev_batches, backbone, device, bf16)})
     wall = time.perf_counter() - start
     return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step}
-
-
-class _nullprobe:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 @torch.no_grad()
