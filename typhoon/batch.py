@@ -229,14 +229,11 @@ def render_report(notebooks: list[Path], target: Path) -> Path:
 
 def preflight(configs: list[RunConfig]) -> None:
     """Check that every task's data and every backbone load, before anything is written."""
-    from typhoon.data import load_glue
+    from typhoon.data import load_glue, require_labelled_splits
     from typhoon.models import load_backbone
 
     for task in dict.fromkeys(c.task for c in configs):
-        data = load_glue(task)
-        empty = [split for split in ("train", "validation") if len(data[split]) == 0]
-        if empty:
-            raise ValueError(f"GLUE {task}: empty split(s) {empty}")
+        require_labelled_splits(load_glue(task), task)
     for name in dict.fromkeys(c.backbone for c in configs):
         load_backbone(name)
 

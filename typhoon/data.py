@@ -201,6 +201,13 @@ def load_glue(task: str, data_dir: str | os.PathLike | None = None) -> datasets.
     return _load_glue_from_hub(spec)
 
 
+def require_labelled_splits(dataset_dict: datasets.DatasetDict, task: str) -> None:
+    """Refuse a task whose train or validation split is missing or empty (nothing to train or score)."""
+    empty = [s for s in ("train", "validation") if s not in dataset_dict or len(dataset_dict[s]) == 0]
+    if empty:
+        raise ValueError(f"GLUE {task}: empty split(s) {empty}")
+
+
 def _load_glue_from_hub(spec: TaskSpec) -> datasets.DatasetDict:
     where = f"no data_dir argument and ${GLUE_DIR_ENV} is not set"
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":

@@ -30,7 +30,15 @@ from tqdm.auto import tqdm
 import typhoon
 from typhoon import faults, records
 from typhoon.config import RunConfig
-from typhoon.data import collate, get_task, length_grouped_batches, load_glue, token_counts, tokenize_glue
+from typhoon.data import (
+    collate,
+    get_task,
+    length_grouped_batches,
+    load_glue,
+    require_labelled_splits,
+    token_counts,
+    tokenize_glue,
+)
 from typhoon.masking import SaliencyProbe, get_strategy
 from typhoon.metrics import glue_metrics, majority_baseline
 from typhoon.models import load_backbone
@@ -103,9 +111,7 @@ def library_versions() -> dict:
 def prepare_data(config: RunConfig, tokenizer) -> dict:
     """Tokenized train/dev examples as lists of dicts (cheap to batch), capped as the config says."""
     raw = load_glue(config.task)
-    for split in ("train", "validation"):
-        if len(raw[split]) == 0:
-            raise ValueError(f"GLUE {config.task}: the {split} split is empty")
+    require_labelled_splits(raw, config.task)
     caps = {"train": config.max_train_examples, "validation": config.max_eval_examples}
     raw = raw.__class__({s: raw[s].select(range(min(caps[s] or len(raw[s]), len(raw[s])))) for s in caps})
     tokenized = tokenize_glue(raw, tokenizer, config.task, config.max_length)
@@ -127,6 +133,21 @@ def linear_schedule(optimizer, total_steps: int, warmup_ratio: float):
     warmup = max(1, int(total_steps * warmup_ratio))
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+
+
+def eval_batches(examples: list[dict], config: RunConfig, pad_token_id: int) -> list[dict]:
+    """Padded evaluation batches in a fixed, seed-independent order (grouped by length)."""
+    lengths = [len(x["input_ids"]) for x in examples]
+    return [collate([examples[i] for i in idx], pad_token_id, PAD_MULTIPLE)
+            for idx in length_grouped_batches(lengths, config.eval_batch_size, None)]
+
+
+def optimizer_step(model, optimizer, scheduler) -> None:
+    """Clip, step, advance the learning-rate schedule, clear the gradients (both phases)."""
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def make_optimizer(model, lr: float, weight_decay: float):
@@ -151,11 +172,9 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
     # The dev loss uses one fixed random mask, independent of the run's seed and strategy.
     dev_masker = get_strategy("random", p=config.p, corruption=config.corruption)
     dev_gen = torch.Generator().manual_seed(DEV_MASK_SEED)
-    dev_batches = []
-    for idx in length_grouped_batches([len(x["input_ids"]) for x in dev], config.eval_batch_size, None):
-        batch = collate([dev[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
+    dev_batches = eval_batches(dev, config, tokenizer.pad_token_id)
+    for batch in dev_batches:
         batch["input_ids"], batch["mlm_labels"] = dev_masker(batch, dev_gen, **mask_args)
-        dev_batches.append(batch)
 
     lengths = [len(x["input_ids"]) for x in train]
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
@@ -183,10 +202,7 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
                 # saliency w.r.t. the one-hot of the *original* token at every position
                 saliency = probe.saliency(batch["input_ids"].to(device)).float().cpu()
                 strategy.update(batch, labels != -100, saliency)
-            torch.nn.utils.clip_grad_norm_(mlm.parameters(), GRAD_CLIP)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer_step(mlm, optimizer, scheduler)
             step += 1
             tokens += int(batch["attention_mask"].sum())
             rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
@@ -224,8 +240,7 @@ def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
-    dev_batches = [collate([dev[i] for i in idx], pad, PAD_MULTIPLE)
-                   for idx in length_grouped_batches([len(x["input_ids"]) for x in dev], config.eval_batch_size, None)]
+    dev_batches = eval_batches(dev, config, pad)
     epochs, tokens = [], 0
     start = time.perf_counter()
     for epoch in range(1, config.ft_epochs + 1):
@@ -239,10 +254,7 @@ def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -
                 logits = classifier(**model_inputs(batch, backbone.family)).logits
             loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(classifier.parameters(), GRAD_CLIP)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer_step(classifier, optimizer, scheduler)
             tokens += int(batch["attention_mask"].sum())
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")

@@ -78,11 +78,7 @@ def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
 
 
 def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{what} must be a DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what} is missing column(s) {missing}")
+    S._require_columns(df, columns, what)
     if df.empty:
         raise ValueError(f"{what} is empty: nothing to plot")
 
