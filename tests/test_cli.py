@@ -39,6 +39,7 @@ def refused(capsys, tmp_path, argv, message):
     ([*RUN, "--set", "seed"], "expected key=value"),
     ([*RUN, "--set", "ft_epochs=1.5"], "bad value for ft_epochs"),
     ([*RUN, "--set", "schedule=cosine"], "schedule must be one of"),
+    ([*RUN, "--set", "attention=flash"], "attention must be one of"),
     ([*RUN, "--backbone", "bert-base"], "Offline choices"),
     (["reproduce", "--profile", "smoke", "--set", "p=2"], "p"),
     (["reproduce", "--profile", "smoke", "--workers", "0"], "--workers must be >= 1"),

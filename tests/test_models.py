@@ -49,6 +49,31 @@ def test_load_by_path_and_gathered_head_equals_stock_head(saved_backbone, mrpc_b
     assert torch.allclose(ours, stock, atol=1e-5)
 
 
+@pytest.mark.parametrize("build", ["mlm", "classifier"])
+def test_eager_and_sdpa_attention_compute_the_same_model(saved_backbone, mrpc_batch, build):
+    """The attention kernel is a speed choice only: same weights, same loss and gradients (fp32)."""
+    family, folder, _ = saved_backbone
+    backbone = load_backbone(str(folder))
+    labels = _masked_batch(mrpc_batch)
+    inputs = {"input_ids": mrpc_batch["input_ids"], "attention_mask": mrpc_batch["attention_mask"]}
+    if family == "bert":
+        inputs["token_type_ids"] = mrpc_batch["token_type_ids"]
+    results = {}
+    for kernel in ("eager", "sdpa"):
+        if build == "mlm":
+            mlm = backbone.mlm_model(seed=1, attention=kernel).eval()
+            model, loss = mlm.model, mlm(labels=labels, **inputs)
+        else:
+            model = backbone.classifier(2, seed=1, attention=kernel).eval()
+            loss = torch.nn.functional.cross_entropy(model(**inputs).logits, mrpc_batch["labels"])
+        assert model.config._attn_implementation == kernel
+        loss.backward()
+        results[kernel] = (loss.detach(), model.get_input_embeddings().weight.grad.clone())
+    assert torch.allclose(results["eager"][0], results["sdpa"][0], atol=1e-5)
+    assert torch.allclose(results["eager"][1], results["sdpa"][1], atol=1e-6)
+    assert results["eager"][1].abs().max() > 0  # the comparison saw real gradients
+
+
 def test_classifier_takes_the_adapted_encoder(saved_backbone):
     family, folder, _ = saved_backbone
     backbone = load_backbone(str(folder))

@@ -124,21 +124,24 @@ class Backbone:
     def family(self) -> str:
         return self.config.model_type
 
-    def _build(self, auto_cls, seed: int, **kwargs) -> nn.Module:
+    def _build(self, auto_cls, seed: int, attention: str | None = None, **kwargs) -> nn.Module:
+        """A model of class ``auto_cls``; ``attention`` names the attention kernel (eager, sdpa; None = default)."""
+        kernel = {"attn_implementation": attention} if attention else {}
         with seeded(seed):  # fresh heads (and tiny-random's whole encoder) start from the run seed
             if self.source is None:
                 config = copy.deepcopy(self.config)
                 for key, value in kwargs.items():
                     setattr(config, key, value)
-                return auto_cls.from_config(config)
-            return auto_cls.from_pretrained(self.source, use_safetensors=True, **kwargs)
+                return auto_cls.from_config(config, **kernel)
+            return auto_cls.from_pretrained(self.source, use_safetensors=True, **kernel, **kwargs)
 
-    def mlm_model(self, seed: int = 0) -> MaskedLM:
+    def mlm_model(self, seed: int = 0, attention: str | None = None) -> MaskedLM:
         """The pretrained encoder with an MLM head (a new head if the checkpoint has none)."""
         # tiny-random's "pretrained" encoder is the same for every run: it is built from seed 0.
-        return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed))
+        return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention))
 
-    def classifier(self, num_labels: int, encoder_state: dict | None = None, seed: int = 0) -> nn.Module:
+    def classifier(self, num_labels: int, encoder_state: dict | None = None, seed: int = 0,
+                   attention: str | None = None) -> nn.Module:
         """A sequence classifier; its encoder is the pretrained one, or ``encoder_state`` if given.
 
         The pooler (BERT) is not part of the MLM model, so it keeps its pretrained weights.
@@ -147,7 +150,7 @@ class Backbone:
             with seeded(0):  # the fixed "pretrained" tiny-random encoder
                 base = AutoModelForMaskedLM.from_config(self.config).base_model.state_dict()
             encoder_state = encoder_state or base
-        model = self._build(AutoModelForSequenceClassification, seed, num_labels=num_labels)
+        model = self._build(AutoModelForSequenceClassification, seed, attention, num_labels=num_labels)
         if encoder_state is not None:
             missing, unexpected = model.base_model.load_state_dict(encoder_state, strict=False)
             if unexpected or any(not k.startswith("pooler.") for k in missing):
