@@ -2,25 +2,9 @@
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
+from transformers import BertConfig, BertForMaskedLM
 
 from typhoon.models import BACKBONES, load_backbone, minilm_dir
-
-
-@pytest.fixture(scope="module", params=["bert", "distilbert"])
-def saved_backbone(request, tmp_path_factory, tokenizer):
-    """A small random-init model of the paper's architectures, saved as a hub checkpoint would be."""
-    folder = tmp_path_factory.mktemp(request.param)
-    torch.manual_seed(0)
-    if request.param == "bert":
-        model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                           num_attention_heads=2, intermediate_size=64))
-    else:
-        model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=2,
-                                                       n_heads=2, hidden_dim=64))
-    model.save_pretrained(folder)  # safetensors
-    tokenizer.save_pretrained(folder)
-    return request.param, folder, model
 
 
 def _masked_batch(mrpc_batch):

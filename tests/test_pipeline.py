@@ -41,7 +41,7 @@ def test_record_layout(typhoon_run):
     assert metrics["timing"]["mlm_tokens_per_s"] > 0 and metrics["timing"]["wall_s"] > 0
     assert metrics["versions"]["torch"] and metrics["n_train"] == 64 and metrics["n_dev"] == 32
     assert 0 < metrics["masking"]["kl_to_uniform"] < 1
-    assert metrics["attention"] == "eager" and metrics["device"] == "cpu"  # attention="auto" on CPU
+    assert (metrics["attention"], metrics["dropout"], metrics["device"]) == ("eager", "fast", "cpu")  # "auto" on CPU
     losses = pd.read_csv(run_dir / "mlm_loss.csv")
     assert list(losses.columns) == ["step", "epoch", "split", "loss"]
     assert (losses["split"] == "train").sum() == metrics["timing"]["mlm_steps"] == 4

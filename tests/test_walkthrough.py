@@ -38,6 +38,8 @@ def test_environment_report_names_versions_and_threads():
     assert report["torch threads"] == str(torch.get_num_threads())
     assert report["device"].startswith("cuda" if torch.cuda.is_available() else "cpu")
     assert report["bf16 autocast (precision=auto)"] in ("True", "False")
+    assert report["attention kernel (attention=auto)"] == ("sdpa" if torch.cuda.is_available() else "eager")
+    assert report["dropout kernel (dropout=auto)"] == ("native" if torch.cuda.is_available() else "fast")
 
 
 def test_data_report_sizes_labels_and_source(glue_dir):

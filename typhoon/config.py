@@ -18,6 +18,7 @@ PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 SCHEDULES = ("fixed", "uniform", "mixture")
 PRECISIONS = ("auto", "fp32", "bf16")
 ATTENTIONS = ("auto", "eager", "sdpa")
+DROPOUTS = ("auto", "native", "fast")
 
 
 @dataclass
@@ -53,6 +54,7 @@ class RunConfig:
     max_eval_examples: int | None = None
     precision: str = "auto"  # auto = bf16 autocast where the hardware has it, else fp32
     attention: str = "auto"  # attention kernel: auto = eager on CPU, sdpa on GPU (see pipeline.resolve_attention)
+    dropout: str = "auto"  # dropout kernel: auto = fast on CPU (typhoon/dropout.py), native on GPU
     device: str = "auto"  # auto = cuda if visible, else cpu
     num_threads: int | None = None  # None = all cores torch sees
 
@@ -70,6 +72,7 @@ class RunConfig:
             (0.0 <= self.pi0 < 1.0, "pi0 must be in [0, 1)"),
             (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),
             (self.attention in ATTENTIONS, f"attention must be one of {ATTENTIONS}"),
+            (self.dropout in DROPOUTS, f"dropout must be one of {DROPOUTS}"),
             (self.mlm_epochs >= 0 and self.ft_epochs >= 1, "need mlm_epochs >= 0 and ft_epochs >= 1"),
             (self.batch_size >= 1 and self.eval_batch_size >= 1, "batch sizes must be >= 1"),
             (self.max_length >= 8, "max_length must be >= 8"),
@@ -106,7 +109,7 @@ class RunConfig:
 
     def describe(self) -> str:
         return json.dumps({k: v for k, v in self.to_dict().items() if k in
-                           ("task", "backbone", "strategy", "seed", "schedule", "pi0", "p", "precision", "attention")})
+                           ("task", "backbone", "strategy", "seed", "schedule", "pi0", "p", "precision", "attention", "dropout")})
 
     def replace(self, **changes) -> RunConfig:
         return dataclasses.replace(self, **changes)

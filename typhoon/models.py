@@ -27,6 +27,8 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from typhoon.dropout import EAGER_FAST_DROPOUT, use_fast_dropout
+
 # Loading an encoder-only checkpoint into a *ForMaskedLM / *ForSequenceClassification class always
 # reports the freshly initialised head; that is expected here, so keep the logs readable.
 hf_logging.set_verbosity_error()
@@ -124,24 +126,33 @@ class Backbone:
     def family(self) -> str:
         return self.config.model_type
 
-    def _build(self, auto_cls, seed: int, attention: str | None = None, **kwargs) -> nn.Module:
-        """A model of class ``auto_cls``; ``attention`` names the attention kernel (eager, sdpa; None = default)."""
+    def _build(self, auto_cls, seed: int, attention: str | None = None, fast_dropout: bool = False,
+               **kwargs) -> nn.Module:
+        """A model of class ``auto_cls``.
+
+        ``attention`` names the attention kernel (eager, sdpa; None = transformers' default);
+        ``fast_dropout`` swaps in :mod:`typhoon.dropout` (hidden and, with eager attention, attention dropout).
+        """
+        if fast_dropout and attention == "eager":
+            attention = EAGER_FAST_DROPOUT
         kernel = {"attn_implementation": attention} if attention else {}
         with seeded(seed):  # fresh heads (and tiny-random's whole encoder) start from the run seed
             if self.source is None:
                 config = copy.deepcopy(self.config)
                 for key, value in kwargs.items():
                     setattr(config, key, value)
-                return auto_cls.from_config(config, **kernel)
-            return auto_cls.from_pretrained(self.source, use_safetensors=True, **kernel, **kwargs)
+                model = auto_cls.from_config(config, **kernel)
+            else:
+                model = auto_cls.from_pretrained(self.source, use_safetensors=True, **kernel, **kwargs)
+        return use_fast_dropout(model) if fast_dropout else model
 
-    def mlm_model(self, seed: int = 0, attention: str | None = None) -> MaskedLM:
+    def mlm_model(self, seed: int = 0, attention: str | None = None, fast_dropout: bool = False) -> MaskedLM:
         """The pretrained encoder with an MLM head (a new head if the checkpoint has none)."""
         # tiny-random's "pretrained" encoder is the same for every run: it is built from seed 0.
-        return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention))
+        return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention, fast_dropout))
 
     def classifier(self, num_labels: int, encoder_state: dict | None = None, seed: int = 0,
-                   attention: str | None = None) -> nn.Module:
+                   attention: str | None = None, fast_dropout: bool = False) -> nn.Module:
         """A sequence classifier; its encoder is the pretrained one, or ``encoder_state`` if given.
 
         The pooler (BERT) is not part of the MLM model, so it keeps its pretrained weights.
@@ -150,7 +161,7 @@ class Backbone:
             with seeded(0):  # the fixed "pretrained" tiny-random encoder
                 base = AutoModelForMaskedLM.from_config(self.config).base_model.state_dict()
             encoder_state = encoder_state or base
-        model = self._build(AutoModelForSequenceClassification, seed, attention, num_labels=num_labels)
+        model = self._build(AutoModelForSequenceClassification, seed, attention, fast_dropout, num_labels=num_labels)
         if encoder_state is not None:
             missing, unexpected = model.base_model.load_state_dict(encoder_state, strict=False)
             if unexpected or any(not k.startswith("pooler.") for k in missing):

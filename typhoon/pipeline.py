@@ -98,6 +98,13 @@ def resolve_attention(config: RunConfig, device: torch.device) -> str:
     return "sdpa" if device.type == "cuda" else "eager"
 
 
+def resolve_dropout(config: RunConfig, device: torch.device) -> str:
+    """The dropout kernel: ``fast`` (typhoon/dropout.py) on CPU, where drawing the masks is slow, else ``native``."""
+    if config.dropout != "auto":
+        return config.dropout
+    return "native" if device.type == "cuda" else "fast"
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(typhoon.__file__).parent,
@@ -318,7 +325,8 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
         torch.set_num_threads(config.num_threads)
     device = resolve_device(config)
     bf16 = use_bf16(config, device)
-    attention = resolve_attention(config, device)
+    attention, dropout = resolve_attention(config, device), resolve_dropout(config, device)
+    kernels = dict(attention=attention, fast_dropout=dropout == "fast")
     torch.manual_seed(config.seed)  # dropout draws from the global generator
     rng = np.random.default_rng(config.seed)  # data order
     mask_gen = torch.Generator().manual_seed(config.seed)  # masks (drawn on the CPU)
@@ -328,7 +336,7 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
     strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
                                   [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
 
-    mlm = backbone.mlm_model(seed=config.seed, attention=attention).to(device)
+    mlm = backbone.mlm_model(seed=config.seed, **kernels).to(device)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
     if config.mlm_epochs > 0:
         loss_rows, timing = adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen, progress)
@@ -337,7 +345,7 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
     faults.maybe_inject("train", config.relative_dir().as_posix())
 
     classifier = backbone.classifier(spec.num_labels, encoder_state=encoder_state, seed=config.seed,
-                                     attention=attention).to(device)
+                                     **kernels).to(device)
     epochs, ft_timing = fine_tune(config, backbone, classifier, data, device, bf16, rng, progress)
     timing.update(ft_timing, wall_s=time.perf_counter() - started)
 
@@ -352,7 +360,7 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
         "timing": timing,
         "n_train": len(data["train"]), "n_dev": len(data["validation"]),
         "device": str(device), "precision": "bf16" if bf16 else "fp32",
-        "attention": attention, "threads": torch.get_num_threads(),
+        "attention": attention, "dropout": dropout, "threads": torch.get_num_threads(),
         "versions": library_versions(), "git_commit": git_commit(),
     }
     if strategy.needs_saliency:

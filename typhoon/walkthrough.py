@@ -50,8 +50,8 @@ __all__ = [
 
 
 def environment_report() -> pd.DataFrame:
-    """Library versions, device, bf16 support and threads, as a two-column table (item, value)."""
-    config = RunConfig(device="auto", precision="auto")
+    """Library versions, device, bf16 support, attention and dropout kernels, threads, as a table (item, value)."""
+    config = RunConfig(device="auto", precision="auto", attention="auto", dropout="auto")
     device = pipeline.resolve_device(config)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     items = {
@@ -61,6 +61,8 @@ def environment_report() -> pd.DataFrame:
         "device": f"{device.type} ({device_name})",
         "cuda available": torch.cuda.is_available(),
         "bf16 autocast (precision=auto)": pipeline.use_bf16(config, device),
+        "attention kernel (attention=auto)": pipeline.resolve_attention(config, device),
+        "dropout kernel (dropout=auto)": pipeline.resolve_dropout(config, device),
         "cpu cores (usable)": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch threads": torch.get_num_threads(),
         "torch interop threads": torch.get_num_interop_threads(),
