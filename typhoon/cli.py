@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="execute the notebooks over a profile's grid with papermill")
     rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
     rep.add_argument("--out", default="outputs")
-    rep.add_argument("--workers", type=int, default=1, help="cells run in parallel processes")
+    rep.add_argument("--workers", type=int, help="cells run at once, each in its own process "
+                     "(default: the profile's `workers`; on CPU they share the cores)")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
     rep.add_argument("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reproduce":
             from typhoon.batch import reproduce
 
-            if args.workers < 1:
+            if args.workers is not None and args.workers < 1:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
             executor = None
             if args.scheduler:

@@ -164,6 +164,7 @@ class Profile:
     settings: dict = field(default_factory=dict)
     task_settings: dict = field(default_factory=dict)  # per-task overrides of `settings`
     extra_cells: list[dict] = field(default_factory=list)  # single cells added to the grid
+    workers: int = 1  # cells run at once by `reproduce` unless --workers says otherwise
 
     def run_config(self, **cell) -> RunConfig:
         """The config of one cell: profile settings < task settings < the cell's own values."""
@@ -193,7 +194,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
             name=name, description=body.pop("description", ""),
             tasks=body.pop("tasks"), backbones=body.pop("backbones"), strategies=body.pop("strategies"),
             seeds=body.pop("seeds"), schedules=body.pop("schedules", ["fixed"]),
-            extra_cells=body.pop("extra_cells", []), settings=body.pop("settings", {}),
+            extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
             task_settings=body.pop("task_settings", {}),
         )
         if body:
