@@ -81,33 +81,23 @@ def main() -> None:
     def inputs(b):
         return dict(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
 
-    def gathered(b):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = mlm(labels=b["mlm_labels"], **inputs(b))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def training_step(loss_of, opt):
+        """One training step: forward (loss_of(batch)) under autocast, backward, AdamW step."""
+        def step(b):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = loss_of(b)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return step
 
-    def stock(b):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = mlm.model(labels=b["mlm_labels"], **inputs(b)).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    def stock_as_shipped(b):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = shipped.model(labels=b["mlm_labels"], **inputs(b)).loss
-        loss.backward()
-        shipped_optimizer.step()
-        shipped_optimizer.zero_grad(set_to_none=True)
-
-    def encoder_only(b):  # no head at all: the floor any head change can reach
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = mlm.encoder(**inputs(b)).last_hidden_state.float().square().mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    gathered = training_step(lambda b: mlm(labels=b["mlm_labels"], **inputs(b)), optimizer)
+    stock = training_step(lambda b: mlm.model(labels=b["mlm_labels"], **inputs(b)).loss, optimizer)
+    stock_as_shipped = training_step(lambda b: shipped.model(labels=b["mlm_labels"], **inputs(b)).loss,
+                                     shipped_optimizer)
+    # no head at all: the floor any head change can reach
+    encoder_only = training_step(lambda b: mlm.encoder(**inputs(b)).last_hidden_state.float().square().mean(),
+                                 optimizer)
 
     t_stock = time_steps(stock, data, args.repeats)
     t_gathered = time_steps(gathered, data, args.repeats)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from typhoon import pipeline, plots
+from typhoon import batch, pipeline, plots
 from typhoon.config import RunConfig
 from typhoon.data import GLUE_DIR_ENV, collate, get_task, load_glue, resolve_glue_dir, token_counts
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
@@ -63,7 +63,7 @@ def environment_report() -> pd.DataFrame:
         "bf16 autocast (precision=auto)": pipeline.use_bf16(config, device),
         "attention kernel (attention=auto)": pipeline.resolve_attention(config, device),
         "dropout kernel (dropout=auto)": pipeline.resolve_dropout(config, device),
-        "cpu cores (usable)": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu cores (usable)": batch.usable_cores(),
         "torch threads": torch.get_num_threads(),
         "torch interop threads": torch.get_num_interop_threads(),
     }
