@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -154,20 +155,45 @@ def test_tost_matches_pingouin_and_hand(results):
         assert r.equivalent == (lo > -0.01 and hi < 0.01)
 
 
-def test_tost_wide_margin_equivalent_and_identical_diffs():
+def test_tost_wide_margin_equivalent_and_constant_diffs_untestable():
     assert S.tost_paired(np.array([0.001, -0.002, 0.0005, 0.001]), margin=0.5) < 1e-4
-    assert S.tost_paired(np.full(4, 0.003), margin=0.01) == 0.0
-    assert S.tost_paired(np.full(4, 0.03), margin=0.01) == 1.0
+    # a constant difference has no spread to test against: undefined, not "equivalent" (p = 0)
+    assert math.isnan(S.tost_paired(np.full(4, 0.003), margin=0.01))
+    assert math.isnan(S.tost_paired(np.full(4, 0.03), margin=0.01))
     assert math.isnan(S.tost_paired(np.array([0.1]), margin=0.01))
 
 
-def test_zero_differences_graceful():
+def _untestable_row_checks(row):
+    assert not row["testable"] and row["verdict"] == "cannot be tested"
+    assert not row["equivalent"] and not row["significant"]
+    for col in ("t", "p", "p_holm", "tost_p", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high",
+                "aso_eps_ab", "aso_eps_ba", "cohen_dz", "bf10"):
+        assert math.isnan(row[col]), col
+    assert "cannot be tested" in row["note"] and "zero variance" in row["note"]
+
+
+def test_zero_differences_cannot_be_tested():
     r = _frame({"typhoon": TY, "random": TY.copy()})
     c = S.paired_comparisons(r)
     row = c.iloc[0]
-    assert row["mean_diff"] == 0 and math.isnan(row["t"]) and math.isnan(row["wilcoxon_p"])
-    assert "all differences are zero" in row["note"] and "zero variance" in row["note"]
-    assert row["equivalent"]  # identical results are equivalent within any positive margin
+    assert row["mean_diff"] == 0 and math.isnan(row["wilcoxon_p"])
+    assert "all differences are zero" in row["note"]
+    _untestable_row_checks(row)
+    text = S.conclusion(c)
+    assert "could be tested" in text and "cannot be tested" in text and "equivalence" not in text
+
+
+def test_constant_shift_up_to_rounding_cannot_be_tested():
+    # MRPC dev accuracies (408 examples) 2 examples apart on every seed: the float differences vary
+    # by rounding only, which must not pass for seed-to-seed spread
+    correct = np.array([344, 349, 351, 346, 340])
+    shifted, base = correct / 408, (correct - 2) / 408
+    assert 0 < np.std(shifted - base, ddof=1) < 1e-15  # not exactly zero, so the tolerance is exercised
+    c = S.paired_comparisons(_frame({"typhoon": shifted, "random": base}))
+    _untestable_row_checks(c.iloc[0])
+    assert c.iloc[0]["mean_diff"] == pytest.approx(2 / 408)
+    s = S.seeds_needed(c)
+    assert math.isnan(s["n_observed"].iloc[0]) and math.isnan(s["n_margin"].iloc[0])
 
 
 def test_wilcoxon_small_n_note():
@@ -201,7 +227,8 @@ def test_skip_mode_reports_why(results):
     one = _frame({"typhoon": TY[:1], "random": RA[:1]})
     c = S.paired_comparisons(one, on_invalid="skip")
     assert len(c) == 1 and math.isnan(c["p"].iloc[0]) and "skipped" in c["note"].iloc[0]
-    assert not c["significant"].iloc[0]
+    assert not c["significant"].iloc[0] and not c["equivalent"].iloc[0]
+    assert not c["testable"].iloc[0] and c["verdict"].iloc[0] == "cannot be tested"
     r = results[~((results.strategy == "random") & (results.seed == 3))]
     c = S.paired_comparisons(r, on_invalid="skip")
     row = c[(c.strategy_a == "typhoon") & (c.strategy_b == "random")].iloc[0]
@@ -224,6 +251,147 @@ def test_conclusion_is_computed(grid):
     assert "significant after Holm" in S.conclusion(S.paired_comparisons(shifted))
 
 
+# ------------------------------------------------------------------ ASO (against deepsig) and bootstrap (against scipy)
+@pytest.fixture(scope="module")
+def deepsig():
+    import deepsig  # imported here: it takes seconds and only these tests need it
+
+    return deepsig
+
+
+def _deepsig_aso(deepsig, a, b, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deepsig warns on zero Wasserstein distance (ratio := 0.5)
+        return deepsig.aso(np.asarray(a), np.asarray(b), num_jobs=1, show_progress=False, **kwargs)
+
+
+@pytest.mark.parametrize("a, b", [
+    (TY, RA), (RA, TY), (TY + 0.02, RA), (RA, TY + 0.02),
+    (TY, RA[:3]),  # unequal sizes
+    ([0.8, 0.8, 0.81, 0.82], [0.8, 0.79, 0.8, 0.8]),  # ties
+    (TY, TY[::-1]),  # the same distribution: observed ratio 0/0 -> 0.5
+])
+def test_aso_matches_deepsig(deepsig, a, b):
+    # deepsig's own defaults for confidence_level and dt are ours
+    ours = S.aso_epsilon_min(a, b, iterations=100, seed=7)
+    assert ours == pytest.approx(_deepsig_aso(deepsig, a, b, num_bootstrap_iterations=100, seed=7), abs=1e-12)
+    ours = S.aso_epsilon_min(a, b, confidence=0.99, iterations=60, dt=0.01, seed=1234)
+    ref = _deepsig_aso(deepsig, a, b, confidence_level=0.99, num_bootstrap_iterations=60, dt=0.01, seed=1234)
+    assert ours == pytest.approx(ref, abs=1e-12)
+
+
+def test_aso_direction_determinism_and_global_rng(deepsig):
+    better = S.aso_epsilon_min(TY + 0.02, RA, iterations=200)
+    worse = S.aso_epsilon_min(RA, TY + 0.02, iterations=200)
+    assert better < S.ASO_TAU and worse > 0.5  # "A better than B" is the first argument
+    assert better == S.aso_epsilon_min(TY + 0.02, RA, iterations=200)
+    assert S.aso_epsilon_min(TY, RA, seed=1, iterations=200) != S.aso_epsilon_min(TY, RA, seed=2, iterations=200)
+    np.random.seed(123)
+    state = np.random.get_state()
+    S.aso_epsilon_min(TY, RA, iterations=20)
+    after = np.random.get_state()
+    assert all(np.array_equal(x, y) for x, y in zip(state, after, strict=True))  # deepsig would reseed it
+    for bad in (dict(scores_a=[]), dict(scores_a=[0.1, np.nan]), dict(iterations=0), dict(confidence=1.0),
+                dict(dt=0.7), dict(seed=-1)):
+        kwargs = dict(scores_a=TY, scores_b=RA) | bad
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            S.aso_epsilon_min(**kwargs)
+
+
+def test_table_aso_and_bootstrap_match_deepsig_and_scipy(deepsig, results):
+    c = S.paired_comparisons(results, aso_iterations=50, seed=3)
+    pairs = {"typhoon": TY, "random": RA, "wwm": WW}
+    for r in c.itertuples():
+        x, y = pairs[r.strategy_a], pairs[r.strategy_b]
+        assert r.aso_eps_ab == pytest.approx(_deepsig_aso(deepsig, x, y, num_bootstrap_iterations=50, seed=3),
+                                             abs=1e-12)
+        assert r.aso_eps_ba == pytest.approx(_deepsig_aso(deepsig, y, x, num_bootstrap_iterations=50, seed=3),
+                                             abs=1e-12)
+        ref = st.bootstrap((x - y,), np.mean, confidence_level=0.95, n_resamples=9999, method="percentile",
+                           rng=np.random.default_rng(3)).confidence_interval
+        assert (r.boot_ci_low, r.boot_ci_high) == pytest.approx((ref.low, ref.high), abs=1e-12)
+        assert r.testable and r.boot_ci_low <= r.mean_diff <= r.boot_ci_high
+
+
+@pytest.mark.parametrize("method, confidence, seed", [("BCa", 0.95, 0), ("percentile", 0.9, 5), ("basic", 0.99, 1)])
+def test_bootstrap_ci_matches_scipy(method, confidence, seed):
+    for d in (TY - RA, (TY - WW)[:3], np.array([0.01, -0.02])):
+        lo, hi, note = S.bootstrap_mean_ci(d, confidence, method, n_resamples=2000, seed=seed)
+        ref = st.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=2000, method=method,
+                           rng=np.random.default_rng(seed)).confidence_interval
+        assert (lo, hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+        # a bootstrap interval never reaches past the observed differences (why it is too narrow at n = 3)
+        assert d.min() - 1e-12 <= lo <= hi <= d.max() + 1e-12 or method == "basic"
+    with pytest.raises(ValueError, match="method"):
+        S.bootstrap_mean_ci(TY - RA, method="bca")
+    assert S.bootstrap_mean_ci(TY - RA)[:2] == S.bootstrap_mean_ci(TY - RA, 0.95, "percentile", 9999, 0)[:2]
+    with pytest.raises(ValueError, match="2 finite"):
+        S.bootstrap_mean_ci([0.1])
+
+
+def test_resampled_columns_reproducible_and_row_independent(results):
+    c1 = S.paired_comparisons(results, aso_iterations=100)
+    c2 = S.paired_comparisons(results, aso_iterations=100)
+    pd.testing.assert_frame_equal(c1, c2)
+    alone = S.paired_comparisons(results[results.strategy != "wwm"], aso_iterations=100).iloc[0]
+    row = c1[(c1.strategy_a == "typhoon") & (c1.strategy_b == "random")].iloc[0]
+    for col in ("boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba"):
+        assert alone[col] == row[col]
+    other = S.paired_comparisons(results, aso_iterations=100, seed=1)
+    assert not np.array_equal(other["aso_eps_ab"], c1["aso_eps_ab"])
+    with pytest.raises(ValueError, match="bootstrap_method"):
+        S.paired_comparisons(results, bootstrap_method="bca")
+
+
+def test_verdicts():
+    rng = np.random.default_rng(11)
+    base = rng.normal(0.85, 0.01, 5)
+    frames = [
+        _frame({"typhoon": base + 0.05 + rng.normal(0, 0.002, 5), "random": base}, backbone="shifted"),
+        _frame({"typhoon": base + 0.003 + rng.normal(0, 0.0005, 5), "random": base}, backbone="small"),
+        _frame({"typhoon": TY, "random": RA}, backbone="noisy"),
+        _frame({"typhoon": base, "random": base.copy()}, backbone="identical"),
+    ]
+    c = S.paired_comparisons(pd.concat(frames, ignore_index=True), margin=0.01, aso_iterations=50)
+    verdict = dict(zip(c.backbone, c.verdict, strict=True))
+    assert verdict == {"shifted": "different", "small": "different, within margin",
+                       "noisy": "equivalent", "identical": "cannot be tested"}
+    c = S.paired_comparisons(pd.concat(frames, ignore_index=True), margin=0.001, aso_iterations=50)
+    assert dict(zip(c.backbone, c.verdict, strict=True))["noisy"] == "inconclusive"
+    for r in c.itertuples():  # the rule, row by row
+        assert r.verdict == ("cannot be tested" if not r.testable else
+                             {(True, True): "different, within margin", (True, False): "different",
+                              (False, True): "equivalent", (False, False): "inconclusive"}[
+                                 (r.significant, r.equivalent)])
+
+
+def test_comparison_table_for_display(results):
+    r = pd.concat([results, _frame({"copy": TY})], ignore_index=True)
+    c = S.paired_comparisons(r, aso_iterations=50)
+    t = S.comparison_table(c)
+    assert list(t.columns) == ["task", "backbone", "a", "b", "n", "a - b", "95% t CI", "95% percentile CI", "Holm p",
+                               "TOST p", "ASO eps a>b", "ASO eps b>a", "verdict"]
+    assert len(t) == len(c) == 6
+    for row, full in zip(t.itertuples(index=False), c.itertuples(), strict=True):
+        assert row[5] == round(full.mean_diff, 4) and row[12] == full.verdict
+        if full.testable:
+            assert row[6] == f"[{full.ci_low:.4f}, {full.ci_high:.4f}]"
+            assert row[7] == f"[{full.boot_ci_low:.4f}, {full.boot_ci_high:.4f}]"
+        else:
+            assert row[6] == row[7] == "--" and row[12] == "cannot be tested"
+    untestable = t[(t.a == "typhoon") & (t.b == "copy")]
+    assert len(untestable) == 1 and untestable["verdict"].iloc[0] == "cannot be tested"
+
+
+def test_conclusion_counts_untestable_apart(results):
+    r = pd.concat([results, _frame({"copy": TY})], ignore_index=True)
+    c = S.paired_comparisons(r, aso_iterations=50, margin=1.0)
+    text = S.conclusion(c)
+    # typhoon vs random, wwm tested (and equivalent within the huge margin); typhoon vs copy is not
+    assert "2 paired comparison(s)" in text and "for all 2" in text
+    assert "1 comparison(s) cannot be tested" in text and "typhoon vs copy" in text
+
+
 # ------------------------------------------------------------------ power
 def test_seeds_needed(results):
     c = S.paired_comparisons(results, margin=0.01)
@@ -236,13 +404,36 @@ def test_seeds_needed(results):
             assert pg.power_ttest(d=abs(cr.cohen_dz), n=n - 1, contrast="paired") < 0.8
         assert r.d_margin == pytest.approx(0.01 / cr.sd_diff)
         assert pg.power_ttest(d=r.d_margin, n=r.n_margin, contrast="paired") >= 0.8 - 1e-9
-    # huge effect -> the minimum of 2; zero effect -> inf
-    fake = c.head(2).copy()
-    fake["cohen_dz"] = [50.0, 0.0]
+    # huge effect -> the minimum of 2; zero effect, or one beyond 10^7 pairs -> inf
+    fake = c.copy()
+    fake["cohen_dz"] = [50.0, 0.0, 1e-4]
     s = S.seeds_needed(fake)
-    assert s["n_observed"].tolist() == [2.0, math.inf]
+    assert s["n_observed"].tolist() == [2.0, math.inf, math.inf]
+    with pytest.raises(ValueError, match="smallest difference"):
+        S.seeds_needed(c, margin=0)
     with pytest.raises(ValueError, match="cohen_dz"):
         S.seeds_needed(c.drop(columns="cohen_dz"))
+
+
+def _paired_power(d: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired t-test from the noncentral t (independent of pingouin)."""
+    crit = st.t.ppf(1 - alpha / 2, n - 1)
+    return st.nct.sf(crit, n - 1, d * math.sqrt(n)) + st.nct.cdf(-crit, n - 1, d * math.sqrt(n))
+
+
+@pytest.mark.parametrize("smallest_difference", [None, 0.005, 0.02])
+def test_seeds_needed_against_noncentral_t(grid, smallest_difference):
+    c = S.paired_comparisons(grid, margin=0.01, aso_iterations=20)
+    s = S.seeds_needed(c, margin=smallest_difference)
+    difference = 0.01 if smallest_difference is None else smallest_difference
+    np.testing.assert_allclose(s["mean_diff"], c["mean_diff"])
+    for r, cr in zip(s.itertuples(), c.itertuples(), strict=True):
+        d_observed = abs(cr.mean_diff) / cr.sd_diff  # the observed difference over the measured paired sd
+        d_margin = difference / cr.sd_diff  # the smallest difference that matters, same sd
+        assert r.d_margin == pytest.approx(d_margin, rel=1e-12)
+        for n, d in ((r.n_observed, d_observed), (r.n_margin, d_margin)):
+            assert _paired_power(d, int(n)) >= 0.8 - 1e-9
+            assert n == 2 or _paired_power(d, int(n) - 1) < 0.8
 
 
 # ------------------------------------------------------------------ expected max (Dodge et al.)

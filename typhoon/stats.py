@@ -4,9 +4,15 @@ Tidy DataFrames in, tidy DataFrames out; one function per statistical question:
 
 - :func:`summarize` -- per (task, backbone, strategy): seeds, mean, sd, t-based CI of the mean.
 - :func:`paired_comparisons` -- paired-by-seed comparisons of every pair of strategies within each
-  (task, backbone): mean difference and CI, paired t (pingouin), Cohen's d_z, BF10, Holm-corrected p
-  over the family of comparisons involving the reference strategy, TOST equivalence, Wilcoxon.
-- :func:`seeds_needed` -- seeds for a given power at the observed effect and at the margin.
+  (task, backbone): mean difference with t and bootstrap CIs, paired t (pingouin), Cohen's d_z, BF10,
+  Holm-corrected p over the family of comparisons involving the reference strategy, TOST equivalence,
+  Wilcoxon, almost stochastic order both ways, and a verdict ("cannot be tested" when the differences
+  do not vary or there are < 2 pairs -- never equivalent, never significant).
+- :func:`aso_epsilon_min` -- almost stochastic order (Dror et al., 2019), the numbers of ``deepsig.aso``.
+- :func:`bootstrap_mean_ci` -- bootstrap CI of the mean paired difference (``scipy.stats.bootstrap``).
+- :func:`comparison_table` -- the comparisons as a compact, display-ready table (for notebook 20).
+- :func:`seeds_needed` -- seeds for a given power at the observed difference and at the smallest
+  difference that matters, both from the measured sd of the paired differences.
 - :func:`expected_max_performance` -- expected best-of-k dev metric (Dodge et al., 2019).
 - :func:`degenerate_rate` -- runs at or below the majority-class level (Mosbach et al., 2021).
 - :func:`conclusion` -- the verdict the comparisons support, as a sentence built from the numbers.
@@ -40,6 +46,9 @@ __all__ = [
     "paired_comparisons",
     "holm",
     "tost_paired",
+    "aso_epsilon_min",
+    "bootstrap_mean_ci",
+    "comparison_table",
     "seeds_needed",
     "expected_max",
     "expected_max_performance",
@@ -53,6 +62,11 @@ GROUP_KEYS = ["task", "backbone"]
 _RESULT_COLUMNS = ["task", "backbone", "strategy", "seed", "status", "primary_value"]
 _FAMILY_REF = "vs_reference"
 _FAMILY_OTHER = "other"
+# Metric values live in [0, 1]; differences whose sd is below this are float rounding of one constant
+# difference (e.g. accuracies that differ by the same count of examples on every seed), not spread.
+_ZERO_SD = 1e-12
+UNTESTABLE = "cannot be tested"
+ASO_TAU = 0.2  # the usual epsilon_min threshold for "A is better" (Ulmer et al., 2022)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -166,17 +180,19 @@ def holm(pvalues: Iterable[float]) -> np.ndarray:
 def tost_paired(diff: np.ndarray, margin: float) -> float:
     """Two one-sided paired t-tests (Schuirmann) for H0: |mean diff| >= margin; returns max of the two p.
 
-    Same as ``pingouin.tost(x, y, bound=margin, paired=True)``. NaN if n < 2; with zero variance the
-    answer is 0 if |mean| < margin else 1.
+    Same as ``pingouin.tost(x, y, bound=margin, paired=True)``. NaN if n < 2 or if the differences do
+    not vary (sd below float rounding): the t statistics are then undefined, and a constant difference
+    seen on a few seeds is no evidence that the seed-to-seed spread is small.
     """
     d = np.asarray(diff, dtype=float)
     n = d.size
     if n < 2:
         return math.nan
     mean = d.mean()
-    se = d.std(ddof=1) / math.sqrt(n)
-    if se == 0:
-        return 0.0 if abs(mean) < margin else 1.0
+    sd = d.std(ddof=1)
+    if not sd > _ZERO_SD:
+        return math.nan
+    se = sd / math.sqrt(n)
     p_lower = st.t.sf((mean + margin) / se, n - 1)   # H0: mean <= -margin
     p_upper = st.t.cdf((mean - margin) / se, n - 1)  # H0: mean >= +margin
     return float(max(p_lower, p_upper))
@@ -201,11 +217,129 @@ def _wilcoxon(d: np.ndarray, alpha: float) -> tuple[float, float, str]:
     return float(r.statistic), float(r.pvalue), note
 
 
+def _empirical_quantiles(sorted_scores: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """deepsig's empirical quantile function: the ceil(n p)-th smallest score (1-based, clipped to 1..n).
+
+    ``sorted_scores`` (..., n) is sorted along its last axis; the answer has shape (..., *probs.shape).
+    """
+    n = sorted_scores.shape[-1]
+    index = np.clip(np.ceil(n * probs).astype(np.int64) - 1, 0, n - 1)
+    return np.take(sorted_scores, index, axis=-1)
+
+
+def _violation_ratio(quantiles_a: np.ndarray, quantiles_b: np.ndarray, dt: float) -> np.ndarray:
+    """Share of the squared Wasserstein-2 distance where A's quantile function lies below B's.
+
+    Reductions run over the last axis (the grid t = dt, 2 dt, ... < 1). As in deepsig the violation
+    integral leaves out the first grid point while the distance keeps it, and two identical
+    distributions (distance 0) get 0.5.
+    """
+    diff = quantiles_b - quantiles_a
+    squared_distance = np.sum(diff**2 * dt, axis=-1)
+    violation = np.sum(np.where(quantiles_a >= quantiles_b, 0.0, diff)[..., 1:] ** 2 * dt, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(squared_distance == 0, 0.5, violation / squared_distance)
+
+
+def aso_epsilon_min(scores_a: Iterable[float], scores_b: Iterable[float], confidence: float = 0.95,
+                    iterations: int = 1000, dt: float = 0.005, seed: int = 0) -> float:
+    """Almost stochastic order (Dror et al., 2019): epsilon_min for "A is better than B".
+
+    epsilon_min is an upper confidence bound (at ``confidence``) on the violation ratio: the share of
+    the distance between the two score distributions (squared Wasserstein-2, over quantiles) where A's
+    quantile function lies *below* B's, i.e. where A fails to be better. 0 means A stochastically
+    dominates B outright; epsilon_min < 0.5 means A *almost* stochastically dominates B, and the usual
+    threshold for calling A better is epsilon_min < tau = 0.2 (:data:`ASO_TAU`). epsilon_min >= 0.5 is
+    no evidence that A is better -- look at ``aso_epsilon_min(scores_b, scores_a)`` for the other way.
+    Higher scores count as better. The two samples are compared as distributions: the test ignores
+    any pairing by seed, and with 3-5 seeds per side epsilon_min stays high unless they barely overlap.
+
+    The numbers are those of ``deepsig.aso(scores_a, scores_b, confidence_level=confidence,
+    num_bootstrap_iterations=iterations, dt=dt, seed=seed)`` (deepsig 1.2.8), checked in the tests,
+    computed vectorized over the bootstrap iterations -- about 200x faster than deepsig, which
+    evaluates quantiles one grid point at a time (benchmarks/bench_seed_stats.py: 5 v 5 scores, 1000
+    iterations, 42-65 ms against 8.7-16 s on a loaded 2-core Xeon) -- and without touching numpy's
+    global random state (deepsig reseeds it).
+    Bootstrap iteration i (1-based) draws its uniforms from a RandomState seeded with ``seed + i``, first
+    len(A) of them to resample A, then len(B) to resample B, exactly as deepsig does. No
+    multiple-comparison correction is applied (deepsig's ``num_comparisons`` would be Bonferroni).
+    """
+    a = np.asarray(list(scores_a), dtype=float)
+    b = np.asarray(list(scores_b), dtype=float)
+    for name, v in (("scores_a", a), ("scores_b", b)):
+        if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
+            raise ValueError(f"{name} must be a non-empty 1-D sequence of finite numbers, got {v!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if int(iterations) != iterations or iterations < 1:
+        raise ValueError(f"iterations must be a positive integer, got {iterations}")
+    if not 0 < dt < 0.5:
+        raise ValueError(f"dt must be in (0, 0.5), got {dt}")
+    if int(seed) != seed or not 0 <= seed <= 2**32 - 1 - iterations:
+        raise ValueError(f"seed must be an integer in [0, 2**32 - 1 - iterations], got {seed}")
+    iterations, seed = int(iterations), int(seed)
+    grid = np.arange(dt, 1, dt)
+    sorted_a, sorted_b = np.sort(a), np.sort(b)
+    observed = _violation_ratio(_empirical_quantiles(sorted_a, grid), _empirical_quantiles(sorted_b, grid), dt)
+    # Iteration i reseeds a private RandomState with seed + i, as deepsig reseeds the global one, so
+    # the numbers match deepsig's; the loop only draws, all arithmetic below is over whole arrays.
+    uniforms_a = np.empty((iterations, a.size))
+    uniforms_b = np.empty((iterations, b.size))
+    rs = np.random.RandomState()
+    for i in range(iterations):
+        rs.seed(seed + i + 1)
+        uniforms_a[i] = rs.uniform(0, 1, a.size)
+        uniforms_b[i] = rs.uniform(0, 1, b.size)
+    resampled_a = np.sort(_empirical_quantiles(sorted_a, uniforms_a), axis=-1)
+    resampled_b = np.sort(_empirical_quantiles(sorted_b, uniforms_b), axis=-1)
+    bootstrapped = _violation_ratio(_empirical_quantiles(resampled_a, grid),
+                                    _empirical_quantiles(resampled_b, grid), dt)
+    const = np.sqrt(a.size * b.size / (a.size + b.size))
+    sigma_hat = np.std(const * (bootstrapped - observed))
+    return float(np.clip(observed - (1 / const) * sigma_hat * st.norm.ppf(1 - confidence), 0, 1))
+
+
+_BOOTSTRAP_METHODS = ("percentile", "BCa", "basic")
+
+
+def _check_bootstrap_method(method: str, name: str) -> None:
+    if method not in _BOOTSTRAP_METHODS:
+        raise ValueError(f"{name} must be one of {_BOOTSTRAP_METHODS}, got {method!r}")
+
+
+def bootstrap_mean_ci(diff: Iterable[float], confidence: float = 0.95, method: str = "percentile",
+                      n_resamples: int = 9999, seed: int = 0) -> tuple[float, float, str]:
+    """Bootstrap ``confidence`` interval of the mean of ``diff``: ``scipy.stats.bootstrap((diff,),
+    np.mean, method=method, rng=np.random.default_rng(seed))``. Returns (low, high, note).
+
+    ``note`` carries scipy's warning, if any (e.g. degenerate resamples), else "". With few seeds read
+    it with care: a percentile or BCa interval is made of resampled means, so it cannot reach past the
+    observed differences and misses the true mean whenever all n differences fall on one side of it
+    (probability 2 / 2^n: 25% at n = 3, 6% at n = 5). benchmarks/bench_seed_stats.py measured the
+    coverage of nominal 95% intervals for normal differences at 3 / 5 / 10 pairs: percentile 0.75 /
+    0.84 / 0.90, BCa 0.72 / 0.85 / 0.90, t interval 0.95 / 0.95 / 0.96. Percentile is the default:
+    BCa's bias and skew corrections, estimated from 3-5 values, made it no better at 5 or 10 pairs and
+    worse at 3.
+    """
+    d = np.asarray(list(diff), dtype=float)
+    if d.ndim != 1 or d.size < 2 or not np.isfinite(d).all():
+        raise ValueError(f"diff must be a 1-D sequence of >= 2 finite numbers, got {d!r}")
+    _check_bootstrap_method(method, "method")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = st.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+                           method=method, rng=np.random.default_rng(seed))
+    note = "; ".join(f"bootstrap: {w.message}" for w in caught)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high), note
+
+
 _COMPARISON_COLUMNS = [
     "task", "backbone", "primary_metric", "strategy_a", "strategy_b", "family", "n", "seeds", "mean_a",
     "mean_b", "mean_diff", "sd_diff", "se_diff", "ci_low", "ci_high", "t", "dof", "p", "p_holm",
     "significant", "cohen_dz", "bf10", "margin", "tost_p", "equivalent", "wilcoxon_stat", "wilcoxon_p",
-    "note",
+    "testable", "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "verdict", "note",
 ]
 
 
@@ -216,6 +350,10 @@ def paired_comparisons(
     confidence: float = 0.95,
     alpha: float = 0.05,
     on_invalid: str = "raise",
+    bootstrap_method: str = "percentile",
+    bootstrap_resamples: int = 9999,
+    aso_iterations: int = 1000,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Paired-by-seed comparisons of every pair of strategies within each (task, backbone).
 
@@ -232,7 +370,26 @@ def paired_comparisons(
     - ``cohen_dz`` = mean_diff / sd_diff; ``bf10``: JZS Bayes factor (pingouin, r = 0.707)
     - ``tost_p``, ``equivalent``: TOST with bounds ``±margin``; equivalent = ``tost_p < alpha``
     - ``wilcoxon_stat``, ``wilcoxon_p``: Wilcoxon signed-rank (scipy); NaN with a note when undefined
+    - ``testable``: at least 2 pairs whose differences vary (sd above float rounding). When False the
+      comparison *cannot be tested*: t, p, the t CI, TOST, the bootstrap CI and ASO are NaN, and
+      ``significant`` and ``equivalent`` are False -- a constant difference over a few seeds (two
+      strategies giving identical runs, say) says nothing about the seed-to-seed spread
+    - ``boot_ci_low``, ``boot_ci_high``: bootstrap ``confidence`` interval of the mean difference
+      (:func:`bootstrap_mean_ci`, ``bootstrap_method``, ``bootstrap_resamples``, seeded with ``seed``);
+      with 3-5 seeds it is too narrow (it cannot reach past the observed differences) -- the t CI is
+      the one to read, the bootstrap CI shows how much rests on the t-test's normality
+    - ``aso_eps_ab``, ``aso_eps_ba``: almost stochastic order epsilon_min for "a better than b" and
+      for "b better than a" (:func:`aso_epsilon_min` at ``confidence`` with ``aso_iterations``
+      bootstrap iterations, seeded with ``seed``; uncorrected for multiple comparisons); < 0.5: almost
+      stochastic dominance, < 0.2 (:data:`ASO_TAU`) the usual threshold for calling one better
+    - ``verdict``: ``"cannot be tested"``; else from Holm and TOST: ``"different"`` (significant, not
+      equivalent), ``"equivalent"`` (equivalent, not significant), ``"different, within margin"``
+      (both: a real difference smaller than the margin) or ``"inconclusive"`` (neither)
     - ``note``: why anything is NaN or to be read with care
+
+    Every comparison's bootstrap and ASO draw from ``seed`` afresh, so a row does not depend on which
+    other rows are in the table. With the defaults a 30-comparison table took 4-5 s on a loaded 2-core
+    Xeon (benchmarks/bench_seed_stats.py), mostly ASO.
 
     Errors (``ValueError``): missing columns; a seed present for one strategy and not the other; fewer
     than 2 paired seeds. With ``on_invalid="skip"`` these do not raise: unpaired seeds are dropped (and
@@ -243,6 +400,9 @@ def paired_comparisons(
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
     if not (margin > 0):
         raise ValueError(f"margin must be > 0, got {margin}")
+    _check_bootstrap_method(bootstrap_method, "bootstrap_method")
+    resampling = dict(bootstrap_method=bootstrap_method, bootstrap_resamples=bootstrap_resamples,
+                      aso_iterations=aso_iterations, seed=seed)
     df = ok_runs(results)
     rows: list[dict] = []
     for (task, backbone), g in df.groupby(GROUP_KEYS, sort=False):
@@ -276,7 +436,7 @@ def paired_comparisons(
                 rows.append(row)
                 continue
             row.update(_paired_stats(pair[a].to_numpy(float), pair[b].to_numpy(float), margin,
-                                     confidence, alpha, notes))
+                                     confidence, alpha, notes, **resampling))
             row["note"] = "; ".join(notes)
             rows.append(row)
     out = pd.DataFrame(rows)
@@ -285,27 +445,42 @@ def paired_comparisons(
         m = out["family"] == fam
         if m.any():
             out.loc[m, "p_holm"] = holm(out.loc[m, "p"])
+    out["testable"] = out["testable"].eq(True)  # NaN (fewer than 2 pairs) -> False
+    # NaN compares False, so untestable rows (p and tost_p NaN) are neither significant nor equivalent.
     out["significant"] = (out["p_holm"] < alpha).astype(bool)
     out["equivalent"] = (out["tost_p"] < alpha).astype(bool)
+    out["verdict"] = [_verdict(*flags) for flags in zip(out["testable"], out["significant"],
+                                                        out["equivalent"], strict=True)]
     out["n"] = out["n"].astype("Int64")
     out["dof"] = out["dof"].astype(float)
     out["note"] = out["note"].fillna("").astype(str)
-    out.attrs.update(margin=margin, reference=reference, alpha=alpha, confidence=confidence)
+    out.attrs.update(margin=margin, reference=reference, alpha=alpha, confidence=confidence, **resampling)
     return out
 
 
+def _verdict(testable: bool, significant: bool, equivalent: bool) -> str:
+    if not testable:
+        return UNTESTABLE
+    if significant:
+        return "different, within margin" if equivalent else "different"
+    return "equivalent" if equivalent else "inconclusive"
+
+
 def _paired_stats(x: np.ndarray, y: np.ndarray, margin: float, confidence: float, alpha: float,
-                  notes: list[str]) -> dict:
+                  notes: list[str], bootstrap_method: str, bootstrap_resamples: int, aso_iterations: int,
+                  seed: int) -> dict:
     d = x - y
     n = d.size
     mean = float(d.mean())
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
     dof = n - 1
-    if sd == 0:
-        notes.append("differences have zero variance: t, p, d_z, BF10 undefined")
-        t = p = dz = bf10 = math.nan
-        lo = hi = mean
+    testable = sd > _ZERO_SD
+    boot_lo = boot_hi = eps_ab = eps_ba = math.nan
+    if not testable:
+        notes.append(f"{UNTESTABLE}: the differences have zero variance (all {mean:+.6g}): t, p, CIs, "
+                     "d_z, BF10, TOST and ASO are undefined")
+        t = p = dz = bf10 = lo = hi = math.nan
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -317,19 +492,32 @@ def _paired_stats(x: np.ndarray, y: np.ndarray, margin: float, confidence: float
         # pingouin's table rounds BF10 to a string; recompute it unrounded from the same t and n.
         bf10 = float(pg.bayesfactor_ttest(t, n, paired=True))
         lo, hi = _t_ci(mean, se, dof, confidence)  # pingouin's CI95 column is rounded to 2 decimals
+        boot_lo, boot_hi, boot_note = bootstrap_mean_ci(d, confidence, bootstrap_method, bootstrap_resamples,
+                                                        seed)
+        if boot_note:
+            notes.append(boot_note)
+        eps_ab = aso_epsilon_min(x, y, confidence, aso_iterations, seed=seed)
+        eps_ba = aso_epsilon_min(y, x, confidence, aso_iterations, seed=seed)
     w_stat, w_p, w_note = _wilcoxon(d, alpha)
     if w_note:
         notes.append(w_note)
     return dict(mean_a=float(x.mean()), mean_b=float(y.mean()), mean_diff=mean, sd_diff=sd, se_diff=se,
                 ci_low=lo, ci_high=hi, t=t, dof=dof, p=p, cohen_dz=dz, bf10=bf10,
-                tost_p=tost_paired(d, margin), wilcoxon_stat=w_stat, wilcoxon_p=w_p)
+                tost_p=tost_paired(d, margin), wilcoxon_stat=w_stat, wilcoxon_p=w_p, testable=testable,
+                boot_ci_low=boot_lo, boot_ci_high=boot_hi, aso_eps_ab=eps_ab, aso_eps_ba=eps_ba)
 
 
 # --------------------------------------------------------------------------------------------------
 # power
 # --------------------------------------------------------------------------------------------------
+_MAX_PAIRS = 1e7  # the top of pingouin's search for n
+
+
 def _n_for_power(d: float, power: float, alpha: float) -> float:
-    """Smallest integer n (pairs) giving ``power`` for a two-sided paired t-test at effect d_z = d."""
+    """Smallest integer n (pairs) giving ``power`` for a two-sided paired t-test at effect d_z = d.
+
+    inf when d = 0 or when even 10^7 pairs would not do; NaN when d is NaN.
+    """
     if not np.isfinite(d):
         return math.nan
     d = abs(d)
@@ -343,34 +531,45 @@ def _n_for_power(d: float, power: float, alpha: float) -> float:
             # 2 pairs already suffice.
             if pg.power_ttest(d=d, n=2, alpha=alpha, contrast="paired") >= power:
                 return 2.0
+            # ... and for a tiny d, that more pairs than it searches are needed.
+            if pg.power_ttest(d=d, n=_MAX_PAIRS, alpha=alpha, contrast="paired") < power:
+                return math.inf
             return math.nan
     return float(max(2, math.ceil(n - 1e-9)))
 
 
 def seeds_needed(comparisons: pd.DataFrame, power: float = 0.8, alpha: float = 0.05,
                  margin: float | None = None) -> pd.DataFrame:
-    """Seeds (pairs) needed for ``power`` in a two-sided paired t-test at level ``alpha``.
+    """Seeds (pairs) needed for ``power`` in a two-sided paired t-test at level ``alpha``, both from the
+    measured sd of the paired differences (``sd_diff``):
 
-    - ``n_observed``: at the observed effect ``d_z = cohen_dz`` (inf when d_z = 0);
-    - ``n_margin``: to detect a true difference equal to the margin, ``d = margin / sd_diff`` with the
-      observed sd of the differences (``margin`` defaults to the comparison's ``margin`` column).
+    - ``n_observed``: to detect the observed difference ``mean_diff``, i.e. at ``d_z = cohen_dz =
+      mean_diff / sd_diff`` (inf when d_z = 0);
+    - ``n_margin``: to detect a true difference equal to ``margin``, the smallest difference that
+      matters (e.g. 0.01; defaults to the comparison's ``margin`` column, the TOST margin), at
+      ``d_margin = margin / sd_diff``.
 
-    (Uses ``pingouin.power_ttest(contrast="paired")``; rounded up to an integer, at least 2.)
+    Both are NaN for comparisons that cannot be tested (< 2 pairs, or differences without spread:
+    no measured sd to plan from). Uses ``pingouin.power_ttest(contrast="paired")``, rounded up to an
+    integer, at least 2; inf when more than 10^7 pairs would be needed.
     """
-    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "cohen_dz",
-                                   "sd_diff"], what="comparisons")
+    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
+                                   "cohen_dz", "sd_diff"], what="comparisons")
     if not (0 < power < 1) or not (0 < alpha < 1):
         raise ValueError(f"power and alpha must be in (0, 1), got power={power}, alpha={alpha}")
-    out = comparisons[["task", "backbone", "strategy_a", "strategy_b", "n"]].copy()
+    out = comparisons[["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff"]].copy()
     if margin is None:
         if "margin" not in comparisons.columns:
             raise ValueError("comparisons has no 'margin' column; pass margin=")
         marg = comparisons["margin"].astype(float)
     else:
+        if not margin > 0:
+            raise ValueError(f"margin (the smallest difference that matters) must be > 0, got {margin}")
         marg = pd.Series(float(margin), index=comparisons.index)
     dz = comparisons["cohen_dz"].astype(float)
     sd = comparisons["sd_diff"].astype(float)
-    d_margin = np.where(sd > 0, marg / sd.where(sd > 0), np.nan)
+    measured = sd > _ZERO_SD
+    d_margin = np.where(measured, marg / sd.where(measured), np.nan)
     out["cohen_dz"] = dz
     out["n_observed"] = [_n_for_power(d, power, alpha) for d in dz]
     out["margin"] = marg
@@ -457,15 +656,19 @@ def _label(r) -> str:
     return f"{r.task}/{r.backbone} {r.strategy_a} vs {r.strategy_b}"
 
 
-def conclusion(comparisons: pd.DataFrame, alpha: float | None = None) -> str:
+def conclusion(comparisons: pd.DataFrame, alpha: float | None = None, tau: float = ASO_TAU) -> str:
     """One paragraph stating what the comparisons support, built from the numbers in the table.
 
-    Uses the ``vs_reference`` family when present (else all comparisons).
+    Uses the ``vs_reference`` family when present (else all comparisons). Comparisons that cannot be
+    tested (``testable`` False) are named as such, apart from the rest: never counted as significant,
+    equivalent or inconclusive. ASO calls a strategy better when its epsilon_min < ``tau``.
     """
     _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "family", "p", "p_holm",
-                                   "mean_diff", "ci_low", "ci_high", "tost_p", "margin"],
+                                   "mean_diff", "ci_low", "ci_high", "tost_p", "margin", "testable",
+                                   "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "note"],
                      what="comparisons")
     alpha = comparisons.attrs.get("alpha", 0.05) if alpha is None else alpha
+    level = f"{100 * comparisons.attrs.get('confidence', 0.95):g}%"
     if comparisons.empty:
         return "No comparisons could be made (fewer than two strategies in every task/backbone)."
     fam = comparisons[comparisons["family"] == _FAMILY_REF]
@@ -473,19 +676,31 @@ def conclusion(comparisons: pd.DataFrame, alpha: float | None = None) -> str:
     if fam.empty:
         fam = comparisons
         scope = "between strategies (the reference strategy is absent)"
-    tested = fam[np.isfinite(fam["p"].astype(float))]
-    skipped = fam[~np.isfinite(fam["p"].astype(float))]
+    testable = fam["testable"].astype(bool)
+    tested, untested = fam[testable], fam[~testable]
     margin = float(fam["margin"].iloc[0])
     parts = []
     if tested.empty:
-        parts.append(f"None of the {len(fam)} comparisons {scope} could be tested "
-                     "(each needs at least two paired seeds with non-constant differences).")
-        return " ".join(parts)
+        parts.append(f"None of the {len(fam)} comparisons {scope} could be tested (each needs at least "
+                     "two paired seeds whose differences vary).")
+    else:
+        parts.extend(_tested_sentences(tested, scope, alpha, level, margin, tau))
+    if not untested.empty:
+        parts.append(f"{len(untested)} comparison(s) {UNTESTABLE}, so they are neither significant nor "
+                     "equivalent: " + "; ".join(f"{_label(r)} ({r.note})" for r in untested.itertuples())
+                     + ".")
+    return " ".join(parts)
+
+
+def _tested_sentences(tested: pd.DataFrame, scope: str, alpha: float, level: str, margin: float,
+                      tau: float) -> list[str]:
+    n = len(tested)
     sig = tested[tested["p_holm"] < alpha]
     unadj = tested[tested["p"] < alpha]
     ci0 = tested[(tested["ci_low"] <= 0) & (tested["ci_high"] >= 0)]
+    boot0 = tested[(tested["boot_ci_low"] <= 0) & (tested["boot_ci_high"] >= 0)]
     eq = tested[tested["tost_p"] < alpha]
-    parts.append(f"{len(tested)} paired comparison(s) {scope} were tested.")
+    parts = [f"{n} paired comparison(s) {scope} were tested."]
     if sig.empty:
         parts.append(f"None is significant after Holm correction (alpha = {alpha:g}; "
                      f"{len(unadj)} had unadjusted p < {alpha:g}; smallest Holm p = "
@@ -494,32 +709,70 @@ def conclusion(comparisons: pd.DataFrame, alpha: float | None = None) -> str:
         items = ", ".join(f"{_label(r)} (diff {r.mean_diff:+.4f}, Holm p = {r.p_holm:.3g})"
                           for r in sig.itertuples())
         parts.append(f"{len(sig)} significant after Holm correction (alpha = {alpha:g}): {items}.")
-    parts.append(f"{len(ci0)} of {len(tested)} 95% CIs of the mean difference contain 0.")
+    parts.append(f"{len(ci0)} of {n} {level} t CIs of the mean difference contain 0 "
+                 f"({len(boot0)} of the bootstrap CIs, which are too narrow with few seeds).")
     if eq.empty:
         parts.append(f"TOST shows equivalence within ±{margin:g} for none of them, so the data cannot "
                      f"rule out differences of that size (absence of evidence is not evidence of absence).")
-    elif len(eq) == len(tested):
-        parts.append(f"TOST shows equivalence within ±{margin:g} for all {len(tested)}.")
+    elif len(eq) == n:
+        parts.append(f"TOST shows equivalence within ±{margin:g} for all {n}.")
     else:
         items = ", ".join(_label(r) for r in eq.itertuples())
-        parts.append(f"TOST shows equivalence within ±{margin:g} for {len(eq)} of {len(tested)}: {items}; "
+        parts.append(f"TOST shows equivalence within ±{margin:g} for {len(eq)} of {n}: {items}; "
                      "the others are inconclusive at that margin.")
-    if not skipped.empty:
-        parts.append(f"{len(skipped)} comparison(s) were skipped: "
-                     + "; ".join(f"{_label(r)} ({r.note})" for r in skipped.itertuples()
-                                 if hasattr(r, "note")) + ".")
-    return " ".join(parts)
+    a_better = tested[tested["aso_eps_ab"] < tau]
+    b_better = tested[tested["aso_eps_ba"] < tau]
+    if a_better.empty and b_better.empty:
+        parts.append(f"Almost stochastic order (epsilon_min < {tau:g}, uncorrected) calls neither strategy "
+                     f"better in any of the {n}.")
+    else:
+        items = [f"{r.strategy_a} over {r.strategy_b} in {r.task}/{r.backbone} "
+                 f"(epsilon_min = {r.aso_eps_ab:.3g})" for r in a_better.itertuples()]
+        items += [f"{r.strategy_b} over {r.strategy_a} in {r.task}/{r.backbone} "
+                  f"(epsilon_min = {r.aso_eps_ba:.3g})" for r in b_better.itertuples()]
+        parts.append(f"Almost stochastic order (epsilon_min < {tau:g}, uncorrected) calls one strategy "
+                     f"better in {len(items)} of {n}: {', '.join(items)}.")
+    return parts
 
 
 def skipped(comparisons: pd.DataFrame) -> list[str]:
     """One line per comparison that could not be tested (or dropped seeds), saying why."""
-    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "p", "note"],
+    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "testable", "note"],
                      what="comparisons")
     out = []
     for r in comparisons.itertuples():
-        if not np.isfinite(r.p) or "dropped" in r.note:
+        if not r.testable or "dropped" in r.note:
             out.append(f"{_label(r)}: {r.note or 'not tested'}")
     return out
+
+
+def comparison_table(comparisons: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """The comparisons from :func:`paired_comparisons` as a compact table to show (notebook 20).
+
+    One row per comparison: the difference with its t and bootstrap CIs, Holm p, TOST p, ASO
+    epsilon_min both ways and the verdict; numbers rounded to ``digits`` decimals, intervals as
+    "[low, high]" text ("--" where undefined). The full table stays the one to write and compute from.
+    """
+    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
+                                   "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "p_holm", "tost_p",
+                                   "aso_eps_ab", "aso_eps_ba", "verdict"], what="comparisons")
+    level = f"{100 * comparisons.attrs.get('confidence', 0.95):g}%"
+    method = comparisons.attrs.get("bootstrap_method", "bootstrap")
+
+    def interval(lows: pd.Series, highs: pd.Series) -> list[str]:
+        return [f"[{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else "--"
+                for lo, hi in zip(lows.astype(float), highs.astype(float), strict=True)]
+
+    c = comparisons
+    return pd.DataFrame({
+        "task": c["task"], "backbone": c["backbone"], "a": c["strategy_a"], "b": c["strategy_b"],
+        "n": c["n"], "a - b": c["mean_diff"].astype(float).round(digits),
+        f"{level} t CI": interval(c["ci_low"], c["ci_high"]),
+        f"{level} {method} CI": interval(c["boot_ci_low"], c["boot_ci_high"]),
+        "Holm p": c["p_holm"].astype(float).round(digits), "TOST p": c["tost_p"].astype(float).round(digits),
+        "ASO eps a>b": c["aso_eps_ab"].astype(float).round(3),
+        "ASO eps b>a": c["aso_eps_ba"].astype(float).round(3), "verdict": c["verdict"],
+    }).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------------
