@@ -1,19 +1,28 @@
-"""Tests for typhoon.identifiability: schedules, exact enumeration against brute force, the mode-form
-identity to 1e-10, the second-order factorisation, mode blindness, and the three experiments."""
+"""Tests for typhoon.identifiability: exact enumeration against brute force, the mode-form identity to
+1e-10, the second-order factorisation, mode blindness, the three experiments, and the notebook's layer
+(settings, tables, figures, conclusions checked against the tables). The schedules are tested in
+test_schedules.py."""
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import math
-import re
-import sys
 from itertools import combinations, product
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
-from scipy import integrate, stats
 
 from typhoon import identifiability as idf
+from typhoon.schedules import (
+    FixedMaskingRatio,
+    FixedVisibleCount,
+    MixtureSchedule,
+    UniformMaskingRatio,
+    with_full_mask,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,60 +97,6 @@ def brute_posteriors(law, alternative, visible):
 
 
 # --------------------------------------------------------------------------------------------------
-# Schedules
-# --------------------------------------------------------------------------------------------------
-
-
-def test_fixed_visible_and_fixed_ratio_pmfs():
-    assert np.array_equal(idf.FixedVisibleCount(2).visible_count_pmf(5), [0, 0, 1, 0, 0, 0])
-    # round(0.15 * 10) = 2 masked (half rounds up), so 8 visible; at least one coordinate is always masked
-    assert idf.FixedMaskingRatio(0.15).visible_count_pmf(10)[8] == 1.0
-    assert idf.FixedMaskingRatio(0.01).visible_count_pmf(10)[9] == 1.0
-    assert idf.min_visible_count(idf.FixedMaskingRatio(1.0), 7) == 0
-
-
-def test_uniform_ratio_is_masked_diffusion():
-    pmf = idf.UniformMaskingRatio().visible_count_pmf(6)
-    assert np.allclose(pmf[:6], 1 / 6) and pmf[6] == 0
-    # "mask each coordinate with probability t ~ U[0,1], given at least one masked" has the same law
-    for masked in range(1, 7):
-        prob, _ = integrate.quad(lambda t, c=masked: stats.binom.pmf(c, 6, t), 0, 1)
-        assert prob / (1 - 1 / 7) == pytest.approx(pmf[6 - masked], abs=1e-10)
-    capped = idf.UniformMaskingRatio(0.0, 0.5).visible_count_pmf(8)  # masked count uniform on 1..4
-    assert np.allclose(capped[4:8], 0.25) and capped[:4].sum() == 0
-    assert idf.min_visible_count(idf.UniformMaskingRatio(0.0, 0.5), 8) == 4
-
-
-def test_with_full_mask_and_mixtures():
-    blind = idf.UniformMaskingRatio(0.0, 0.5)
-    pmf = idf.with_full_mask(blind, 0.1).visible_count_pmf(8)
-    assert pmf[0] == pytest.approx(0.1) and pmf.sum() == pytest.approx(1.0)
-    assert np.allclose(pmf[4:8], 0.9 * 0.25)
-    assert idf.min_visible_count(idf.with_full_mask(blind, 0.0), 8) == 4
-    mix = idf.MixtureSchedule((idf.FixedVisibleCount(1), idf.FixedVisibleCount(3)), (0.25, 0.75))
-    assert np.allclose(mix.visible_count_pmf(4), [0, 0.25, 0, 0.75, 0])
-
-
-@pytest.mark.parametrize(
-    ("build", "needle"),
-    [
-        (lambda: idf.with_full_mask(idf.UniformMaskingRatio(), 1.0), "pi0=1.0"),
-        (lambda: idf.with_full_mask(idf.UniformMaskingRatio(), -0.2), "pi0=-0.2"),
-        (lambda: idf.FixedVisibleCount(-1), "visible=-1"),
-        (lambda: idf.FixedVisibleCount(4).visible_count_pmf(4), "visible=4"),
-        (lambda: idf.FixedMaskingRatio(0.0), "ratio=0.0"),
-        (lambda: idf.FixedMaskingRatio(1.5), "ratio=1.5"),
-        (lambda: idf.UniformMaskingRatio(0.6, 0.4), "low=0.6"),
-        (lambda: idf.MixtureSchedule((idf.FixedVisibleCount(0),), (0.5,)), "weights=(0.5,)"),
-        (lambda: idf.UniformMaskingRatio().visible_count_pmf(0), "got 0"),
-    ],
-)
-def test_schedule_validation(build, needle):
-    with pytest.raises(ValueError, match=re.escape(needle)):
-        build()
-
-
-# --------------------------------------------------------------------------------------------------
 # Laws and enumeration against brute force
 # --------------------------------------------------------------------------------------------------
 
@@ -177,7 +132,7 @@ def test_masked_cross_entropy_matches_brute_force(length, num_symbols):
     for v in range(length):
         assert cross_entropy[v] == pytest.approx(brute_masked_cross_entropy(law.joint(), q_table, v), abs=1e-12)
         assert kl[v] == pytest.approx(cross_entropy[v] - own_entropy[v], abs=1e-12)
-    schedule = idf.with_full_mask(idf.FixedMaskingRatio(0.5), 0.3)
+    schedule = with_full_mask(FixedMaskingRatio(0.5), 0.3)
     assert idf.masked_risk(law, q_table, schedule) - idf.masked_risk(law, law, schedule) == pytest.approx(
         idf.masked_discrepancy(law, q_table, schedule), abs=1e-12
     )
@@ -205,10 +160,10 @@ def test_posterior_quantities_match_brute_force():
 # --------------------------------------------------------------------------------------------------
 
 SCHEDULES = [
-    idf.UniformMaskingRatio(),
-    idf.FixedMaskingRatio(0.25),
-    idf.with_full_mask(idf.UniformMaskingRatio(0.0, 0.5), 0.05),
-    idf.MixtureSchedule((idf.FixedVisibleCount(1), idf.FixedVisibleCount(4)), (0.4, 0.6)),
+    UniformMaskingRatio(),
+    FixedMaskingRatio(0.25),
+    with_full_mask(UniformMaskingRatio(0.0, 0.5), 0.05),
+    MixtureSchedule((FixedVisibleCount(1), FixedVisibleCount(4)), (0.4, 0.6)),
 ]
 
 
@@ -240,7 +195,7 @@ def test_chain_rule_and_endpoints_to_1e10():
     _, kl = idf.conditional_risks_by_visible_count(law, q_any)
     assert np.allclose(kl, np.diff(k), atol=1e-10)
     # so the masked-diffusion schedule measures the joint KL: D = KL(p || q) / N
-    assert idf.masked_discrepancy(law, q_any, idf.UniformMaskingRatio()) == pytest.approx(
+    assert idf.masked_discrepancy(law, q_any, UniformMaskingRatio()) == pytest.approx(
         idf.joint_kl(law, q_any) / 5, abs=1e-10
     )
 
@@ -265,7 +220,7 @@ def test_two_mode_closed_form_and_bound():
 
 def test_second_order_factorisation_ratio_tends_to_one():
     law = mixed_law(length=5, num_symbols=2, seed=2)
-    schedule = idf.with_full_mask(idf.FixedMaskingRatio(0.4), 0.1)
+    schedule = with_full_mask(FixedMaskingRatio(0.4), 0.1)
     direction = np.array([1.0, -0.5, -0.5])
     gaps = []
     for eps in (1e-1, 1e-2, 1e-3):
@@ -297,12 +252,12 @@ def test_disjoint_supports_known_by_hand():
     assert np.allclose(idf.residual_mode_uncertainty(law), [0.21, 0, 0, 0, 0], atol=1e-15)
     alternative = [0.4, 0.6]
     kl_by_hand = 0.7 * math.log(0.7 / 0.4) + 0.3 * math.log(0.3 / 0.6)
-    blind = idf.UniformMaskingRatio(0.0, 0.75)  # at least one symbol visible
+    blind = UniformMaskingRatio(0.0, 0.75)  # at least one symbol visible
     q = law.reweighted(alternative)
     assert idf.masked_discrepancy(law, q, blind) == pytest.approx(0.0, abs=1e-15)
     assert idf.total_variation(law, q) == pytest.approx(0.3, abs=1e-12)  # yet the joints differ a lot
     for pi0 in (0.01, 0.2):
-        assert idf.masked_discrepancy(law, q, idf.with_full_mask(blind, pi0)) == pytest.approx(pi0 * kl_by_hand,
+        assert idf.masked_discrepancy(law, q, with_full_mask(blind, pi0)) == pytest.approx(pi0 * kl_by_hand,
                                                                                                 abs=1e-12)
         # Pinsker: |α - λ| <= sqrt(D / (2 π0)) = sqrt(KL / 2)
         assert 0.3 <= idf.full_mask_weight_error_bound(pi0 * kl_by_hand, pi0)
@@ -310,7 +265,7 @@ def test_disjoint_supports_known_by_hand():
 
 def test_full_mask_bound_holds_for_arbitrary_models():
     law = idf.separated_product_law(3, 4, [0.8, 0.2], rng=np.random.default_rng(1))
-    schedule = idf.with_full_mask(idf.FixedMaskingRatio(0.34), 0.05)
+    schedule = with_full_mask(FixedMaskingRatio(0.34), 0.05)
     rng = np.random.default_rng(2)
     for _ in range(5):
         q_table = rng.dirichlet(np.ones(4**3)).reshape(4, 4, 4)
@@ -389,8 +344,8 @@ def test_decay_fits_recover_known_curves():
 
 def test_training_recovers_with_full_mask_and_is_blind_without():
     law = idf.separated_product_law(4, 4, [0.75, 0.25], rng=np.random.default_rng(1))
-    blind = idf.UniformMaskingRatio(0.0, 0.5)
-    schedules = {"blind": (0.0, blind), "pi0=0.5": (0.5, idf.with_full_mask(blind, 0.5))}
+    blind = UniformMaskingRatio(0.0, 0.5)
+    schedules = {"blind": (0.0, blind), "pi0=0.5": (0.5, with_full_mask(blind, 0.5))}
     kwargs = dict(n_train=300, n_seeds=2, steps=120, lr=0.1, seed=3)
     table = idf.train_mode_weight_recovery(law, schedules, **kwargs)
     again = idf.train_mode_weight_recovery(law, schedules, **kwargs)
@@ -407,7 +362,7 @@ def test_training_recovers_with_full_mask_and_is_blind_without():
 def test_blind_schedule_cannot_see_mode_weights_of_a_trained_model():
     """Under a blind schedule the masked risk of a model is flat in its mode weights (disjoint supports)."""
     law = idf.separated_product_law(4, 4, [0.75, 0.25], rng=np.random.default_rng(1))
-    blind = idf.UniformMaskingRatio(0.0, 0.5)
+    blind = UniformMaskingRatio(0.0, 0.5)
     import torch
 
     model = idf.MixtureOfProductsPredictor(1, 2, 4, 4, torch.Generator().manual_seed(0))
@@ -417,7 +372,7 @@ def test_blind_schedule_cannot_see_mode_weights_of_a_trained_model():
     q = model.as_mixture_law(0)
     risks = [idf.masked_risk(law, q.reweighted([lam, 1 - lam]), blind) for lam in (0.1, 0.5, 0.9)]
     assert max(risks) - min(risks) < 1e-12
-    cured = idf.with_full_mask(blind, 0.1)
+    cured = with_full_mask(blind, 0.1)
     assert idf.masked_risk(law, q.reweighted([0.1, 0.9]), cured) > idf.masked_risk(law, q, cured) + 1e-3
 
 
@@ -426,11 +381,15 @@ def test_blind_schedule_cannot_see_mode_weights_of_a_trained_model():
 # --------------------------------------------------------------------------------------------------
 
 
-def test_prose_loader_falls_back_to_the_tsv(glue_dir, monkeypatch):
-    via_data = idf.load_prose_sentences(glue_dir)
-    monkeypatch.setitem(sys.modules, "typhoon.data", None)  # `from typhoon.data import ...` -> ImportError
-    via_tsv = idf.load_prose_sentences(glue_dir)
-    assert via_tsv == via_data and len(via_tsv) == 8551 + 1043
+def test_prose_sentences_are_colas_train_and_dev(glue_dir, monkeypatch):
+    def column(name):  # the official TSVs: source, label, mark, sentence; no header, no quoting
+        with open(glue_dir / "CoLA" / name, encoding="utf-8", newline="") as fh:
+            return [row[3] for row in csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)]
+
+    sentences = idf.load_prose_sentences(glue_dir)
+    assert sentences == column("train.tsv") + column("dev.tsv") and len(sentences) == 8551 + 1043
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(glue_dir))
+    assert idf.load_prose_sentences() == sentences  # no folder given: wherever typhoon.data.load_glue looks
 
 
 def test_text_mode_uncertainty_smoke(glue_dir):
@@ -444,21 +403,91 @@ def test_text_mode_uncertainty_smoke(glue_dir):
     assert table.equals(again)
 
 
-def test_atomic_writers(tmp_path):
-    import matplotlib
+# --------------------------------------------------------------------------------------------------
+# The notebook's layer: settings, the three studies, tables, figures and conclusions
+# --------------------------------------------------------------------------------------------------
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
 
-    path = idf.write_csv_atomic(pd.DataFrame({"a": [1, 2]}), tmp_path / "stats" / "t.csv")
-    assert pd.read_csv(path)["a"].tolist() == [1, 2]
-    fig, ax = plt.subplots()
-    ax.plot([0, 1])
-    written = idf.save_figure(fig, tmp_path / "figures", "f")
-    plt.close(fig)
-    assert sorted(p.name for p in written) == ["f.png", "f.svg"]
-    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["f.png", "f.svg"]  # no temp files left
+def test_study_settings():
+    settings = idf.study_settings(n_seeds=3, pi0_values=[0.1, 0.5])
+    assert settings.n_seeds == 3 and settings.pi0_values == (0.1, 0.5) and settings.length == 12
+    quick = idf.study_settings(quick=True, length=6)
+    assert (quick.length, quick.n_seeds, quick.snippet_length, quick.tail_from) == (6, 8, 32, 4)
+    assert idf.study_settings(quick=True).length == 8
+    assert set(settings.table()["setting"]) == {f.name for f in dataclasses.fields(idf.StudySettings)}
+    with pytest.raises(ValueError, match=r"unknown study setting\(s\) \['lenght'\]; choose from \[.*'length'"):
+        idf.study_settings(lenght=6)
+    with pytest.raises(ValueError, match="n_seeds=0"):
+        idf.study_settings(n_seeds=0)
+    with pytest.raises(ValueError, match="tail_from=40"):
+        idf.study_settings(snippet_length=32, tail_from=40)
+
+
+SMALL_STUDY = dict(length=5, train_length=4, pi0_values=[0.1, 0.5], n_train=200, n_seeds=3, steps=60,
+                   snippet_length=12, n_snippets=150, orders=2, tail_from=3)
+
+
+@pytest.fixture(scope="module")
+def small_studies():
+    settings = idf.study_settings(**SMALL_STUDY)
+    return idf.discrepancy_study(settings), idf.recovery_study(settings), idf.text_study(settings)
+
+
+def _log_line_slope(x, y):
+    """Least-squares slope of log y on x by the normal equations (independent of typhoon's fits)."""
+    x, y = np.asarray(x, dtype=float), np.log(np.asarray(y, dtype=float))
+    return float(np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2))
+
+
+def test_conclusions_quote_the_tables(small_studies):
+    a, b, c = small_studies
+    fixed = a.table[a.table.family == "fixed_visible"]
+    rate = -_log_line_slope(fixed["v_min"], fixed["discrepancy"])
+    text = idf.discrepancy_conclusion(a)
+    assert f"Fitted exponential rates: {rate:.3f} per visible coordinate" in text
+    assert f"at $v_{{\\min}}={a.law.length - 1}$" in text and f"is {a.chernoff:.3f}." in text
+
+    blind = b.table[b.table.schedule == "blind"]
+    cured = b.table[b.table.pi0 > 0]
+    rmse = cured.groupby("pi0")["error"].apply(lambda e: np.sqrt(np.mean(e**2)))
+    text = idf.recovery_conclusion(b)
+    assert f"averages {blind.recovered_weight.mean():.3f} against a true 0.75" in text
+    assert f"log-log slope is {_log_line_slope(np.log(rmse.index), rmse):.2f}" in text
+    assert f"({int((cured.error <= cured.error_bound).sum())} of {len(cured)})" in text
+
+    part = c.table[c.table.visible >= 1]
+    v, y = part["visible"].to_numpy(float), np.log(part["posterior_variance"].to_numpy())
+    residual = {name: np.sqrt(np.mean((y - np.polyval(np.polyfit(x, y, 1), x)) ** 2))
+                for name, x in (("exponential", v), ("power law", np.log(v)))}
+    better = min(residual, key=residual.get)
+    text = idf.text_conclusion(c)
+    assert f"the **{better}** fits better" in text
+    assert f"{residual['power law']:.3f} (power law" in text and f"vs {residual['exponential']:.3f} (exponential" in text
+
+
+def test_compare_fits_names_what_is_missing(small_studies):
+    fits = small_studies[2].fits
+    assert idf.compare_fits(fits, "brier", 3).better in ("exponential", "power_law")
+    with pytest.raises(ValueError, match=r"no fits of 'brier' over 'v >= 7'"):
+        idf.compare_fits(fits, "brier", 7)
+
+
+def test_tables_and_figures_are_written(small_studies, tmp_path):
+    written = []
+    for study in small_studies:
+        written += idf.write_tables(study.tables(), tmp_path / "stats")
+    assert sorted(p.name for p in (tmp_path / "stats").iterdir()) == sorted(p.name for p in written)
+    assert len(written) == 7  # and no temporary file is left behind
+    for study in small_studies:
+        for name, frame in study.tables().items():
+            back = pd.read_csv(tmp_path / "stats" / f"{name}.csv")
+            assert list(back.columns) == list(frame.columns) and len(back) == len(frame)
+    a, b, c = small_studies
+    for plot, study, name in ((idf.plot_discrepancy_decay, a, "a"), (idf.plot_mode_weight_recovery, b, "b"),
+                              (idf.plot_text_uncertainty, c, "c")):
+        paths = plot(study, tmp_path / "figures" / name)
+        assert [p.name for p in paths] == [f"{name}.png", f"{name}.svg"] and all(p.stat().st_size > 0 for p in paths)
+    assert len(list((tmp_path / "figures").iterdir())) == 6
 
 
 # --------------------------------------------------------------------------------------------------
@@ -469,9 +498,9 @@ def test_atomic_writers(tmp_path):
 @pytest.mark.slow
 def test_recovery_error_scales_like_inverse_sqrt_pi0():
     law = idf.separated_product_law(6, 4, [0.75, 0.25], rng=np.random.default_rng(1))
-    blind = idf.UniformMaskingRatio(0.0, 0.5)
+    blind = UniformMaskingRatio(0.0, 0.5)
     schedules = {"blind": (0.0, blind)}
-    schedules.update({f"pi0={p}": (p, idf.with_full_mask(blind, p)) for p in (0.02, 0.05, 0.1, 0.2, 0.5)})
+    schedules.update({f"pi0={p}": (p, with_full_mask(blind, p)) for p in (0.02, 0.05, 0.1, 0.2, 0.5)})
     table = idf.train_mode_weight_recovery(law, schedules, n_train=600, n_seeds=24, steps=150, lr=0.1, seed=0,
                                            exact_discrepancy=False)
     summary = idf.recovery_error_summary(table)

@@ -14,8 +14,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typhoon.schedules import SCHEDULES
+
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
-SCHEDULES = ("fixed", "uniform", "mixture")
 PRECISIONS = ("auto", "fp32", "bf16")
 ATTENTIONS = ("auto", "eager", "sdpa")
 DROPOUTS = ("auto", "native", "fast")

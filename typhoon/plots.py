@@ -48,7 +48,7 @@ _LOSS_COLUMNS = ["step", "epoch", "split", "loss"]
 # --------------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------------
-def _new_figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -101,7 +101,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
     tasks, backbones = _facets(df)
     order = S._strategy_order(df["strategy"], reference)
     pal = strategy_palette(order)
-    fig = _new_figure(1.2 + 0.9 * len(order) * len(backbones), 0.6 + 2.6 * len(tasks))
+    fig = new_figure(1.2 + 0.9 * len(order) * len(backbones), 0.6 + 2.6 * len(tasks))
     axes = fig.subplots(len(tasks), len(backbones), squeeze=False, sharey="row")
     for i, task in enumerate(tasks):
         for j, bb in enumerate(backbones):
@@ -145,7 +145,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     df = df.reset_index(drop=True)
     labels = [f"{r.task}/{r.backbone}: {r.strategy_a} - {r.strategy_b}" for r in df.itertuples()]
     pal = strategy_palette(pd.concat([df.strategy_a, df.strategy_b]))
-    fig = _new_figure(7.0, 1.0 + 0.35 * len(df))
+    fig = new_figure(7.0, 1.0 + 0.35 * len(df))
     ax = fig.subplots()
     y = np.arange(len(df))[::-1]
     if margin:
@@ -177,7 +177,7 @@ def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Pa
     _require(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
     tasks, backbones = _facets(evp)
     pal = strategy_palette(evp["strategy"])
-    fig = _new_figure(1.0 + 3.0 * len(backbones), 0.6 + 2.5 * len(tasks))
+    fig = new_figure(1.0 + 3.0 * len(backbones), 0.6 + 2.5 * len(tasks))
     axes = fig.subplots(len(tasks), len(backbones), squeeze=False)
     for i, task in enumerate(tasks):
         for j, bb in enumerate(backbones):
@@ -235,7 +235,7 @@ def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[
     combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
     splits = [s for s in ("train", "dev") if s in set(agg["split"])] or sorted(set(agg["split"]))
     pal = strategy_palette(agg["strategy"])
-    fig = _new_figure(1.0 + 4.0 * len(splits), 0.6 + 2.5 * len(combos))
+    fig = new_figure(1.0 + 4.0 * len(splits), 0.6 + 2.5 * len(combos))
     axes = fig.subplots(len(combos), len(splits), squeeze=False)
     for i, (task, bb) in enumerate(combos):
         for j, split in enumerate(splits):
@@ -261,7 +261,7 @@ def plot_run_curves(mlm_loss: pd.DataFrame, epochs: pd.DataFrame, primary_metric
     _require(mlm_loss, ["step", "split", "loss"], "MLM loss")
     column = f"dev_{primary_metric}"
     _require(epochs, ["epoch", column], "epoch metrics")
-    fig = _new_figure(9.0, 3.2)
+    fig = new_figure(9.0, 3.2)
     loss_ax, metric_ax = fig.subplots(1, 2)
     for split, style in (("train", dict(lw=1.0)), ("dev", dict(marker="o", lw=1.5))):
         part = mlm_loss[mlm_loss["split"] == split]
@@ -300,7 +300,7 @@ def plot_weights_vs_probs(weights, probs, p: float, out_path: str | os.PathLike,
     w, pi = _seen_arrays(weights, probs, seen)
     order = np.argsort(-w, kind="stable")
     rank = np.arange(1, w.size + 1)
-    fig = _new_figure(10.0, 3.6)
+    fig = new_figure(10.0, 3.6)
     ax1, ax2 = fig.subplots(1, 2)
     wpos = w[order] / np.mean(np.abs(w)) if np.mean(np.abs(w)) > 0 else w[order]
     ax1.plot(rank, np.where(wpos > 0, wpos, np.nan), label="saliency weight w / mean(w)", lw=1.2)
@@ -329,7 +329,7 @@ def plot_prob_histogram(probs, p: float, out_path: str | os.PathLike, seen=None,
         m &= np.asarray(seen, dtype=bool)
     if not m.any():
         raise ValueError("no seen token types with a finite probability")
-    fig = _new_figure(6.0, 3.4)
+    fig = new_figure(6.0, 3.4)
     ax = fig.subplots()
     bins = np.linspace(pi[m].min(), pi[m].max(), 41) if np.ptp(pi[m]) > 0 else 10
     ax.hist(pi[m], bins=bins, alpha=0.6, density=True, label="per type")
@@ -356,7 +356,7 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
                                                                                 strict=True)]
     labels = list(dict.fromkeys(df["label"]))
     colors = dict(zip(labels, sns.color_palette("tab10", len(labels)), strict=True))
-    fig = _new_figure(13.0, 3.6)
+    fig = new_figure(13.0, 3.6)
     axes = fig.subplots(1, 3)
     panels = [("kl_to_uniform", "KL to uniform (nats / token)", True),
               ("budget_moved", "budget moved (TV(q, u))", False),

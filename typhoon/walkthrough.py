@@ -280,7 +280,7 @@ def rate_table(strategies: Mapping[str, MaskingStrategy] | Iterable[MaskingStrat
 def plot_rates(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """Left: empirical rate (mean ± sd between draws) against the budget p. Right: the sd between draws."""
     palette = plots.strategy_palette(table["strategy"])
-    fig = plots._new_figure(8.4, 3.6)
+    fig = plots.new_figure(8.4, 3.6)
     ax_rate, ax_sd = fig.subplots(1, 2)
     top = float(max(table["p"].max(), (table["mean_rate"] + table["sd_rate"]).max()))
     ax_rate.plot([0, top], [0, top], color="black", lw=0.8, ls="--", label="rate = p")
@@ -391,7 +391,7 @@ def plot_saliency(tokens: pd.DataFrame, p: float, out_path: str | os.PathLike) -
     """Two bar panels over a sentence's non-special tokens: saliency (masked vs visible) and pi (line at p)."""
     df = tokens[~tokens["special"]].reset_index(drop=True)
     colors = [MASKED_COLOUR if s else VISIBLE_COLOUR for s in df["selected"]]
-    fig = plots._new_figure(max(5.0, 0.24 * len(df) + 1.5), 5.0)
+    fig = plots.new_figure(max(5.0, 0.24 * len(df) + 1.5), 5.0)
     ax_s, ax_p = fig.subplots(2, 1, sharex=True)
     x = np.arange(len(df))
     ax_s.bar(x, df["saliency"], color=colors)
