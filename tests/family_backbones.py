@@ -1,22 +1,25 @@
 """Small random-init checkpoints of every supported family, each with a tokenizer of its family's kind.
 
-Everything is built offline in seconds: the byte-level BPE (RoBERTa, ModernBERT) and SentencePiece
-Unigram (DeBERTa-v2/v3) tokenizers are trained with the ``tokenizers`` library on MRPC training
-sentences (a 2000-token vocabulary) and wrapped as the family's tokenizer class, with its special tokens
-and pair template; BERT, DistilBERT and the ELECTRA generator use the bundled uncased WordPiece
-vocabulary (MiniLM's), which is their real kind. Configs are tiny (hidden 32, 2-3 layers) but keep what
-distinguishes each family: RoBERTa's single token type and padding-offset positions, DeBERTa-v3's
-relative attention without absolute positions or token types, ModernBERT's alternating global and
-sliding-window layers (a window shorter than the sentences) with dropout switched on, ELECTRA's
-generator with embedding_size != hidden_size.
+Everything is built offline in seconds from MRPC training sentences (2000-token vocabularies): the
+byte-level BPE tokenizers (RoBERTa, ModernBERT) are trained with the ``tokenizers`` library and wrapped
+as the family's tokenizer class with its special tokens and pair template; DeBERTa-v3's SentencePiece
+Unigram model is trained with ``sentencepiece`` and saved as the hub checkpoint has it (``spm.model``,
+converted by transformers on load); BERT, DistilBERT and the ELECTRA generator use the bundled uncased
+WordPiece vocabulary (MiniLM's), which is their real kind. Configs are tiny (hidden 32, 2-3 layers) but
+keep what distinguishes each family: RoBERTa's single token type and padding-offset positions,
+DeBERTa-v3's relative attention without absolute positions or token types, ModernBERT's alternating
+global and sliding-window layers (a window shorter than the sentences) with dropout switched on,
+ELECTRA's generator with embedding_size != hidden_size.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+import sentencepiece
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     AutoModelForMaskedLM,
     BertConfig,
@@ -69,21 +72,28 @@ def modernbert_tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
                                    model_input_names=["input_ids", "attention_mask"])
 
 
-def deberta_v2_tokenizer(texts: list[str]) -> DebertaV2Tokenizer:
-    """DeBERTa-v3's layout: a SentencePiece Unigram model ("▁" word starts), [PAD] [CLS] [SEP] [UNK] first."""
-    unigram = Tokenizer(models.Unigram())
-    unigram.normalizer = normalizers.NFC()
-    unigram.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    trained = _trained_model(unigram, texts, trainers.UnigramTrainer(
-        vocab_size=VOCAB, special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"], unk_token="[UNK]",
-        shrinking_factor=0.5, max_piece_length=8, show_progress=False))  # fewer pruning rounds: 2x faster
-    return DebertaV2Tokenizer(vocab=[tuple(piece) for piece in trained["vocab"]])
+def deberta_v3_tokenizer(texts: list[str], folder: Path) -> DebertaV2Tokenizer:
+    """DeBERTa-v3's hub layout, written to ``folder``: a SentencePiece Unigram ``spm.model`` with [PAD] [CLS]
+    [SEP] [UNK] first and a tokenizer_config.json without a class name; transformers converts the model on
+    load (with ``sentencepiece`` and ``protobuf``) and adds [MASK] after the pieces, as for deberta-v3-base."""
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=VOCAB, model_type="unigram",
+        pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
+        unk_piece="[UNK]", minloglevel=2)
+    (folder / "spm.model").write_bytes(model.getvalue())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "vocab_type": "spm"}))
+    return DebertaV2Tokenizer.from_pretrained(folder)
 
 
-def family_tokenizer(family: str, texts: list[str], wordpiece):
-    """A fast tokenizer of the family's kind; ``wordpiece`` is the bundled uncased WordPiece tokenizer."""
-    builders = {"roberta": roberta_tokenizer, "modernbert": modernbert_tokenizer, "deberta-v2": deberta_v2_tokenizer}
-    return builders[family](texts) if family in builders else wordpiece
+def family_tokenizer(family: str, texts: list[str], wordpiece, folder: Path):
+    """A fast tokenizer of the family's kind, saved to ``folder``; ``wordpiece`` is the bundled uncased one."""
+    if family == "deberta-v2":
+        return deberta_v3_tokenizer(texts, folder)
+    builders = {"roberta": roberta_tokenizer, "modernbert": modernbert_tokenizer}
+    tokenizer = builders[family](texts) if family in builders else wordpiece
+    tokenizer.save_pretrained(folder)
+    return tokenizer
 
 
 def family_config(family: str, tokenizer, **overrides):
@@ -121,8 +131,7 @@ def save_family_backbone(family: str, folder: Path, texts: list[str], wordpiece)
 
     The caller seeds torch's global generator (transformers initialises weights from it).
     """
-    tokenizer = family_tokenizer(family, texts, wordpiece)
+    tokenizer = family_tokenizer(family, texts, wordpiece, folder)
     model = AutoModelForMaskedLM.from_config(family_config(family, tokenizer))
     model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
     return model, tokenizer

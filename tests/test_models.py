@@ -42,7 +42,7 @@ def test_load_by_path_and_gathered_head_equals_stock_head(saved_backbone, family
         assert torch.equal(mlm.model.state_dict()[name], tensor), name
     mlm = mlm.double().eval()
     reference = copy.deepcopy(saved_backbone.model).double().eval()
-    inputs, labels = masked_inputs(backbone, family_batch)
+    inputs, labels = masked_inputs(backbone, {k: v[:8] for k, v in family_batch.items()})  # (B, L, V) fp64 logits
     with torch.no_grad():
         ours, stock = mlm(labels=labels, **inputs), stock_loss(reference, inputs, labels)
     assert ours.dtype == torch.float64  # promoted, never cast down
@@ -57,9 +57,10 @@ def test_both_deberta_v2_head_layouts_equal_the_stock_head(legacy, tokenizer, mr
     torch.manual_seed(0)
     model = AutoModelForMaskedLM.from_config(family_config("deberta-v2", tokenizer, legacy=legacy)).double().eval()
     assert hasattr(model, "cls" if legacy else "lm_predictions")
-    labels = torch.where(torch.rand(mrpc_batch["input_ids"].shape) < 0.15, mrpc_batch["input_ids"], -100)
-    labels[mrpc_batch["special_tokens_mask"]] = -100
-    inputs = {"input_ids": mrpc_batch["input_ids"], "attention_mask": mrpc_batch["attention_mask"]}
+    batch = {k: v[:8] for k, v in mrpc_batch.items()}  # the stock head's fp64 logits are (B, L, V)
+    labels = torch.where(torch.rand(batch["input_ids"].shape) < 0.15, batch["input_ids"], -100)
+    labels[batch["special_tokens_mask"]] = -100
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     with torch.no_grad():
         torch.testing.assert_close(MaskedLM(model)(labels=labels, **inputs), stock_loss(model, inputs, labels),
                                    rtol=1e-12, atol=0)

@@ -7,35 +7,42 @@ classes; weights are read from safetensors only (no pickle).
 
 Families
 --------
-Any checkpoint (registry name, local folder or hub id) whose ``model_type`` is one of :data:`FAMILIES`
-works. What Typhoon needs differs per family, and is all in this table (transformers 5.x):
+A checkpoint (registry name, local folder or hub id) works when its ``model_type`` is one of
+:data:`FAMILIES`; anything else is refused with a message naming them. Per family (transformers 5.x):
 
-============  ===========================================  ==============  ==================  ===========================
-family        MLM head on the gathered hidden states       token_type_ids  attention kernels   classifier: on top of the
-                                                                                               adapted encoder
-============  ===========================================  ==============  ==================  ===========================
-bert          ``cls`` (transform + tied decoder)           yes             eager*, sdpa        pretrained pooler, new linear
-distilbert    ``vocab_transform`` → act → LN → projector   no              eager*, sdpa        new pre_classifier + linear
-roberta       ``lm_head`` (dense, gelu, LN, decoder)       if types ≥ 2    eager*, sdpa        new dense + out_proj on <s>
-deberta-v2    ``cls`` (``legacy``) or ``lm_predictions``   if types ≥ 2    eager only (own     new ContextPooler + linear
- (v2 and v3)  (uses the word embeddings)                   (v3: 0 types)   attention code)
-modernbert    ``head`` → ``decoder`` (the final norm is    no              eager*, sdpa        checkpoint's ``head`` (new
-              inside the encoder)                                                              if none) + new linear
-electra       ``generator_predictions`` →                  yes             eager*, sdpa        new dense + out_proj on [CLS]
- (generator)  ``generator_lm_head``
-============  ===========================================  ==============  ==================  ===========================
+==========  ==========================================  ==============  ====================
+family      MLM head applied to the gathered states     token_type_ids  attention kernels
+==========  ==========================================  ==============  ====================
+bert        cls                                         if 2+ types     eager / fast*, sdpa
+distilbert  vocab_transform, act., LN, vocab_projector  no              eager / fast*, sdpa
+roberta     lm_head                                     if 2+ types     eager / fast*, sdpa
+deberta-v2  cls (legacy) or lm_predictions              if 2+ types     eager (own code)
+modernbert  head, decoder                               no              eager / fast*, sdpa
+electra     generator_predictions, generator_lm_head    if 2+ types     eager / fast*, sdpa
+==========  ==========================================  ==============  ====================
 
-* eager*: with fast dropout the registered ``eager_fast_dropout`` kernel (:mod:`typhoon.dropout`) replaces
-  eager, for the families whose attention goes through transformers' attention interface. DeBERTa's
-  disentangled attention is its own code: it always runs eager (a requested ``sdpa`` falls back to it),
-  and fast dropout still reaches its attention probabilities, which use an ``nn.Dropout``.
-* token_type_ids go to the model only when it has at least two token types (``type_vocab_size``):
-  RoBERTa checkpoints have one and DeBERTa-v3 none, so a WordPiece tokenizer's segment ids never reach them.
-* Only the encoder (the ``base_model``) carries over from phase 1 to phase 2. Whatever the
-  classifier puts on top starts from the checkpoint when it has those weights (BERT's pooler,
-  ModernBERT's prediction ``head``), else fresh from the run seed.
-* ELECTRA: the *generator* is the masked-language model; a discriminator checkpoint has no MLM head
-  and gets a fresh one (as MiniLM does). The classifier fine-tunes the encoder that was adapted.
+- **MLM head**: the stock ``*ForMaskedLM``'s own modules, applied to the hidden states of the selected
+  positions only (ModernBERT's final norm is part of its encoder; DeBERTa's ``config.legacy`` picks
+  which of its two head layouts the checkpoint has; DeBERTa-v2 also covers v3).
+- **token_type_ids** reach the model only when it has at least two token types (BERT and ELECTRA
+  checkpoints have two; RoBERTa checkpoints one and DeBERTa-v3 none), so the segment ids a tokenizer
+  makes for a pair never index past a model's token-type table.
+- **Attention**: fast* = the registered ``eager_fast_dropout`` kernel (:mod:`typhoon.dropout`), which
+  replaces eager when fast dropout is on, for families whose attention goes through transformers'
+  attention interface. DeBERTa's disentangled attention is its own code: it always runs eager (a
+  requested ``sdpa`` falls back to it); fast dropout still reaches its attention probabilities, which
+  go through an ``nn.Dropout``, as it reaches every hidden dropout.
+- **Classifier** (``AutoModelForSequenceClassification``): only the encoder (``base_model``) carries
+  over from phase 1. What sits on top starts from the checkpoint where it has those weights, else
+  fresh from the run seed: BERT's pooler + a linear layer; DistilBERT's pre-classifier + linear;
+  RoBERTa's and ELECTRA's dense + out_proj on the first token; DeBERTa's ContextPooler + linear;
+  ModernBERT's prediction ``head`` (the checkpoint's MLM transform, not the adapted one) + linear.
+- **ELECTRA**: the *generator* is the masked-language model, so it is the backbone, and its encoder is
+  what gets fine-tuned; a discriminator checkpoint has no MLM head and gets a fresh one (as MiniLM does).
+- **Tokenizers**: any fast tokenizer (WordPiece, byte-level BPE, SentencePiece); a word is what its
+  ``word_ids`` says (:func:`typhoon.data.tokenize_glue`), whatever the leading-space convention.
+  DeBERTa-v3 checkpoints ship a SentencePiece ``spm.model``, which transformers converts on first
+  load with the ``sentencepiece`` and ``protobuf`` packages.
 """
 
 from __future__ import annotations
