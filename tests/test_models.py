@@ -11,7 +11,7 @@ from conftest import FAMILY_NAMES
 from family_backbones import family_config
 from transformers import AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
-from typhoon.masking import get_strategy
+from typhoon.masking import SaliencyProbe, get_strategy
 from typhoon.models import BACKBONES, FAMILIES, MaskedLM, load_backbone, minilm_dir
 
 
@@ -49,6 +49,25 @@ def test_load_by_path_and_gathered_head_equals_stock_head(saved_backbone, family
     torch.testing.assert_close(ours, stock, rtol=1e-12, atol=0)
     with torch.no_grad():  # low-precision models: the loss is computed in fp32
         assert mlm.to(torch.bfloat16)(labels=labels, **inputs).dtype == torch.float32
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_a_bf16_autocast_training_step_runs(saved_backbone, family_batch, attention):
+    """What the cpu profile does on CPUs with bf16 (and GPUs do): a phase-1 step with the saliency probe,
+    and the classifier on the adapted encoder, under bf16 autocast; the loss comes back in fp32."""
+    backbone = load_backbone(str(saved_backbone.folder))
+    inputs, labels = masked_inputs(backbone, family_batch)
+    mlm = backbone.mlm_model(attention=attention, fast_dropout=attention == "eager").train()
+    with SaliencyProbe(mlm.input_embeddings()) as probe:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = mlm(labels=labels, **inputs)
+        loss.backward()
+    saliency = probe.saliency(family_batch["input_ids"])
+    assert loss.dtype == torch.float32 and torch.isfinite(loss) and torch.isfinite(saliency).all()
+    classifier = backbone.classifier(2, encoder_state=mlm.encoder.state_dict(), attention=attention)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = classifier(**backbone.model_inputs(family_batch)).logits
+    assert logits.shape == (len(family_batch["labels"]), 2) and torch.isfinite(logits).all()
 
 
 @pytest.mark.parametrize("legacy", [True, False])
