@@ -78,8 +78,7 @@ def main() -> None:
     shipped_optimizer = torch.optim.AdamW(shipped.parameters(), lr=1e-5, fused=True)
     bf16 = args.precision == "bf16"
 
-    def inputs(b):
-        return dict(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
+    inputs = backbone.model_inputs
 
     def training_step(loss_of, opt):
         """One training step: forward (loss_of(batch)) under autocast, backward, AdamW step."""

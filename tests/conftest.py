@@ -1,8 +1,10 @@
-"""Shared fixtures: the real GLUE files (via TYPHOON_GLUE_DIR) and the real uncased WordPiece tokenizer."""
+"""Shared fixtures: the real GLUE files (via TYPHOON_GLUE_DIR), the real uncased WordPiece tokenizer, and
+small saved checkpoints of every supported backbone family."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TYPHOON_GLUE_DIR", str(REPO.parent / "shared" / "data" / "glue"))
+# Every supported family (typhoon.models.FAMILIES; test_models checks the two agree), listed here so
+# that collecting the tests does not import transformers.
+FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "electra"]
 
 
 @pytest.fixture(scope="session")
@@ -68,20 +73,39 @@ def cola_batch(cola_tokenized, tokenizer):
     return make_batch(cola_tokenized["train"], tokenizer)
 
 
-@pytest.fixture(scope="session", params=["bert", "distilbert"])
-def saved_backbone(request, tmp_path_factory, tokenizer):
-    """A small random-init model of the paper's architectures, saved as a hub checkpoint would be."""
+@pytest.fixture(scope="session")
+def mrpc_sentences(glue_dir) -> list[str]:
+    """The first 1000 MRPC training pairs' sentences: the text the family tokenizers are trained on
+    (enough for a 2000-token vocabulary, and fast)."""
+    from typhoon.data import load_glue
+
+    train = load_glue("mrpc", glue_dir)["train"].select(range(1000))
+    return list(train["sentence1"]) + list(train["sentence2"])
+
+
+@dataclass(frozen=True)
+class SavedBackbone:
+    family: str  # the transformers model_type
+    folder: Path  # config.json, model.safetensors and tokenizer files, as a hub checkpoint
+    model: object  # the random-init *ForMaskedLM that was saved (do not modify: shared by the session)
+    tokenizer: object
+
+
+@pytest.fixture(scope="session", params=FAMILY_NAMES)
+def saved_backbone(request, tmp_path_factory, tokenizer, mrpc_sentences) -> SavedBackbone:
+    """A small random-init model of every supported family with a tokenizer of its kind, saved to a folder
+    (see tests/family_backbones.py)."""
     import torch
-    from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
+    from family_backbones import save_family_backbone
 
     folder = tmp_path_factory.mktemp(request.param)
     torch.manual_seed(0)
-    if request.param == "bert":
-        model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                           num_attention_heads=2, intermediate_size=64))
-    else:
-        model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=2,
-                                                       n_heads=2, hidden_dim=64))
-    model.save_pretrained(folder)  # safetensors
-    tokenizer.save_pretrained(folder)
-    return request.param, folder, model
+    model, family_tokenizer = save_family_backbone(request.param, folder, mrpc_sentences, tokenizer)
+    return SavedBackbone(request.param, folder, model, family_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def family_batch(saved_backbone, glue_dir):
+    """16 real MRPC pairs tokenized with the saved backbone's own tokenizer, padded (docs/CONTRACTS.md)."""
+    return make_batch(_tokenized("mrpc", glue_dir, saved_backbone.tokenizer, n=16)["train"], saved_backbone.tokenizer,
+                      size=16)

@@ -56,18 +56,20 @@ def test_seeded_off_in_eval_and_edge_rates():
 
 
 @pytest.mark.parametrize("build", ["mlm", "classifier"])
-def test_models_with_fast_dropout_match_eager_attention(saved_backbone, mrpc_batch, build):
-    """In eval mode (no dropout) the swapped-in modules and attention compute transformers' eager model."""
-    family, folder, _ = saved_backbone
-    backbone = load_backbone(str(folder))
-    inputs = {"input_ids": mrpc_batch["input_ids"], "attention_mask": mrpc_batch["attention_mask"]}
-    if family == "bert":
-        inputs["token_type_ids"] = mrpc_batch["token_type_ids"]
-    assert (mrpc_batch["attention_mask"] == 0).any()  # padding: the mask path is exercised
+def test_models_with_fast_dropout_match_eager_attention(saved_backbone, family_batch, build):
+    """In eval mode (no dropout) the swapped-in modules and attention compute transformers' eager model.
+
+    Families whose attention goes through transformers' attention interface get the registered
+    ``eager_fast_dropout`` kernel; DeBERTa-v2 keeps its own eager attention, whose ``nn.Dropout`` is swapped.
+    """
+    backbone = load_backbone(str(saved_backbone.folder))
+    inputs = backbone.model_inputs(family_batch)
+    assert (family_batch["attention_mask"] == 0).any()  # padding: the mask path is exercised
     make = (lambda **k: backbone.mlm_model(seed=1, **k).model) if build == "mlm" else \
         (lambda **k: backbone.classifier(2, seed=1, **k))
     reference, fast = make(attention="eager").eval(), make(attention="eager", fast_dropout=True).eval()
-    assert fast.config._attn_implementation == EAGER_FAST_DROPOUT
+    expected = "eager" if saved_backbone.family == "deberta-v2" else EAGER_FAST_DROPOUT
+    assert fast.config._attn_implementation == expected
     assert not any(type(m) is nn.Dropout for m in fast.modules())
     assert sum(isinstance(m, FastDropout) for m in fast.modules()) == sum(
         type(m) is nn.Dropout for m in reference.modules()) > 0

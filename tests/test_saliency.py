@@ -1,4 +1,5 @@
-"""Typhoon's saliency (hook at the embedding output == explicit one-hot autograd) and EMA update."""
+"""Typhoon's saliency (hook at the embedding output == explicit one-hot autograd, with the stock heads and
+through ``MaskedLM`` for every backbone family) and EMA update."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBe
 
 from typhoon.masking import SaliencyProbe, batch_weight_estimate, ema_update, get_strategy
 from typhoon.masking.calibration import calibrate
+from typhoon.models import load_backbone
 
 VOCAB, MASK_ID, CLS_ID, SEP_ID, PAD_ID = 257, 4, 2, 3, 0
 
@@ -67,6 +69,36 @@ def test_hook_saliency_equals_one_hot_autograd(make_model):
     masked = labels != -100
     input_coord = one_hot.grad.gather(-1, masked_ids[..., None]).squeeze(-1)
     assert not torch.allclose(hooked[masked], input_coord[masked])
+
+
+def test_probe_through_masked_lm_equals_one_hot_autograd(saved_backbone, family_batch):
+    """Every family, through ``MaskedLM``'s gathered head, in fp64. The explicit reference feeds
+    ``one_hot @ W`` in place of the embedding lookup and reads the gradient of the one-hot itself."""
+    backbone = load_backbone(str(saved_backbone.folder))
+    mlm = backbone.mlm_model().double().eval()
+    batch = {k: v[:4] for k, v in family_batch.items()}  # the one-hot is (B, L, V): keep B small
+    tokenizer = backbone.tokenizer
+    masked_ids, labels = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(0),
+                                                       mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
+    inputs = backbone.model_inputs({**batch, "input_ids": masked_ids})
+    embedding = mlm.input_embeddings()
+    with SaliencyProbe(embedding) as probe:
+        loss = mlm(labels=labels, **inputs)
+        loss.backward()
+    hooked = probe.saliency(batch["input_ids"])
+
+    mlm.zero_grad()
+    one_hot = torch.nn.functional.one_hot(masked_ids, embedding.num_embeddings).double().requires_grad_(True)
+    handle = embedding.register_forward_hook(lambda module, args, output: one_hot @ module.weight)
+    try:
+        mlm(labels=labels, **inputs).backward()
+    finally:
+        handle.remove()
+    explicit = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)  # at the ORIGINAL token
+
+    assert loss.dtype == hooked.dtype == torch.float64
+    assert explicit.abs().max() > 0
+    torch.testing.assert_close(hooked, explicit, rtol=1e-12, atol=1e-12 * explicit.abs().max().item())
 
 
 def test_probe_without_backward_raises():

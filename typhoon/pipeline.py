@@ -144,11 +144,6 @@ def to_device(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def model_inputs(batch: dict, family: str) -> dict:
-    keys = ("input_ids", "attention_mask") + (("token_type_ids",) if family == "bert" else ())
-    return {k: batch[k] for k in keys if k in batch}
-
-
 def linear_schedule(optimizer, total_steps: int, warmup_ratio: float):
     warmup = max(1, int(total_steps * warmup_ratio))
     return torch.optim.lr_scheduler.LambdaLR(
@@ -216,7 +211,7 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
             inputs = to_device({**batch, "input_ids": masked_ids}, device)
             with SaliencyProbe(embeddings) if strategy.needs_saliency else contextlib.nullcontext() as probe:
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                    loss = mlm(labels=labels.to(device), **model_inputs(inputs, backbone.family))
+                    loss = mlm(labels=labels.to(device), **backbone.model_inputs(inputs))
                 loss.backward()
             if strategy.needs_saliency:
                 # saliency w.r.t. the one-hot of the *original* token at every position
@@ -242,7 +237,7 @@ def mlm_dev_loss(mlm, dev_batches, backbone, device, bf16) -> float:
         if n == 0:
             continue
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = mlm(labels=inputs["mlm_labels"], **model_inputs(inputs, backbone.family))
+            loss = mlm(labels=inputs["mlm_labels"], **backbone.model_inputs(inputs))
         total, count = total + float(loss) * n, count + n
     mlm.train()
     return total / max(count, 1)
@@ -271,7 +266,7 @@ def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -
         for idx in bar:
             batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = classifier(**model_inputs(batch, backbone.family)).logits
+                logits = classifier(**backbone.model_inputs(batch)).logits
             loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
             loss.backward()
             optimizer_step(classifier, optimizer, scheduler)
@@ -291,7 +286,7 @@ def evaluate(task, classifier, dev_batches, backbone, device, bf16) -> dict:
     for batch in dev_batches:
         inputs = to_device(batch, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = classifier(**model_inputs(inputs, backbone.family)).logits
+            logits = classifier(**backbone.model_inputs(inputs)).logits
         predictions.append(logits.float().argmax(-1).cpu())
         labels.append(batch["labels"])
     classifier.train()

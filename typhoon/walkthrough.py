@@ -364,7 +364,7 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
     mlm.eval()  # no dropout: the saliency shown depends only on the model and the mask
     inputs = pipeline.to_device({**batch, "input_ids": masked_ids}, device)
     with SaliencyProbe(mlm.input_embeddings()) as probe:
-        loss = mlm(labels=labels.to(device), **pipeline.model_inputs(inputs, backbone.family))
+        loss = mlm(labels=labels.to(device), **backbone.model_inputs(inputs))
         loss.backward()
     saliency = probe.saliency(batch["input_ids"].to(device)).float().cpu()[0]
     mlm.zero_grad(set_to_none=True)
