@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from typhoon.config import SCHEDULES
+SCHEDULES = ("fixed", "uniform", "mixture")
 
 
 def sample_rates(schedule: str, batch_size: int, p: float, pi0: float, generator: torch.Generator) -> torch.Tensor | None:
