@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
 import torch
 
 from typhoon import pipeline
@@ -19,13 +18,12 @@ from typhoon.config import RunConfig
 
 
 def fine_tune_once(task: str, precision: str, epochs: int, lr: float) -> tuple[list, dict]:
-    config = RunConfig(task=task, precision=precision, ft_epochs=epochs, ft_lr=lr, mlm_epochs=0)
-    inputs = pipeline.load_inputs(config)
-    device = torch.device("cpu")
+    config = RunConfig(task=task, precision=precision, ft_epochs=epochs, ft_lr=lr, mlm_epochs=0, device="cpu",
+                       seed=0)
+    ctx = pipeline.set_up(config, progress=False)
     torch.manual_seed(0)
-    classifier = inputs.backbone.classifier(inputs.spec.num_labels, seed=0)
-    return pipeline.fine_tune(config, inputs.backbone, classifier, inputs.data, device,
-                              pipeline.use_bf16(config, device), np.random.default_rng(0), progress=False)
+    classifier = ctx.backbone.classifier(ctx.task.num_labels, seed=0)
+    return pipeline.fine_tune(ctx, classifier)
 
 
 def main() -> None:

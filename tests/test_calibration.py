@@ -3,8 +3,6 @@ water-filling, hand-computed examples and the diagnostics."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -39,8 +37,13 @@ def budget_error(probs, counts, p):
     return abs((counts * probs).sum() - p * counts.sum()) / (p * counts.sum())
 
 
-def brute_force(pref, counts, p):
-    """Reference: bisection on beta for sum f min(1, beta b) = p F (slow but obviously right)."""
+def brute_force(pref, counts, p, eps=0.0):
+    """Reference: bisection on beta for sum f min(1, beta (b + eps)) = p F (slow but obviously right).
+
+    With a tiny ``eps`` it also covers budgets beyond the types of positive preference: as eps -> 0
+    those types reach 1 and the zero-preference ones share the rest evenly (pi = beta eps for all of them).
+    """
+    pref = np.asarray(pref, dtype=np.float64) + eps
     lo, hi = 0.0, 1.0
     while (counts * np.minimum(1, hi * pref)).sum() < p * counts.sum():
         hi *= 2
@@ -130,20 +133,73 @@ def test_budget_solver_reuses_one_sort_for_every_rate():
 def test_budget_edges_and_errors():
     pref, counts = np.array([1.0, 0.5]), np.array([3, 1])
     assert (calibrate_budget(pref, counts, 1.0) == 1).all() and (calibrate_budget(pref, counts, 0.0) == 0).all()
-    with pytest.raises(ValueError, match="infeasible"):
-        calibrate_budget(np.array([1.0, 0.0]), np.array([1, 9]), 0.5)
     with pytest.raises(ValueError, match="calibration must be one of"):
         calibrate(pref, counts, 0.1, method="zscore")
     with pytest.raises(ValueError, match=r"p must lie in \[0, 1\]"):
         calibrate(pref, counts, 1.5)
 
 
-def test_calibration_is_cheap_at_bert_vocabulary_size():
+def test_a_budget_beyond_the_positive_preferences_spills_evenly_onto_the_rest():
+    # 1 token of a type with preference 1, 9 of a type with preference 0 (delta = 1's least salient type).
+    # p = 0.5 asks for 5 masked tokens: the first type gives at most 1, the other 9 share the 4 left.
+    np.testing.assert_allclose(calibrate_budget(np.array([1.0, 0.0]), np.array([1, 9]), 0.5), [1.0, 4 / 9])
+    # within what the positive preferences can hold, nothing changes: zero preference, zero probability
+    np.testing.assert_allclose(calibrate_budget(np.array([1.0, 0.0]), np.array([1, 9]), 0.05), [0.5, 0.0])
+    # all preferences zero: uniform masking
+    np.testing.assert_allclose(calibrate_budget(np.zeros(3), np.array([1, 2, 3]), 0.3), 0.3, rtol=1e-12)
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), p=st.floats(0.0, 1.0), zero_share=st.floats(0.0, 0.9))
+def test_every_budget_in_0_1_is_met_whatever_the_preferences(seed, p, zero_share):
+    """Mask schedules ask for any rate in [0, 1]; with delta = 1 some types have preference 0."""
+    rng = np.random.default_rng(seed)
+    _, counts = random_case(seed)
+    pref = rng.random(len(counts)) * (rng.random(len(counts)) >= zero_share)
+    counts[0], pref[0] = 1000, 0.5  # at least one counted type with a positive preference
+    probs = BudgetSolver(pref, counts).solve(p)
+    assert ((probs >= 0) & (probs <= 1)).all()
+    assert abs((counts * probs).sum() - p * counts.sum()) <= 1e-9 * counts.sum()
+    order = np.argsort(pref, kind="stable")
+    assert (np.diff(probs[order]) >= -1e-12).all()  # monotone in the preference
+    tied = probs[pref == 0]
+    assert tied.size == 0 or tied.min() == tied.max()  # tied types share one probability
+    if 0 < p < 1:
+        np.testing.assert_allclose(probs, brute_force(pref, counts, p, eps=1e-13), atol=1e-7)
+
+
+def test_delta_one_calibration_serves_per_row_rates_up_to_one():
+    weights, counts = random_case(7, vocab=500)
+    counts[np.nanargmin(weights)] = counts.sum()  # the least salient type is frequent: it gets b = 0
+    pref = preference(weights, "minmax", delta=1.0)
+    solver = BudgetSolver(pref, counts)
+    positive_share = counts[pref > 0].sum() / counts.sum()
+    rates = np.array([0.0, 0.15, positive_share, (1 + positive_share) / 2, 0.999, 1.0])
+    assert 0.4 < positive_share < 0.6 and rates[3] > positive_share  # the last rates used to be "infeasible"
+    k, beta, floor = solver.coefficients(rates)
+    for rate, k_i, beta_i, floor_i in zip(rates, k, beta, floor, strict=True):
+        from_coefficients = np.where(solver.rank < k_i, 1.0, np.maximum(np.minimum(beta_i * pref, 1.0), floor_i))
+        np.testing.assert_array_equal(from_coefficients, solver.solve(rate))
+        if rate > 0:
+            assert budget_error(from_coefficients, counts, rate) < 1e-9
+    assert (floor[:3] == 0).all() and (floor[3:5] > 0).all()
+
+
+def test_any_number_of_budgets_costs_one_sort(monkeypatch):
+    """Recalibration runs after every training step at BERT's vocabulary size, and a mask schedule asks
+    for a budget per row: one sort per preference vector, none per budget, and still exact."""
     weights, counts = random_case(1, vocab=30522)
-    start = time.perf_counter()
-    for _ in range(5):
-        calibrate(weights, counts, 0.15)
-    assert (time.perf_counter() - start) / 5 < 0.05
+    pref = preference(weights, "minmax", delta=1.0)
+    sorts, argsort = [], np.argsort
+    monkeypatch.setattr(np, "argsort", lambda *args, **kwargs: sorts.append(1) or argsort(*args, **kwargs))
+    solver = BudgetSolver(pref, counts)
+    assert len(sorts) == 1
+    solver.coefficients(np.linspace(0.0, 1.0, 1001))
+    probs = {p: solver.solve(p) for p in (0.05, 0.15, 0.5, 0.9)}
+    assert len(sorts) == 1
+    monkeypatch.undo()
+    for p, pi in probs.items():
+        np.testing.assert_allclose(pi, brute_force(pref, counts, p), atol=1e-9)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,11 +27,14 @@ def refused(capsys, tmp_path, argv, message):
     (["run", "--task", "mrpc", "--strategy", "salient"], "unknown masking strategy 'salient'"),
     (["run", "--task", "mrpc", "--profile", "huge"], "unknown profile 'huge'"),
     (["reproduce", "--profile", "huge"], "unknown profile 'huge'"),
-    ([*RUN, "--strategy", "typhoon", "--set", "calibration=entropy"], "entropy"),
-    ([*RUN, "--set", "p=1.5"], "p"),
-    ([*RUN, "--set", "p=0"], "p"),
-    ([*RUN, "--strategy", "typhoon", "--set", "delta=1.5"], "delta"),
-    ([*RUN, "--strategy", "typhoon", "--set", "lam=0"], "lam"),
+    ([*RUN, "--strategy", "typhoon", "--set", "calibration=entropy"],
+     "calibration must be one of ['minmax', 'rank', 'softmax'], got 'entropy'"),
+    ([*RUN, "--set", "p=1.5"], "p must lie in (0, 1), got 1.5"),
+    ([*RUN, "--set", "p=0"], "p must lie in (0, 1), got 0.0"),
+    ([*RUN, "--strategy", "typhoon", "--set", "delta=1.5"], "delta must lie in [0, 1], got 1.5"),
+    ([*RUN, "--strategy", "typhoon", "--set", "lam=0"], "lam must lie in (0, 1], got 0.0"),
+    ([*RUN, "--strategy", "span", "--set", "geometric_p=0"], "geometric_p must lie in (0, 1], got 0.0"),
+    ([*RUN, "--strategy", "span", "--set", "max_span=0"], "max_span must be an integer >= 1, got 0"),
     ([*RUN, "--set", "pi0=1"], "pi0 must be in [0, 1)"),
     ([*RUN, "--set", "pi0=-0.1"], "pi0 must be in [0, 1)"),
     ([*RUN, "--set", "nonsense=1"], "unknown key 'nonsense'"),
@@ -41,7 +44,7 @@ def refused(capsys, tmp_path, argv, message):
     ([*RUN, "--set", "schedule=cosine"], "schedule must be one of"),
     ([*RUN, "--set", "attention=flash"], "attention must be one of"),
     ([*RUN, "--backbone", "bert-base"], "Offline choices"),
-    (["reproduce", "--profile", "smoke", "--set", "p=2"], "p"),
+    (["reproduce", "--profile", "smoke", "--set", "p=2"], "p must lie in (0, 1), got 2.0"),
     (["reproduce", "--profile", "smoke", "--workers", "0"], "--workers must be >= 1"),
 ])
 def test_bad_arguments(capsys, tmp_path, argv, message):
@@ -86,8 +89,21 @@ def test_missing_data_offline(capsys, tmp_path, monkeypatch):
 def test_exit_status_of_the_real_command(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", "p=7",
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert proc.returncode == 2 and "p" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "typhoon: error: p must lie in (0, 1), got 7.0" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_run_help_lists_every_strategy_parameter(capsys):
+    from typhoon.masking import STRATEGIES
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    for name, cls in STRATEGIES.items():
+        assert f"  {name}\n" in text
+        for param in cls.PARAMS:
+            assert f"    {param.name} ({param.type.__name__}, default {param.default!r}): {param.doc}" in text
 
 
 def test_profiles_listing(capsys):
@@ -97,12 +113,16 @@ def test_profiles_listing(capsys):
 
 
 @pytest.mark.slow
-def test_notebook_parameter_of_wrong_type(tmp_path):
+@pytest.mark.parametrize("config, message", [
+    (json.dumps({"task": "mrpc", "backbone": "tiny-random", "seed": "zero"}), "bad value for seed: 'zero' is not a valid int"),
+    (json.dumps({"task": "mrpc", "strategy": "salient"}), "unknown masking strategy 'salient'"),
+    (5, "notebook parameter config must be a JSON string, got int"),
+], ids=["wrong-type", "bad-value", "not-json"])
+def test_notebook_parameter_of_wrong_type(tmp_path, config, message):
     import papermill
 
-    with pytest.raises(papermill.PapermillExecutionError, match="seed must be an integer"):
+    with pytest.raises(papermill.PapermillExecutionError, match=message):
         papermill.execute_notebook(str(REPO / "notebooks" / "10_run.ipynb"), str(tmp_path / "nb.ipynb"),
-                                   parameters={"seed": "zero", "out_dir": str(tmp_path / "out"),
-                                               "overrides": json.dumps({})},
+                                   parameters={"config": config, "out_dir": str(tmp_path / "out")},
                                    kernel_name="python3", progress_bar=False)
     assert not (tmp_path / "out").exists()

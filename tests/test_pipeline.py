@@ -10,8 +10,8 @@ import pytest
 from conftest import REPO
 
 from typhoon import records
-from typhoon.config import get_profile
-from typhoon.pipeline import load_run, run
+from typhoon.config import resolve
+from typhoon.pipeline import run
 
 SMOKE = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1)
 
@@ -25,7 +25,7 @@ def cli_run(out, *args):
 @pytest.fixture(scope="module")
 def typhoon_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    config = get_profile("smoke").run_config(task="mrpc", strategy="typhoon", seed=0, **SMOKE)
+    config = resolve("smoke", dict(task="mrpc", strategy="typhoon", seed=0, **SMOKE))
     return out, config, run(config, out, progress=False)
 
 
@@ -66,7 +66,7 @@ def test_results_table_from_records(typhoon_run):
     assert list(table.columns) == records.RESULT_COLUMNS
     row = table.iloc[0]
     assert row.status == "ok" and row.strategy == "typhoon" and row.record_path == "runs/mrpc/tiny-random/typhoon/seed0"
-    assert row.primary_value == load_run(out / row.record_path).final["dev_f1"]
+    assert row.primary_value == records.read_record(out / row.record_path).final["dev_f1"]
 
 
 def test_same_seed_bit_identical_across_processes_and_seeds_differ(tmp_path):
@@ -87,7 +87,7 @@ def test_same_seed_bit_identical_across_processes_and_seeds_differ(tmp_path):
 
 
 def test_failed_run_is_recorded_and_retried(tmp_path, monkeypatch):
-    config = get_profile("smoke").run_config(task="mrpc", strategy="random", seed=0, **SMOKE)
+    config = resolve("smoke", dict(task="mrpc", strategy="random", seed=0, **SMOKE))
     monkeypatch.setenv("TYPHOON_FAULT_INJECT", json.dumps({"stage": "train", "match": "random/seed0"}))
     with pytest.raises(RuntimeError, match="injected fault"):
         run(config, tmp_path, progress=False)
@@ -95,16 +95,16 @@ def test_failed_run_is_recorded_and_retried(tmp_path, monkeypatch):
     failed = json.loads((run_dir / "metrics.json").read_text())
     assert failed["status"] == "failed" and "injected fault" in failed["error"]
     assert "InjectedFault" in (run_dir / "traceback.txt").read_text()
-    assert not records.is_complete(run_dir, config.to_dict())
+    assert not records.is_complete(run_dir, config)
     monkeypatch.delenv("TYPHOON_FAULT_INJECT")
     assert run(config, tmp_path, progress=False).metrics["status"] == "ok"
 
 
 def test_a_record_has_one_writer(tmp_path):
-    config = get_profile("smoke").run_config(task="mrpc", strategy="random", seed=0, **SMOKE)
+    config = resolve("smoke", dict(task="mrpc", strategy="random", seed=0, **SMOKE))
     run_dir = tmp_path / config.relative_dir()
-    with records.exclusive_lock(run_dir.with_name(f".{run_dir.name}.lock"), "test holder"):
+    with records.record_lock(run_dir):
         with pytest.raises(records.LockedError, match="in use by another process"):
-            with records.exclusive_lock(run_dir.with_name(f".{run_dir.name}.lock"), "second writer", wait_s=0.6):
+            with records.record_lock(run_dir, wait_s=0.6):
                 pass
     assert not run_dir.exists()

@@ -1,9 +1,11 @@
-"""The batch reproduction end to end (smoke profile through papermill), kill-and-resume, concurrency.
+"""The grid reproduction end to end (smoke profile through papermill), kill-and-resume, concurrency, and
+the smoke results against the ones the bundle gave before its redesign.
 
 Slow: these execute every notebook. The uninterrupted smoke run is the reference the interrupted
 one must match bit for bit (CPU, fixed seeds and threads).
 """
 
+import io
 import json
 import os
 import signal
@@ -12,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO
@@ -22,6 +25,7 @@ from typhoon.config import get_profile
 pytestmark = pytest.mark.slow
 
 GRID = get_profile("smoke").grid()
+GOLDEN = REPO / "tests" / "data" / "smoke_golden.csv"
 METRIC_COLUMNS = ["task", "backbone", "strategy", "seed", "status", "primary_metric", "primary_value",
                   "majority_value", "dev_accuracy", "dev_f1", "dev_mcc"]
 
@@ -83,7 +87,7 @@ def complete_records(out: Path) -> dict[str, int]:
     done = {}
     for config in GRID:
         run_dir = out / config.relative_dir()
-        if records.is_complete(run_dir, config.to_dict()):
+        if records.is_complete(run_dir, config):
             done[config.relative_dir().as_posix()] = (run_dir / "metrics.json").stat().st_mtime_ns
     return done
 
@@ -139,6 +143,49 @@ def test_smoke_profile_outputs(reference):
     assert not list(reference.rglob(".*tmp*")), "temp files left behind"
 
 
+# Columns of the golden smoke table: those that name a run and its outcome must match exactly, the numbers
+# to a relative 1e-4. The golden numbers were computed on one CPU (an Intel Xeon with AVX512-BF16) in fp32;
+# another CPU's fp32 kernels may round differently in the last digits, far below 1e-4 over these short runs,
+# while a flipped dev prediction (1/96 of the accuracy), another data order or another mask moves the metrics,
+# losses or Typhoon's KL by far more.
+GOLDEN_EXACT = ["task", "backbone", "strategy", "seed", "profile", "status", "primary_metric", "record_path",
+                "mlm_steps", "n_train", "n_dev"]
+GOLDEN_CLOSE = ["primary_value", "majority_value", "dev_accuracy", "mlm_train_loss", "mlm_dev_loss",
+                "ft_train_loss", "kl_to_uniform"]
+
+
+def smoke_summary(out: Path) -> pd.DataFrame:
+    """Per run of ``<out>/results.csv``: its row and, from its record, the last MLM training loss, the MLM dev
+    loss, the last fine-tuning loss and Typhoon's KL to uniform masking (read from the files, not the package).
+
+    tests/data/smoke_golden.csv is ``smoke_summary`` of the smoke grid run by the bundle before its redesign
+    (main @ 8b6be34, ``python -m typhoon reproduce --profile smoke``).
+    """
+    rows = []
+    for row in pd.read_csv(out / "results.csv").to_dict("records"):
+        run_dir = out / row["record_path"]
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        losses = pd.read_csv(run_dir / "mlm_loss.csv")
+        rows.append({**{k: row[k] for k in ("task", "backbone", "strategy", "seed", "profile", "status",
+                                            "primary_metric", "record_path", "primary_value",
+                                            "majority_value", "dev_accuracy")},
+                     "mlm_steps": metrics["timing"]["mlm_steps"], "n_train": metrics["n_train"],
+                     "n_dev": metrics["n_dev"],
+                     "mlm_train_loss": losses.loc[losses["split"] == "train", "loss"].iloc[-1],
+                     "mlm_dev_loss": losses.loc[losses["split"] == "dev", "loss"].iloc[-1],
+                     "ft_train_loss": metrics["epochs"][-1]["train_loss"],
+                     "kl_to_uniform": metrics.get("masking", {}).get("kl_to_uniform", np.nan)})
+    return pd.read_csv(io.StringIO(pd.DataFrame(rows).to_csv(index=False)))  # the dtypes a CSV gives
+
+
+def test_smoke_results_equal_the_ones_before_the_redesign(reference):
+    got, want = smoke_summary(reference), pd.read_csv(GOLDEN)
+    pd.testing.assert_frame_equal(got[GOLDEN_EXACT], want[GOLDEN_EXACT])
+    for column in GOLDEN_CLOSE:
+        np.testing.assert_allclose(got[column], want[column], rtol=1e-4, equal_nan=True, err_msg=column)
+    assert want["kl_to_uniform"].notna().sum() == 3  # the three Typhoon runs are compared on their masking too
+
+
 def test_kill_anywhere_then_resume_gives_the_uninterrupted_results(reference, tmp_path):
     out = tmp_path / "out"
     failing = {"stage": "train", "match": "whole_word/seed1", "action": "raise"}
@@ -158,7 +205,7 @@ def test_kill_anywhere_then_resume_gives_the_uninterrupted_results(reference, tm
     assert_no_partial_record(out)
     assert_untouched(out, done)
     typhoon_seed1 = next(c for c in GRID if c.relative_dir().as_posix().endswith("tiny-random/typhoon/seed1"))
-    assert not records.is_complete(out / typhoon_seed1.relative_dir(), typhoon_seed1.to_dict())
+    assert not records.is_complete(out / typhoon_seed1.relative_dir(), typhoon_seed1)
     done = complete_records(out)
 
     # 3. a failing cell: recorded as failed with its error, the rest completes, exit status non-zero
@@ -208,7 +255,7 @@ def test_grid_on_a_dask_cluster(tmp_path):
     """Cells run on a (local) Dask cluster through the same executor interface as many machines would."""
     import distributed
 
-    from typhoon.batch import notebooks_dir, run_grid
+    from typhoon.grid import notebooks_dir, run_grid
 
     configs = [c for c in GRID if c.backbone == "tiny-random" and c.strategy == "random"]
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
@@ -216,4 +263,4 @@ def test_grid_on_a_dask_cluster(tmp_path):
             cells = run_grid(configs, tmp_path, notebooks_dir(), executor=client.get_executor())
     assert list(cells["status"]) == ["ok", "ok"]
     for config in configs:
-        assert records.is_complete(tmp_path / config.relative_dir(), config.to_dict())
+        assert records.is_complete(tmp_path / config.relative_dir(), config)

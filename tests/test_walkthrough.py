@@ -1,4 +1,4 @@
-"""typhoon.walkthrough: the setup reports, token tables, selection HTML, rate tables and the saliency demo."""
+"""typhoon.walkthrough: token tables, selection HTML, rate tables and the saliency demo (and their figures)."""
 
 from __future__ import annotations
 
@@ -9,68 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
+from typhoon import plots
 from typhoon import walkthrough as W
-from typhoon.data import collate, load_glue
+from typhoon.data import collate
 from typhoon.masking import kl_to_uniform, maskable_positions
-from typhoon.models import BACKBONES
 
 torch.set_num_threads(1)
-
-# Official GLUE split sizes (train, dev, test): the local files must be the official ones.
-GLUE_SIZES = {"mrpc": (3668, 408, 1725), "cola": (8551, 1043, 1063)}
-
-
-# --------------------------------------------------------------------------------------------------
-# Reports
-
-
-def test_environment_report_names_versions_and_threads():
-    import datasets
-    import transformers
-
-    import typhoon
-
-    report = W.environment_report().set_index("item")["value"]
-    assert report["torch"] == torch.__version__
-    assert report["transformers"] == transformers.__version__
-    assert report["datasets"] == datasets.__version__
-    assert report["typhoon"] == typhoon.__version__
-    assert report["torch threads"] == str(torch.get_num_threads())
-    assert report["device"].startswith("cuda" if torch.cuda.is_available() else "cpu")
-    assert report["bf16 autocast (precision=auto)"] in ("True", "False")
-    assert report["attention kernel (attention=auto)"] == ("sdpa" if torch.cuda.is_available() else "eager")
-    assert report["dropout kernel (dropout=auto)"] == ("native" if torch.cuda.is_available() else "fast")
-
-
-def test_data_report_sizes_labels_and_source(glue_dir):
-    report = W.data_report(["mrpc", "cola"])
-    for task, sizes in GLUE_SIZES.items():
-        rows = report[report.task == task].set_index("split")
-        assert tuple(rows.loc[["train", "validation", "test"], "examples"]) == sizes
-        assert all(str(glue_dir) in s and s.startswith("$TYPHOON_GLUE_DIR") for s in rows["source"])
-        train_labels = np.asarray(load_glue(task)["train"]["label"])
-        assert rows.loc["train", "majority_share"] == pytest.approx(max(np.bincount(train_labels)) / len(train_labels))
-        assert rows.loc["test", "labels"] == "unlabelled" and np.isnan(rows.loc["test", "majority_share"])
-    mrpc_dev = report[(report.task == "mrpc") & (report.split == "validation")].iloc[0]
-    assert mrpc_dev["labels"] == "not_equivalent 129 (31.6%), equivalent 279 (68.4%)"
-
-
-def test_data_source_without_local_folder_is_the_hub(monkeypatch):
-    monkeypatch.delenv("TYPHOON_GLUE_DIR")
-    assert W.glue_source("mrpc").startswith("hub: nyu-mll/glue")
-    with pytest.raises(FileNotFoundError, match="TYPHOON_GLUE_DIR"):  # offline in tests: a clear error
-        W.data_report(["mrpc"])
-
-
-def test_backbone_report_covers_the_registry():
-    report = W.backbone_report().set_index("backbone")
-    assert list(report.index) == list(BACKBONES)
-    assert report.loc["minilm-l6", "available_now"] and report.loc["tiny-random", "available_now"]
-    assert report.loc["minilm-l6", "source"].endswith("model")
-    for name, spec in BACKBONES.items():
-        assert report.loc[name, "offline"] == spec.offline
-        if not spec.offline:
-            assert report.loc[name, "source"] == f"hub: {spec.source}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -236,10 +180,10 @@ def test_saliency_demo_rejects_an_example_outside_the_training_slice():
 
 
 def test_plots_write_png_and_svg(demo, tmp_path, mrpc_batch, mrpc_tokenized, tokenizer):
-    paths = W.plot_saliency(demo.tokens, demo.strategy.p, tmp_path / "saliency")
+    paths = plots.plot_saliency(demo.tokens, demo.strategy.p, tmp_path / "saliency")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
     examples = [mrpc_tokenized["train"][i] for i in range(32)]
     tables = [W.rate_table(W.prepared_strategies(["random", "span"], examples, len(tokenizer), p=p), mrpc_batch,
                            draws=3, generator=torch.Generator().manual_seed(0)) for p in (0.1, 0.3)]
-    paths = W.plot_rates(pd.concat(tables, ignore_index=True), tmp_path / "rates.png")
+    paths = plots.plot_rates(pd.concat(tables, ignore_index=True), tmp_path / "rates.png")
     assert [p.name for p in paths] == ["rates.png", "rates.svg"] and all(p.stat().st_size > 0 for p in paths)

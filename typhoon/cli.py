@@ -8,19 +8,28 @@ from __future__ import annotations
 import argparse
 import sys
 
-from typhoon.config import get_profile, load_profiles, parse_override
+from typhoon.config import load_profiles, parse_overrides, resolve
 from typhoon.records import LockedError
 
 
-def _overrides(items: list[str] | None) -> dict:
-    return dict(parse_override(item) for item in items or [])
+def strategy_help() -> str:
+    """The strategies and the parameters each takes (``--set name=value``), from their declarations."""
+    from typhoon.masking import ALIASES, STRATEGIES
+
+    lines = ["masking strategies and their parameters (--set NAME=VALUE):"]
+    for name, cls in STRATEGIES.items():
+        lines.append(f"  {name}")
+        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in cls.PARAMS]
+    lines.append("  aliases: " + ", ".join(f"{alias} = {base} with {fixed}" for alias, (base, fixed) in ALIASES.items()))
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="typhoon", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run one cell: MLM adaptation, fine-tuning, dev metrics, run record")
+    run = sub.add_parser("run", help="run one cell: MLM adaptation, fine-tuning, dev metrics, run record",
+                         epilog=strategy_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
     run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
     run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | ...")
@@ -50,27 +59,21 @@ def main(argv: list[str] | None = None) -> int:
             for name, profile in load_profiles().items():
                 print(f"{name:10s} {len(profile.grid()):3d} runs  {profile.description}")
             return 0
-        overrides = _overrides(args.set)
+        overrides = parse_overrides(args.set)
         if args.command == "run":
             from typhoon.pipeline import run
 
-            config = get_profile(args.profile).run_config(
-                task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed, **overrides)
-            result = run(config, args.out, force=args.force)
-            state = "already complete" if result.skipped else "done"
-            print(f"{state}: {result.run_dir}")
-            print("  ".join(f"{k}={v:.4f}" for k, v in result.final.items()))
+            cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
+            record = run(resolve(args.profile, cell, overrides), args.out, force=args.force)
+            print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
+            print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
             return 0
         if args.command == "reproduce":
-            from typhoon.batch import reproduce
+            from typhoon.grid import dask_executor, reproduce
 
             if args.workers is not None and args.workers < 1:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
-            executor = None
-            if args.scheduler:
-                from typhoon.batch import dask_executor
-
-                executor = dask_executor(args.scheduler)
+            executor = dask_executor(args.scheduler) if args.scheduler else None
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor)
             return 0 if summary.ok else 1

@@ -1,30 +1,49 @@
-"""Run configuration (a dataclass) and the profiles that expand into grids of runs.
+"""What one run is (:class:`RunConfig`), the profiles that expand into grids of runs, and
+:func:`resolve`, the one place where a run's configuration is put together.
 
-A run is identified by (task, backbone, strategy + its params, schedule, seed, profile). Profiles live
-in one readable file, ``typhoon/profiles.toml``: each names a grid (tasks × backbones × strategies ×
-schedules × seeds) and the hyperparameters shared by its runs.
+A run's configuration is resolved once, from four layers (a later layer wins):
+
+    profile settings < the profile's settings for the task < the grid cell < overrides (``--set``)
+
+every value converted to the field's declared type by :func:`coerce`. The resolved RunConfig then
+travels whole, never re-read from ``profiles.toml``: to the ``10_run`` notebook as JSON
+(:meth:`RunConfig.to_json` / :meth:`RunConfig.from_json`), into the run record's ``config.json``
+and back (:meth:`RunConfig.from_dict`).
+
+Profiles live in one readable file, ``typhoon/profiles.toml``: each names a grid (tasks × backbones ×
+strategies × schedules × seeds, plus single extra cells), the settings its runs share, and the
+settings of its analysis notebooks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import json
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typhoon.masking import STRATEGIES, parameters_of
 from typhoon.schedules import SCHEDULES
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
 ATTENTIONS = ("auto", "eager", "sdpa")
 DROPOUTS = ("auto", "native", "fast")
+# Where and how fast a run executes does not change what it computes (on one kind of device).
+EXECUTION_FIELDS = ("device", "num_threads")
 
 
 @dataclass
 class RunConfig:
-    """Everything that determines one run. Defaults are the ``cpu`` profile's unless it says otherwise."""
+    """Everything that determines one run. Defaults are the ``cpu`` profile's unless it says otherwise.
+
+    The masking fields are the parameters the strategies declare (``typhoon.masking``, ``PARAMS``),
+    with the same names, types and defaults; a strategy receives only those it declares.
+    """
 
     task: str = "mrpc"
     backbone: str = "minilm-l6"
@@ -38,6 +57,8 @@ class RunConfig:
     lam: float = 0.8  # typhoon: EMA rate of the saliency weights
     calibration: str = "minmax"  # typhoon: minmax (paper) | rank | softmax
     tau: float = 1.0  # typhoon softmax temperature
+    geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
+    max_span: int = 10  # span: longest span, in words
     schedule: str = "fixed"  # per-sequence masking rate: fixed | uniform | mixture
     pi0: float = 0.0  # mixture schedule: probability that a whole sequence is masked
     # phase 1: MLM adaptation on the task's own training text
@@ -90,12 +111,8 @@ class RunConfig:
                 raise ValueError(f"bad run config: {name} must be >= 1 or None, got {value}")
 
     def strategy_params(self) -> dict:
-        params = {"p": self.p, "corruption": self.corruption}
-        if self.strategy.startswith("typhoon"):
-            params.update(delta=self.delta, lam=self.lam, tau=self.tau)
-            if self.strategy == "typhoon":
-                params["calibration"] = self.calibration
-        return params
+        """The values of exactly the parameters the chosen strategy declares (``get_strategy``'s keywords)."""
+        return {param.name: getattr(self, param.name) for param in parameters_of(self.strategy)}
 
     @property
     def label(self) -> str:
@@ -105,8 +122,52 @@ class RunConfig:
     def relative_dir(self) -> Path:
         return Path("runs") / self.task / self.backbone.replace("/", "__") / self.label / f"seed{self.seed}"
 
+    def identity(self) -> dict:
+        """The fields that decide what the run computes: all of them but the profile's name, the
+        execution fields (device, threads) and the masking parameters the chosen strategy does not take.
+
+        Two configs with the same identity give the same record (on one kind of device), whatever
+        profile they came from.
+        """
+        unused = STRATEGY_FIELDS - {param.name for param in parameters_of(self.strategy)}
+        skip = {"profile", *EXECUTION_FIELDS, *unused}
+        return {k: v for k, v in self.to_dict().items() if k not in skip}
+
+    def run_id(self) -> str:
+        """A short, stable name of :meth:`identity` (a hash of its canonical JSON)."""
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping, what: str = "run config") -> RunConfig:
+        """A validated RunConfig from a mapping of field values (e.g. a record's ``config.json``).
+
+        Unknown keys and values of the wrong type are refused, naming them. A missing field takes its
+        default: a record written before a field existed ran with that default.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{what} must be a JSON object of RunConfig fields, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(FIELD_TYPES))
+        if unknown:
+            raise ValueError(f"{what} has unknown key(s) {unknown}; choose from {sorted(FIELD_TYPES)}")
+        return cls(**{key: coerce(key, value) for key, value in data.items()})
+
+    @classmethod
+    def from_json(cls, text: str, what: str = "run config") -> RunConfig:
+        """:meth:`from_dict` of a JSON object (the ``config`` parameter of the ``10_run`` notebook)."""
+        if not isinstance(text, str):
+            raise ValueError(f"{what} must be a JSON string, got {type(text).__name__} {text!r}")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{what} is not valid JSON: {text[:200]!r} ({err})") from None
+        return cls.from_dict(data, what)
 
     def describe(self) -> str:
         return json.dumps({k: v for k, v in self.to_dict().items() if k in
@@ -117,43 +178,56 @@ class RunConfig:
 
 
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
-
-
-def parse_override(item: str) -> tuple[str, object]:
-    """Parse one ``key=value`` (CLI ``--set``) into a typed RunConfig field value."""
-    if "=" not in item:
-        raise ValueError(f"bad --set {item!r}: expected key=value")
-    key, raw = (s.strip() for s in item.split("=", 1))
-    if key not in FIELD_TYPES:
-        raise ValueError(f"bad --set {item!r}: unknown key {key!r}; choose one of {sorted(FIELD_TYPES)}")
-    return key, coerce(key, raw)
+# Fields that are some strategy's parameter (only the chosen strategy's count for a run's identity).
+STRATEGY_FIELDS = frozenset(param.name for cls in STRATEGIES.values() for param in cls.PARAMS)
 
 
 def coerce(key: str, raw) -> object:
-    """Convert a string (or loosely typed value) to the declared type of RunConfig field ``key``."""
+    """``raw`` (a string from the command line, a TOML or JSON value) as the declared type of field ``key``.
+
+    The one place where configuration values are converted: "0.2" -> 0.2, "none" -> None where the
+    field allows None, 3.0 -> 3 for an integer field; anything else of the wrong type is refused.
+    """
+    if key not in FIELD_TYPES:
+        raise ValueError(f"unknown RunConfig field {key!r}; choose one of {sorted(FIELD_TYPES)}")
     kind = FIELD_TYPES[key]
-    if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null")):
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("none", "null")):
         if "None" in kind:
             return None
         raise ValueError(f"bad value for {key}: None is not allowed")
     base = kind.replace(" | None", "")
     try:
+        if isinstance(raw, bool):  # True is an int to Python, never a number in a config
+            raise ValueError
         if base == "int":
-            if isinstance(raw, float) and not raw.is_integer() or isinstance(raw, bool):
+            if isinstance(raw, float) and not raw.is_integer():
                 raise ValueError
             return int(raw)
         if base == "float":
-            if isinstance(raw, bool):
-                raise ValueError
             return float(raw)
-        return str(raw)
+        if not isinstance(raw, str):
+            raise ValueError
+        return raw
     except (TypeError, ValueError):
         raise ValueError(f"bad value for {key}: {raw!r} is not a valid {base}") from None
 
 
+def parse_overrides(items: Iterable[str] | None) -> dict:
+    """``["key=value", ...]`` (the CLI's ``--set``) as typed RunConfig field values; a later key wins."""
+    overrides = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"bad --set {item!r}: expected key=value")
+        key, raw = (s.strip() for s in item.split("=", 1))
+        if key not in FIELD_TYPES:
+            raise ValueError(f"bad --set {item!r}: unknown key {key!r}; choose one of {sorted(FIELD_TYPES)}")
+        overrides[key] = coerce(key, raw)
+    return overrides
+
+
 @dataclass
 class Profile:
-    """A named grid of runs plus the hyperparameters its runs share."""
+    """A named grid of runs plus the settings its runs (and its analysis notebooks) share."""
 
     name: str
     description: str
@@ -166,23 +240,44 @@ class Profile:
     task_settings: dict = field(default_factory=dict)  # per-task overrides of `settings`
     extra_cells: list[dict] = field(default_factory=list)  # single cells added to the grid
     workers: int = 1  # cells run at once by `reproduce` unless --workers says otherwise
+    analysis: dict = field(default_factory=dict)  # parameters of the analysis notebooks, e.g. quick = true
 
-    def run_config(self, **cell) -> RunConfig:
-        """The config of one cell: profile settings < task settings < the cell's own values."""
-        task_key = cell.get("task", self.settings.get("task", "mrpc"))
-        per_task = self.task_settings.get(str(task_key).lower(), {})
-        values = {k: coerce(k, v) for k, v in {**self.settings, **per_task, **cell}.items()}
-        return RunConfig(profile=self.name, **values)
-
-    def grid(self, overrides: dict | None = None) -> list[RunConfig]:
-        """Every run of the profile, in a stable order (task, backbone, strategy, schedule, seed)."""
+    def cells(self) -> list[dict]:
+        """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""
         cells = [
             dict(task=t, backbone=b, strategy=s, schedule=sc, seed=seed)
             for t, b, s, sc, seed in itertools.product(
                 self.tasks, self.backbones, self.strategies, self.schedules, self.seeds)
         ]
-        cells += [dict(c) for c in self.extra_cells]
-        return [self.run_config(**c, **(overrides or {})) for c in cells]
+        return cells + [dict(c) for c in self.extra_cells]
+
+    def grid(self, overrides: Mapping | None = None) -> list[RunConfig]:
+        """The resolved config of every cell (:func:`resolve`), ``overrides`` applied to each."""
+        return [resolve(self, cell, overrides) for cell in self.cells()]
+
+
+def resolve(profile: str | Profile, cell: Mapping, overrides: Mapping | None = None) -> RunConfig:
+    """The config of one run: profile settings < the profile's task settings < ``cell`` < ``overrides``.
+
+    ``cell`` names the run (task, backbone, strategy, seed, and optionally any other field);
+    ``overrides`` are typed values (:func:`parse_overrides`) applied last. Raises ValueError naming an
+    unknown field or a bad value, and where it came from.
+    """
+    profile = get_profile(profile) if isinstance(profile, str) else profile
+    cell, overrides = dict(cell), dict(overrides or {})
+    task = overrides.get("task", cell.get("task", profile.settings.get("task", RunConfig.task)))
+    layers = [(f"profile {profile.name!r} settings", profile.settings),
+              (f"profile {profile.name!r} settings for {task}", profile.task_settings.get(str(task).lower(), {})),
+              ("the grid cell", cell), ("the overrides", overrides)]
+    values = {}
+    for where, layer in layers:
+        for key, value in layer.items():
+            if key == "profile":
+                raise ValueError(f"{where} set 'profile': a run's profile is the one it is resolved from")
+            if key not in FIELD_TYPES:
+                raise ValueError(f"{where}: unknown RunConfig field {key!r}; choose one of {sorted(FIELD_TYPES)}")
+            values[key] = coerce(key, value)
+    return RunConfig(profile=profile.name, **values)
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
@@ -196,7 +291,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
             tasks=body.pop("tasks"), backbones=body.pop("backbones"), strategies=body.pop("strategies"),
             seeds=body.pop("seeds"), schedules=body.pop("schedules", ["fixed"]),
             extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
-            task_settings=body.pop("task_settings", {}),
+            task_settings=body.pop("task_settings", {}), analysis=body.pop("analysis", {}),
         )
         if body:
             raise ValueError(f"{path}: profile {name!r} has unknown keys {sorted(body)}")

@@ -1,9 +1,11 @@
 """One cell of the study, end to end: MLM adaptation -> fine-tuning -> GLUE dev metrics -> run record.
 
-Read :func:`run` top to bottom: it loads the data and the backbone, adapts the encoder with masked
-language modelling on the task's own training text (phase 1, masked by the chosen strategy), fine-tunes
-a classifier from the adapted encoder (phase 2), evaluates on the GLUE dev split every epoch, and writes
-the run record atomically.
+Read :func:`run`, then :func:`train_and_evaluate`, top to bottom. :func:`set_up` loads the backbone and
+the data and resolves the device and kernels into a :class:`RunContext`; phase 1 (:func:`adapt_mlm`)
+adapts the encoder with masked language modelling on the task's own training text, masked by the
+chosen strategy; phase 2 (:func:`fine_tune`) fine-tunes a classifier from the adapted encoder and
+evaluates it on the GLUE dev split every epoch; :func:`run` writes the run record atomically
+(:mod:`typhoon.records`).
 
 Randomness: the run seed fixes the data order (a numpy Generator), the masks (a torch Generator), the
 new heads' initialisation and dropout (the global torch seed, set once at the start of the run, since
@@ -13,7 +15,6 @@ dropout draws from it). On CPU the same config and seed give bit-identical metri
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import platform
 import subprocess
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -31,6 +31,7 @@ import typhoon
 from typhoon import faults, records
 from typhoon.config import RunConfig
 from typhoon.data import (
+    TaskSpec,
     collate,
     get_task,
     length_grouped_batches,
@@ -39,27 +40,15 @@ from typhoon.data import (
     token_counts,
     tokenize_glue,
 )
-from typhoon.masking import SaliencyProbe, get_strategy
+from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy
 from typhoon.metrics import glue_metrics, majority_baseline
-from typhoon.models import load_backbone
+from typhoon.models import Backbone, MaskedLM, load_backbone
 from typhoon.schedules import sample_rates
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
 GRAD_CLIP = 1.0
 PAD_MULTIPLE = 8  # fewer distinct shapes: less kernel warm-up, better tiles
-
-
-@dataclass
-class RunResult:
-    config: RunConfig
-    run_dir: Path
-    metrics: dict
-    mlm_loss: pd.DataFrame
-    skipped: bool = False  # True when a complete record already existed
-
-    @property
-    def final(self) -> dict:
-        return self.metrics["final"]
+LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait for it rather than fail
 
 
 # --------------------------------------------------------------------------------------------------
@@ -176,14 +165,61 @@ def make_optimizer(model, lr: float, weight_decay: float):
 
 
 # --------------------------------------------------------------------------------------------------
+# Set-up: everything both phases share
+
+
+@dataclass
+class RunContext:
+    """What both phases of one run share, built once by :func:`set_up`.
+
+    ``rng`` and ``mask_generator`` advance as the run draws from them, so a context serves one run.
+    """
+
+    config: RunConfig
+    backbone: Backbone
+    task: TaskSpec
+    data: dict[str, list[dict]]  # tokenized "train" and "validation" examples (contract keys + label)
+    device: torch.device
+    bf16: bool  # bf16 autocast
+    attention: str  # attention kernel: eager | sdpa
+    dropout: str  # dropout kernel: fast | native
+    rng: np.random.Generator  # data order, both phases in turn
+    mask_generator: torch.Generator  # masks (drawn on the CPU)
+    progress: bool = True  # tqdm bars
+
+    @property
+    def kernels(self) -> dict:
+        """Keyword arguments of the backbone's model constructors."""
+        return dict(attention=self.attention, fast_dropout=self.dropout == "fast")
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+
+def set_up(config: RunConfig, progress: bool = True) -> RunContext:
+    """Load the backbone and the data, resolve the device and kernels, seed the run's generators.
+
+    Bad inputs (missing or malformed data, an unreachable backbone) fail here, before any record is written.
+    """
+    backbone = load_backbone(config.backbone)
+    device = resolve_device(config)
+    return RunContext(
+        config=config, backbone=backbone, task=get_task(config.task),
+        data=prepare_data(config, backbone.tokenizer), device=device, bf16=use_bf16(config, device),
+        attention=resolve_attention(config, device), dropout=resolve_dropout(config, device),
+        rng=np.random.default_rng(config.seed), mask_generator=torch.Generator().manual_seed(config.seed),
+        progress=progress)
+
+
+# --------------------------------------------------------------------------------------------------
 # Phase 1: MLM adaptation
 
 
-def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen, progress) -> tuple[list, dict]:
+def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tuple[list, dict]:
     """Masked-LM training on the task's training text; returns loss rows and timing."""
-    tokenizer = backbone.tokenizer
+    config, tokenizer = ctx.config, ctx.backbone.tokenizer
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
-    train, dev = data["train"], data["validation"]
+    train, dev = ctx.data["train"], ctx.data["validation"]
     # The dev loss uses one fixed random mask, independent of the run's seed and strategy.
     dev_masker = get_strategy("random", p=config.p, corruption=config.corruption)
     dev_gen = torch.Generator().manual_seed(DEV_MASK_SEED)
@@ -200,44 +236,44 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
     start = time.perf_counter()
     for epoch in range(1, config.mlm_epochs + 1):
         mlm.train()
-        bar = tqdm(length_grouped_batches(lengths, config.batch_size, rng), desc=f"MLM epoch {epoch}",
-                   disable=not progress, leave=False)
+        bar = tqdm(length_grouped_batches(lengths, config.batch_size, ctx.rng), desc=f"MLM epoch {epoch}",
+                   disable=not ctx.progress, leave=False)
         for idx in bar:
             batch = collate([train[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
-            rates = sample_rates(config.schedule, len(idx), config.p, config.pi0, mask_gen)
-            masked_ids, labels = strategy(batch, mask_gen, rate=rates, **mask_args)
+            rates = sample_rates(config.schedule, len(idx), config.p, config.pi0, ctx.mask_generator)
+            masked_ids, labels = strategy(batch, ctx.mask_generator, rate=rates, **mask_args)
             if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
                 continue
-            inputs = to_device({**batch, "input_ids": masked_ids}, device)
+            inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
             with SaliencyProbe(embeddings) if strategy.needs_saliency else contextlib.nullcontext() as probe:
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                    loss = mlm(labels=labels.to(device), **backbone.model_inputs(inputs))
+                with ctx.autocast():
+                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
                 loss.backward()
             if strategy.needs_saliency:
                 # saliency w.r.t. the one-hot of the *original* token at every position
-                saliency = probe.saliency(batch["input_ids"].to(device)).float().cpu()
+                saliency = probe.saliency(batch["input_ids"].to(ctx.device)).float().cpu()
                 strategy.update(batch, labels != -100, saliency)
             optimizer_step(mlm, optimizer, scheduler)
             step += 1
             tokens += int(batch["attention_mask"].sum())
             rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
             bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
-        rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(mlm, dev_batches, backbone, device, bf16)})
+        rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
     wall = time.perf_counter() - start
     return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step}
 
 
 @torch.no_grad()
-def mlm_dev_loss(mlm, dev_batches, backbone, device, bf16) -> float:
+def mlm_dev_loss(ctx: RunContext, mlm: MaskedLM, dev_batches: list[dict]) -> float:
     mlm.eval()
     total, count = 0.0, 0
     for batch in dev_batches:
-        inputs = to_device(batch, device)
+        inputs = to_device(batch, ctx.device)
         n = int((inputs["mlm_labels"] != -100).sum())
         if n == 0:
             continue
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = mlm(labels=inputs["mlm_labels"], **backbone.model_inputs(inputs))
+        with ctx.autocast():
+            loss = mlm(labels=inputs["mlm_labels"], **ctx.backbone.model_inputs(inputs))
         total, count = total + float(loss) * n, count + n
     mlm.train()
     return total / max(count, 1)
@@ -247,10 +283,10 @@ def mlm_dev_loss(mlm, dev_batches, backbone, device, bf16) -> float:
 # Phase 2: fine-tuning and evaluation
 
 
-def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -> tuple[list, dict]:
+def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]:
     """Fine-tune the classifier, evaluating on the dev split after every epoch."""
-    pad = backbone.tokenizer.pad_token_id
-    train, dev = data["train"], data["validation"]
+    config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
+    train, dev = ctx.data["train"], ctx.data["validation"]
     lengths = [len(x["input_ids"]) for x in train]
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
@@ -261,36 +297,36 @@ def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -
     for epoch in range(1, config.ft_epochs + 1):
         classifier.train()
         losses = []
-        bar = tqdm(length_grouped_batches(lengths, config.batch_size, rng), desc=f"fine-tune epoch {epoch}",
-                   disable=not progress, leave=False)
+        bar = tqdm(length_grouped_batches(lengths, config.batch_size, ctx.rng), desc=f"fine-tune epoch {epoch}",
+                   disable=not ctx.progress, leave=False)
         for idx in bar:
-            batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = classifier(**backbone.model_inputs(batch)).logits
+            batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
+            with ctx.autocast():
+                logits = classifier(**ctx.backbone.model_inputs(batch)).logits
             loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
             loss.backward()
             optimizer_step(classifier, optimizer, scheduler)
             tokens += int(batch["attention_mask"].sum())
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        metrics = evaluate(config.task, classifier, dev_batches, backbone, device, bf16)
+        metrics = evaluate(ctx, classifier, dev_batches)
         epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
     wall = time.perf_counter() - start
     return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None}
 
 
 @torch.no_grad()
-def evaluate(task, classifier, dev_batches, backbone, device, bf16) -> dict:
+def evaluate(ctx: RunContext, classifier: torch.nn.Module, dev_batches: list[dict]) -> dict:
     classifier.eval()
     predictions, labels = [], []
     for batch in dev_batches:
-        inputs = to_device(batch, device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = classifier(**backbone.model_inputs(inputs)).logits
+        inputs = to_device(batch, ctx.device)
+        with ctx.autocast():
+            logits = classifier(**ctx.backbone.model_inputs(inputs)).logits
         predictions.append(logits.float().argmax(-1).cpu())
         labels.append(batch["labels"])
     classifier.train()
-    values = glue_metrics(task, torch.cat(labels).numpy(), torch.cat(predictions).numpy())
+    values = glue_metrics(ctx.config.task, torch.cat(labels).numpy(), torch.cat(predictions).numpy())
     return {f"dev_{k}": v for k, v in values.items()}
 
 
@@ -298,65 +334,43 @@ def evaluate(task, classifier, dev_batches, backbone, device, bf16) -> dict:
 # The run
 
 
-@dataclass
-class Inputs:
-    """What a run reads before it writes anything: the backbone, the tokenized data, the task."""
-
-    backbone: object
-    data: dict
-    spec: object
-
-
-def load_inputs(config: RunConfig) -> Inputs:
-    """Load the backbone and the data; bad inputs (missing or malformed data, an unreachable
-    backbone) fail here, before any record is written."""
-    backbone = load_backbone(config.backbone)
-    return Inputs(backbone, prepare_data(config, backbone.tokenizer), get_task(config.task))
-
-
-def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True) -> tuple[dict, list, object]:
-    """Phases 1 and 2 for one config; returns (metrics, mlm loss rows, masking strategy)."""
+def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
+    """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy)."""
     started = time.perf_counter()
+    config, backbone, data = ctx.config, ctx.backbone, ctx.data
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
-    device = resolve_device(config)
-    bf16 = use_bf16(config, device)
-    attention, dropout = resolve_attention(config, device), resolve_dropout(config, device)
-    kernels = dict(attention=attention, fast_dropout=dropout == "fast")
     torch.manual_seed(config.seed)  # dropout draws from the global generator
-    rng = np.random.default_rng(config.seed)  # data order
-    mask_gen = torch.Generator().manual_seed(config.seed)  # masks (drawn on the CPU)
-    backbone, data, spec = inputs.backbone, inputs.data, inputs.spec
 
     strategy = get_strategy(config.strategy, **config.strategy_params())
     strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
                                   [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
 
-    mlm = backbone.mlm_model(seed=config.seed, **kernels).to(device)
+    mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
     if config.mlm_epochs > 0:
-        loss_rows, timing = adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen, progress)
+        loss_rows, timing = adapt_mlm(ctx, mlm, strategy)
     encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
     del mlm
     faults.maybe_inject("train", config.relative_dir().as_posix())
 
-    classifier = backbone.classifier(spec.num_labels, encoder_state=encoder_state, seed=config.seed,
-                                     **kernels).to(device)
-    epochs, ft_timing = fine_tune(config, backbone, classifier, data, device, bf16, rng, progress)
+    classifier = backbone.classifier(ctx.task.num_labels, encoder_state=encoder_state, seed=config.seed,
+                                     **ctx.kernels).to(ctx.device)
+    epochs, ft_timing = fine_tune(ctx, classifier)
     timing.update(ft_timing, wall_s=time.perf_counter() - started)
 
     train_labels = [x["label"] for x in data["train"]]
     dev_labels = [x["label"] for x in data["validation"]]
     metrics = {
         "status": "ok",
-        "primary_metric": spec.metric,
+        "primary_metric": ctx.task.metric,
         "majority_value": majority_baseline(config.task, train_labels, dev_labels),
         "final": {k: v for k, v in epochs[-1].items() if k.startswith("dev_")},
         "epochs": epochs,
         "timing": timing,
         "n_train": len(data["train"]), "n_dev": len(data["validation"]),
-        "device": str(device), "precision": "bf16" if bf16 else "fp32",
-        "attention": attention, "dropout": dropout, "threads": torch.get_num_threads(),
+        "device": str(ctx.device), "precision": "bf16" if ctx.bf16 else "fp32",
+        "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
         "versions": library_versions(), "git_commit": git_commit(),
     }
     if strategy.needs_saliency:
@@ -364,83 +378,27 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
     return metrics, loss_rows, strategy
 
 
-LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait for it rather than fail
-
-
-def run(config: RunConfig, out_dir: str | Path = "outputs", *, force: bool = False, progress: bool = True) -> RunResult:
+def run(config: RunConfig, out_dir: str | Path = "outputs", *, force: bool = False,
+        progress: bool = True) -> records.RunRecord:
     """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``.
 
-    A complete record for the same config is reused unless ``force``. Bad inputs fail before anything
+    A complete record of the same run is reused unless ``force``. Bad inputs fail before anything
     is written. A run that fails while training leaves a record with status ``failed``, its error and
     traceback, and re-raises.
     """
-    out_dir = Path(out_dir)
-    run_dir = out_dir / config.relative_dir()
-    if not force and records.is_complete(run_dir, config.to_dict()):
-        return load_run(run_dir, skipped=True)
-    inputs = load_inputs(config)
-    lock = run_dir.with_name(f".{run_dir.name}.lock")
-    with records.exclusive_lock(lock, f"run record {config.relative_dir()}", wait_s=LOCK_WAIT_S):
-        if not force and records.is_complete(run_dir, config.to_dict()):  # finished while we waited
-            return load_run(run_dir, skipped=True)
+    run_dir = Path(out_dir) / config.relative_dir()
+    if not force and records.is_complete(run_dir, config):
+        return records.read_record(run_dir, skipped=True)
+    ctx = set_up(config, progress)
+    with records.record_lock(run_dir, wait_s=LOCK_WAIT_S):
+        if not force and records.is_complete(run_dir, config):  # finished while we waited
+            return records.read_record(run_dir, skipped=True)
         try:
-            metrics, loss_rows, strategy = train_and_evaluate(config, inputs, progress)
+            metrics, loss_rows, strategy = train_and_evaluate(ctx)
         except Exception as err:
-            write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
-                                           "primary_metric": get_task(config.task).metric},
-                         traceback_text=traceback.format_exc())
+            records.write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
+                                                   "primary_metric": ctx.task.metric},
+                                 traceback_text=traceback.format_exc())
             raise
-        write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
-    return load_run(run_dir)
-
-
-def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=None, strategy=None,
-                 traceback_text: str | None = None) -> None:
-    """Write every file of a record into a staging folder, then publish it with one rename."""
-    staging = records.staging_dir(run_dir)
-    records.atomic_write_json(staging / "config.json", config.to_dict())
-    pd.DataFrame(loss_rows or [], columns=["step", "epoch", "split", "loss"]).to_csv(staging / "mlm_loss.csv", index=False)
-    if strategy is not None and strategy.needs_saliency:
-        strategy.save(staging / "masking_state.npz")
-    if traceback_text:
-        (staging / "traceback.txt").write_text(traceback_text)
-        metrics["traceback"] = "traceback.txt"
-    records.atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
-    faults.maybe_inject("record_write", config.relative_dir().as_posix())
-    records.publish_dir(staging, run_dir)
-
-
-def load_run(run_dir: str | Path, skipped: bool = False) -> RunResult:
-    """Read a run record back (for notebooks and the batch)."""
-    run_dir = Path(run_dir)
-    config = records.read_json(run_dir / "config.json")
-    metrics = records.read_json(run_dir / "metrics.json")
-    if config is None or metrics is None:
-        raise FileNotFoundError(f"no complete run record in {run_dir}")
-    return RunResult(RunConfig(**config), run_dir, metrics, pd.read_csv(run_dir / "mlm_loss.csv"), skipped)
-
-
-def config_from_parameters(task: str, backbone: str, strategy: str, seed: int, profile: str,
-                           schedule: str = "fixed", overrides: dict | str | None = None) -> RunConfig:
-    """Build a run's config from notebook parameters, refusing wrong types with a clear message."""
-    from typhoon.config import FIELD_TYPES, coerce, get_profile
-
-    if isinstance(overrides, str):
-        try:
-            overrides = json.loads(overrides or "{}")
-        except json.JSONDecodeError as err:
-            raise ValueError(f"notebook parameter overrides is not valid JSON: {overrides!r} ({err})") from None
-    if not isinstance(overrides, dict | None):
-        raise ValueError(f"notebook parameter overrides must be a dict or JSON object, got {type(overrides).__name__}")
-    for name, value in (("task", task), ("backbone", backbone), ("strategy", strategy), ("profile", profile),
-                        ("schedule", schedule)):
-        if not isinstance(value, str):
-            raise ValueError(f"notebook parameter {name} must be a string, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"notebook parameter seed must be an integer, got {seed!r}")
-    cell = dict(task=task, backbone=backbone, strategy=strategy, seed=seed, schedule=schedule)
-    for key, value in (overrides or {}).items():
-        if key not in FIELD_TYPES:
-            raise ValueError(f"notebook parameter overrides has unknown key {key!r}; choose from {sorted(FIELD_TYPES)}")
-        cell[key] = coerce(key, value)
-    return get_profile(profile).run_config(**cell)
+        records.write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+    return records.read_record(run_dir)

@@ -26,7 +26,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from . import stats as S  # noqa: E402
+from typhoon import stats  # noqa: E402
+from typhoon.records import LOSS_COLUMNS, RUN_KEYS  # noqa: E402
 
 __all__ = [
     "save_figure",
@@ -40,9 +41,9 @@ __all__ = [
     "plot_weights_vs_probs",
     "plot_prob_histogram",
     "plot_calibration_sweep",
+    "plot_rates",
+    "plot_saliency",
 ]
-
-_LOSS_COLUMNS = ["step", "epoch", "split", "loss"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
 
 
 def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    S._require_columns(df, columns, what)
+    stats._require_columns(df, columns, what)
     if df.empty:
         raise ValueError(f"{what} is empty: nothing to plot")
 
@@ -94,12 +95,12 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
                          reference: str | None = "typhoon") -> list[Path]:
     """Dev metric of every seed per strategy (strip), with mean ± t-based CI; facets task x backbone."""
     _require(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
-    df = S.ok_runs(results)
+    df = stats.ok_runs(results)
     if df.empty:
         raise ValueError("results has no runs with status 'ok'")
-    summ = S.summarize(results, confidence=confidence)
+    summ = stats.summarize(results, confidence=confidence)
     tasks, backbones = _facets(df)
-    order = S._strategy_order(df["strategy"], reference)
+    order = stats._strategy_order(df["strategy"], reference)
     pal = strategy_palette(order)
     fig = new_figure(1.2 + 0.9 * len(order) * len(backbones), 0.6 + 2.6 * len(tasks))
     axes = fig.subplots(len(tasks), len(backbones), squeeze=False, sharey="row")
@@ -122,7 +123,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
                                 fmt="o", color="black", capsize=3, ms=4)
                 else:
                     ax.plot(x + 0.3, r["mean"], "o", color="black", ms=4)
-            metric = S._metric_of(sub) or "primary metric"
+            metric = stats._metric_of(sub) or "primary metric"
             ax.set_title(f"{task} / {bb}", fontsize=9)
             ax.set_xlabel("")
             ax.set_ylabel(f"dev {metric}" if j == 0 else "")
@@ -164,7 +165,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
             ax.annotate(f"p_Holm={r.p_holm:.2g}", (1.01, yi), xycoords=("axes fraction", "data"), fontsize=7,
                         va="center")
     ax.set_yticks(y, labels, fontsize=8)
-    metric = S._metric_of(df) if "primary_metric" in df.columns else ""
+    metric = stats._metric_of(df) if "primary_metric" in df.columns else ""
     ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
     if margin:
         ax.legend(loc="lower right", fontsize=7)
@@ -212,16 +213,16 @@ def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: 
             missing.append(str(r.record_path))
             continue
         f = pd.read_csv(path)
-        bad = [c for c in _LOSS_COLUMNS if c not in f.columns]
+        bad = [c for c in LOSS_COLUMNS if c not in f.columns]
         if bad:
             raise ValueError(f"{path} is missing column(s) {bad}")
-        f = f[_LOSS_COLUMNS].copy()
+        f = f[LOSS_COLUMNS].copy()
         f.insert(0, "seed", r.seed)
         f.insert(0, "strategy", str(r.strategy))
         f.insert(0, "backbone", str(r.backbone))
         f.insert(0, "task", str(r.task))
         frames.append(f)
-    cols = ["task", "backbone", "strategy", "seed", *_LOSS_COLUMNS]
+    cols = [*RUN_KEYS, *LOSS_COLUMNS]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
     out.attrs["missing"] = missing
     return out
@@ -379,4 +380,55 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
         axes[0].axhline(paper_kl, color="black", ls="--", lw=0.8, label=f"paper: {paper_kl:g}")
     axes[0].legend(fontsize=7)
     fig.suptitle(title or "Calibration sweep on fixed saliency weights (no retraining)", fontsize=10)
+    return save_figure(fig, out_path)
+
+
+# --------------------------------------------------------------------------------------------------
+# masking walkthrough (notebooks/01_masking_walkthrough, tables from typhoon.walkthrough)
+# --------------------------------------------------------------------------------------------------
+def plot_rates(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """Left: empirical rate (mean ± sd between draws) against the budget p. Right: the sd between draws."""
+    palette = strategy_palette(table["strategy"])
+    fig = new_figure(8.4, 3.6)
+    ax_rate, ax_sd = fig.subplots(1, 2)
+    top = float(max(table["p"].max(), (table["mean_rate"] + table["sd_rate"]).max()))
+    ax_rate.plot([0, top], [0, top], color="black", lw=0.8, ls="--", label="rate = p")
+    n_strategies = table["strategy"].nunique()
+    for i, (name, sub) in enumerate(table.sort_values("p").groupby("strategy", sort=False)):
+        offset = (i - (n_strategies - 1) / 2) * 0.004  # keep the error bars apart
+        ax_rate.errorbar(sub["p"] + offset, sub["mean_rate"], yerr=sub["sd_rate"], marker="o", ms=4, capsize=3,
+                         color=palette[name], label=name)
+        ax_sd.plot(sub["p"], sub["sd_rate"], marker="o", ms=4, color=palette[name], label=name)
+    ax_rate.set_xlabel("budget p")
+    ax_rate.set_ylabel("share of maskable tokens selected")
+    ax_rate.legend(fontsize=8)
+    ax_rate.set_title(f"Mean rate over {int(table['draws'].iloc[0])} draws (bars: sd)", fontsize=9)
+    ax_sd.set_xlabel("budget p")
+    ax_sd.set_ylabel("sd of the rate between draws")
+    ax_sd.set_title("How much the masked share varies from draw to draw", fontsize=9)
+    return save_figure(fig, out_path)
+
+
+MASKED_COLOUR, VISIBLE_COLOUR, PI_COLOUR = "#d55e00", "#999999", "#0072b2"  # colorblind-safe
+
+
+def plot_saliency(tokens: pd.DataFrame, p: float, out_path: str | os.PathLike) -> list[Path]:
+    """Two bar panels over a sentence's non-special tokens: saliency (masked vs visible) and pi (line at p)."""
+    df = tokens[~tokens["special"]].reset_index(drop=True)
+    colors = [MASKED_COLOUR if s else VISIBLE_COLOUR for s in df["selected"]]
+    fig = new_figure(max(5.0, 0.24 * len(df) + 1.5), 5.0)
+    ax_s, ax_p = fig.subplots(2, 1, sharex=True)
+    x = np.arange(len(df))
+    ax_s.bar(x, df["saliency"], color=colors)
+    ax_s.axhline(0, color="black", lw=0.6)
+    visible = df.loc[~df["selected"], "saliency"].abs()
+    if (visible > 0).any():  # masked positions' saliency is orders of magnitude larger: symlog shows both
+        ax_s.set_yscale("symlog", linthresh=float(visible[visible > 0].median()))
+    ax_s.set_ylabel("saliency s_i (symlog)")
+    ax_s.set_title("Saliency <dL/dx_i, W[t_i]> (orange: masked in this draw, grey: visible)", fontsize=9)
+    ax_p.bar(x, df["pi"], color=PI_COLOUR)
+    ax_p.axhline(p, color="black", lw=0.8, ls="--", label=f"p = {p:g}")
+    ax_p.set_ylabel("masking probability π")
+    ax_p.legend(fontsize=8)
+    ax_p.set_xticks(x, df["token"], rotation=90, fontsize=7)
     return save_figure(fig, out_path)

@@ -1,4 +1,5 @@
-"""Run records on disk: atomic writes, completeness, locks, and the results table built from them.
+"""Run records on disk: atomic writes, the record of one run (write, read back, complete or not),
+locks, and the results table built from the records (its schema and its one row builder).
 
 A run's folder appears in one ``rename`` once every file in it is written, so a reader never sees a
 half-written record: a crash leaves either the old record, or nothing, plus a temp folder that is
@@ -16,15 +17,27 @@ import os
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from typhoon import faults
+
+if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the table helpers need neither
+    from typhoon.config import RunConfig
+
+# The tables' schema. A run is named by RUN_KEYS in every table (strategy = the config's label, which
+# adds a non-fixed schedule); results.csv has a row per run, the grid's status table a row per cell.
+RUN_KEYS = ["task", "backbone", "strategy", "seed"]
 RESULT_COLUMNS = [
-    "task", "backbone", "strategy", "seed", "profile", "status", "primary_metric", "primary_value",
+    *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
     "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "record_path", "error",
 ]
+STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
+LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -95,23 +108,83 @@ def read_json(path: Path) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-# Where and how fast a run executes does not change what it computes (on one kind of device).
-EXECUTION_FIELDS = ("device", "num_threads")
+# --------------------------------------------------------------------------------------------------
+# The record of one run: <out>/runs/<task>/<backbone>/<strategy>/seed<k>/ (docs/CONTRACTS.md)
 
 
-def same_run(stored: dict | None, config: dict) -> bool:
-    """Whether a stored config describes the same run as ``config`` (execution fields aside)."""
-    if stored is None:
-        return False
-    config = json.loads(json.dumps(config))  # tuples -> lists etc., as stored
-    strip = lambda d: {k: v for k, v in d.items() if k not in EXECUTION_FIELDS}  # noqa: E731
-    return strip(stored) == strip(config)
+@dataclass
+class RunRecord:
+    """A run record read back: its config, folder, metrics and MLM loss rows."""
+
+    config: RunConfig
+    run_dir: Path
+    metrics: dict
+    mlm_loss: pd.DataFrame
+    skipped: bool = False  # True when a complete record already existed and the run was not redone
+
+    @property
+    def final(self) -> dict:
+        return self.metrics["final"]
 
 
-def is_complete(run_dir: Path, config: dict) -> bool:
-    """A run is complete when its metrics say ok and its stored config is the same run as ``config``."""
+def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=None, strategy=None,
+                 traceback_text: str | None = None) -> None:
+    """Write every file of a record into a staging folder, then publish it with one rename.
+
+    ``strategy`` (a masking strategy) saves its state when it learns one (``needs_saliency``);
+    ``traceback_text`` goes to ``traceback.txt``, named in the metrics.
+    """
+    staging = staging_dir(run_dir)
+    atomic_write_json(staging / "config.json", config.to_dict())
+    pd.DataFrame(loss_rows or [], columns=LOSS_COLUMNS).to_csv(staging / "mlm_loss.csv", index=False)
+    if strategy is not None and strategy.needs_saliency:
+        strategy.save(staging / "masking_state.npz")
+    if traceback_text:
+        (staging / "traceback.txt").write_text(traceback_text)
+        metrics["traceback"] = "traceback.txt"
+    atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
+    faults.maybe_inject("record_write", config.relative_dir().as_posix())
+    publish_dir(staging, run_dir)
+
+
+def read_config(run_dir: Path) -> RunConfig | None:
+    """The stored config of a record, or None if it is missing, unreadable or not a valid RunConfig."""
+    from typhoon.config import RunConfig
+
+    stored = read_json(Path(run_dir) / "config.json")
+    try:
+        return None if stored is None else RunConfig.from_dict(stored)
+    except ValueError:
+        return None
+
+
+def read_record(run_dir: str | Path, skipped: bool = False) -> RunRecord:
+    """Read a complete run record back (for notebooks, the CLI and tests)."""
+    run_dir = Path(run_dir)
+    config = read_config(run_dir)
+    metrics = read_json(run_dir / "metrics.json")
+    if config is None or metrics is None:
+        raise FileNotFoundError(f"no complete run record in {run_dir}")
+    return RunRecord(config, run_dir, metrics, pd.read_csv(run_dir / "mlm_loss.csv"), skipped)
+
+
+def same_run(stored: RunConfig | None, config: RunConfig) -> bool:
+    """Whether a stored config describes the same run as ``config``: the same identity (what the run
+    computes, ``RunConfig.identity``) in the same profile."""
+    return stored is not None and stored.profile == config.profile and stored.identity() == config.identity()
+
+
+def record_status(run_dir: Path, config: RunConfig) -> str | None:
+    """The status ("ok" | "failed") of the record in ``run_dir`` if it is a record of ``config``'s run, else None."""
     metrics = read_json(Path(run_dir) / "metrics.json")
-    return bool(metrics) and metrics.get("status") == "ok" and same_run(read_json(Path(run_dir) / "config.json"), config)
+    if not metrics or not same_run(read_config(run_dir), config):
+        return None
+    return metrics.get("status")
+
+
+def is_complete(run_dir: Path, config: RunConfig) -> bool:
+    """A run is complete when its record says ok and its stored config is the same run as ``config``."""
+    return record_status(run_dir, config) == "ok"
 
 
 class LockedError(RuntimeError):
@@ -150,43 +223,62 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
         fh.close()
 
 
-def record_row(run_dir: Path, out_dir: Path) -> dict | None:
-    """One results-table row from a run record (None if the record is missing or unreadable)."""
-    config = read_json(run_dir / "config.json")
-    metrics = read_json(run_dir / "metrics.json")
+def record_lock(run_dir: Path, wait_s: float = 0.0):
+    """The lock that gives a run record one writer at a time (:func:`exclusive_lock` on a file beside it)."""
+    run_dir = Path(run_dir)
+    return exclusive_lock(run_dir.with_name(f".{run_dir.name}.lock"), f"run record {run_dir}", wait_s=wait_s)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tables: the one row builder per table, and results.csv rebuilt from the records
+
+
+def run_keys(config: RunConfig) -> dict:
+    """The columns that name a run in every table (RUN_KEYS), from its config."""
+    return {"task": config.task, "backbone": config.backbone, "strategy": config.label, "seed": config.seed}
+
+
+def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dict:
+    """The results-table row of a run (RESULT_COLUMNS) from its config and metrics; metrics None: missing."""
+    metrics = metrics if metrics is not None else {"status": "missing"}
+    final, timing = metrics.get("final", {}), metrics.get("timing", {})
+    primary = metrics.get("primary_metric")
+    row = {
+        **run_keys(config), "profile": config.profile,
+        "status": metrics.get("status"), "primary_metric": primary,
+        "primary_value": final.get(f"dev_{primary}"), "majority_value": metrics.get("majority_value"),
+        "dev_accuracy": final.get("dev_accuracy"), "dev_f1": final.get("dev_f1"), "dev_mcc": final.get("dev_mcc"),
+        **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
+        "device": metrics.get("device"), "record_path": record_path, "error": metrics.get("error"),
+    }
+    return {column: row[column] for column in RESULT_COLUMNS}
+
+
+def status_row(config: RunConfig, status: str, *, error: str | None = None, seconds: float = 0.0,
+               notebook: str | None = None) -> dict:
+    """The grid's status-table row of a cell (STATUS_COLUMNS): ok / failed / skipped, its error, how long."""
+    return {**run_keys(config), "status": status, "error": error, "seconds": seconds,
+            "record_path": config.relative_dir().as_posix(), "notebook": notebook}
+
+
+def _stored_row(run_dir: Path, out_dir: Path) -> dict | None:
+    """The results row of the record in ``run_dir`` (None if it is missing or unreadable)."""
+    config, metrics = read_config(run_dir), read_json(run_dir / "metrics.json")
     if config is None or metrics is None:
         return None
-    final = metrics.get("final", {})
-    timing = metrics.get("timing", {})
-    return {
-        "task": config["task"], "backbone": config["backbone"],
-        "strategy": run_dir.parent.name, "seed": config["seed"], "profile": config["profile"],
-        "status": metrics.get("status"), "primary_metric": metrics.get("primary_metric"),
-        "primary_value": final.get(f"dev_{metrics.get('primary_metric')}"),
-        "majority_value": metrics.get("majority_value"),
-        "dev_accuracy": final.get("dev_accuracy"), "dev_f1": final.get("dev_f1"), "dev_mcc": final.get("dev_mcc"),
-        "mlm_wall_s": timing.get("mlm_wall_s"), "ft_wall_s": timing.get("ft_wall_s"),
-        "wall_s": timing.get("wall_s"), "mlm_tokens_per_s": timing.get("mlm_tokens_per_s"),
-        "ft_tokens_per_s": timing.get("ft_tokens_per_s"), "device": metrics.get("device"),
-        "record_path": run_dir.relative_to(out_dir).as_posix(), "error": metrics.get("error"),
-    }
+    return result_row(config, metrics, run_dir.relative_to(out_dir).as_posix())
 
 
-def collect_results(out_dir: Path, configs: list | None = None) -> pd.DataFrame:
+def collect_results(out_dir: Path, configs: list[RunConfig] | None = None) -> pd.DataFrame:
     """The tidy results table (a row per run), rebuilt from the run records under ``out_dir``.
 
-    With ``configs`` (RunConfigs), only those runs, in that order; a missing record is a row with
-    status ``missing``.
+    With ``configs``, only those runs, in that order; a missing record is a row with status ``missing``.
     """
     out_dir = Path(out_dir)
-    rows = []
     if configs is None:
         dirs = sorted(p.parent for p in (out_dir / "runs").glob("*/*/*/seed*/metrics.json"))
-        rows = [r for r in (record_row(d, out_dir) for d in dirs) if r is not None]
+        rows = [r for r in (_stored_row(d, out_dir) for d in dirs) if r is not None]
     else:
-        for cfg in configs:
-            row = record_row(out_dir / cfg.relative_dir(), out_dir)
-            rows.append(row or {"task": cfg.task, "backbone": cfg.backbone, "strategy": cfg.label,
-                                "seed": cfg.seed, "profile": cfg.profile, "status": "missing",
-                                "record_path": cfg.relative_dir().as_posix()})
+        rows = [_stored_row(out_dir / c.relative_dir(), out_dir)
+                or result_row(c, None, c.relative_dir().as_posix()) for c in configs]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)

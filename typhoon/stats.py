@@ -36,7 +36,7 @@ import pingouin as pg
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
-from typhoon.records import atomic_write_text
+from typhoon.records import RUN_KEYS, atomic_write_text
 
 __all__ = [
     "GROUP_KEYS",
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 GROUP_KEYS = ["task", "backbone"]
-_RESULT_COLUMNS = ["task", "backbone", "strategy", "seed", "status", "primary_value"]
+_RESULT_COLUMNS = [*RUN_KEYS, "status", "primary_value"]  # what the statistics read from results.csv
 _FAMILY_REF = "vs_reference"
 _FAMILY_OTHER = "other"
 # Metric values live in [0, 1]; differences whose sd is below this are float rounding of one constant
@@ -97,12 +97,11 @@ def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.Data
     df["primary_value"] = pd.to_numeric(df["primary_value"], errors="coerce")
     bad = df["primary_value"].isna()
     if bad.any():
-        rows = df.loc[bad, ["task", "backbone", "strategy", "seed"]].to_dict("records")
+        rows = df.loc[bad, RUN_KEYS].to_dict("records")
         raise ValueError(f"status 'ok' but primary_value missing/non-numeric for runs {rows}")
-    keys = ["task", "backbone", "strategy", "seed"]
-    dup = df.duplicated(keys, keep=False)
+    dup = df.duplicated(RUN_KEYS, keep=False)
     if dup.any():
-        rows = df.loc[dup, keys].drop_duplicates().to_dict("records")
+        rows = df.loc[dup, RUN_KEYS].drop_duplicates().to_dict("records")
         raise ValueError(f"duplicated runs (same task, backbone, strategy, seed): {rows}")
     for col in ("task", "backbone", "strategy"):
         df[col] = df[col].astype(str)

@@ -1,137 +1,39 @@
-"""Helpers for the setup and masking walkthrough notebooks (``notebooks/00_setup``, ``01_masking_walkthrough``).
+"""Helpers for the walkthrough notebooks (``notebooks/00_setup``, ``01_masking_walkthrough``).
 
-Small, readable views on what the rest of the package does: an environment / data / backbone report,
-a token table with word ids, the tokens each masking strategy selects (as HTML), empirical masking
-rates against the budget p, and Typhoon's saliency on a real sentence after a few real MLM steps.
-Nothing here re-implements masking, data loading or training: it calls :mod:`typhoon.data`,
-:mod:`typhoon.masking`, :mod:`typhoon.models` and :mod:`typhoon.pipeline`.
+Small, readable views on what the rest of the package does: a token table with word ids, the tokens
+each masking strategy selects (as HTML), empirical masking rates against the budget p, and Typhoon's
+saliency on a real sentence after a few real MLM steps. Nothing here re-implements masking, data
+loading or training: it calls :mod:`typhoon.data`, :mod:`typhoon.masking`, :mod:`typhoon.models` and
+:mod:`typhoon.pipeline`. The setup report is :mod:`typhoon.environment`; the figures are
+:func:`typhoon.plots.plot_rates` and :func:`typhoon.plots.plot_saliency`.
 """
 
 from __future__ import annotations
 
 import html
-import os
-import platform
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from typhoon import batch, pipeline, plots
+from typhoon import pipeline, plots, records
 from typhoon.config import RunConfig
-from typhoon.data import GLUE_DIR_ENV, collate, get_task, load_glue, resolve_glue_dir, token_counts
+from typhoon.data import collate, token_counts
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
-from typhoon.models import BACKBONES, load_backbone, minilm_dir
 
 __all__ = [
     "SaliencyDemo",
-    "backbone_report",
     "batch_row",
-    "data_report",
     "draw_selections",
-    "environment_report",
     "load_examples",
-    "plot_rates",
-    "plot_saliency",
     "prepared_strategies",
     "rate_table",
     "saliency_demo",
     "selection_html",
     "token_table",
 ]
-
-
-# --------------------------------------------------------------------------------------------------
-# Setup reports
-
-
-def environment_report() -> pd.DataFrame:
-    """Library versions, device, bf16 support, attention and dropout kernels, threads, as a table (item, value)."""
-    config = RunConfig(device="auto", precision="auto", attention="auto", dropout="auto")
-    device = pipeline.resolve_device(config)
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    items = {
-        **pipeline.library_versions(),
-        "platform": platform.platform(),
-        "git commit": pipeline.git_commit() or "unknown",
-        "device": f"{device.type} ({device_name})",
-        "cuda available": torch.cuda.is_available(),
-        "bf16 autocast (precision=auto)": pipeline.use_bf16(config, device),
-        "attention kernel (attention=auto)": pipeline.resolve_attention(config, device),
-        "dropout kernel (dropout=auto)": pipeline.resolve_dropout(config, device),
-        "cpu cores (usable)": batch.usable_cores(),
-        "torch threads": torch.get_num_threads(),
-        "torch interop threads": torch.get_num_interop_threads(),
-    }
-    for var in ("OMP_NUM_THREADS", GLUE_DIR_ENV, "HF_HUB_OFFLINE", "HF_HOME"):
-        items[f"${var}"] = os.environ.get(var, "(unset)")
-    return pd.DataFrame({"item": list(items), "value": [str(v) for v in items.values()]})
-
-
-def glue_source(task: str, data_dir: str | os.PathLike | None = None) -> str:
-    """Where :func:`typhoon.data.load_glue` reads ``task`` from: a local folder or the hub."""
-    spec = get_task(task)
-    root = resolve_glue_dir(data_dir)
-    if root is None:
-        return f"hub: nyu-mll/glue ({spec.hub_config})"
-    origin = "data_dir" if data_dir is not None else f"${GLUE_DIR_ENV}"
-    return f"{origin}: {root / spec.folder}"
-
-
-def data_report(tasks: Sequence[str], data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
-    """One row per (task, split): source, size, label counts and the majority-class share."""
-    rows = []
-    for task in tasks:
-        spec = get_task(task)
-        source = glue_source(task, data_dir)
-        for split, ds in load_glue(task, data_dir).items():
-            counts = Counter(ds["label"])
-            labelled = -1 not in counts
-            n = len(ds)
-            balance = ", ".join(f"{name} {counts.get(i, 0)} ({counts.get(i, 0) / n:.1%})"
-                                for i, name in enumerate(spec.label_names)) if labelled else "unlabelled"
-            rows.append({"task": spec.name, "split": split, "examples": n, "metric": spec.metric,
-                         "labels": balance,
-                         "majority_share": max(counts.values()) / n if labelled else float("nan"),
-                         "source": source})
-    return pd.DataFrame(rows)
-
-
-def backbone_source(name: str) -> str:
-    """Where a registered backbone comes from: a local package folder, built in memory, or a hub id."""
-    spec = BACKBONES[name]
-    if spec.source is None:
-        return f"built in memory (vocabulary of {minilm_dir()})"
-    if spec.source == "<minilm>":
-        return str(minilm_dir())
-    return f"hub: {spec.source}"
-
-
-def _hub_cached(repo_id: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-
-
-def backbone_report() -> pd.DataFrame:
-    """Every backbone of ``typhoon.models.BACKBONES``: source, whether it loads offline, and if it is available now.
-
-    Nothing is loaded: a local folder must exist, a hub backbone must be in the Hugging Face cache
-    (or the hub reachable when the run starts).
-    """
-    rows = []
-    for name, spec in BACKBONES.items():
-        if spec.source is None or spec.source == "<minilm>":
-            available = minilm_dir().is_dir()
-        else:
-            available = _hub_cached(spec.source)
-        rows.append({"backbone": name, "offline": spec.offline, "available_now": available,
-                     "source": backbone_source(name), "description": spec.description})
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -277,29 +179,6 @@ def rate_table(strategies: Mapping[str, MaskingStrategy] | Iterable[MaskingStrat
     return pd.DataFrame(rows)
 
 
-def plot_rates(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
-    """Left: empirical rate (mean ± sd between draws) against the budget p. Right: the sd between draws."""
-    palette = plots.strategy_palette(table["strategy"])
-    fig = plots.new_figure(8.4, 3.6)
-    ax_rate, ax_sd = fig.subplots(1, 2)
-    top = float(max(table["p"].max(), (table["mean_rate"] + table["sd_rate"]).max()))
-    ax_rate.plot([0, top], [0, top], color="black", lw=0.8, ls="--", label="rate = p")
-    n_strategies = table["strategy"].nunique()
-    for i, (name, sub) in enumerate(table.sort_values("p").groupby("strategy", sort=False)):
-        offset = (i - (n_strategies - 1) / 2) * 0.004  # keep the error bars apart
-        ax_rate.errorbar(sub["p"] + offset, sub["mean_rate"], yerr=sub["sd_rate"], marker="o", ms=4, capsize=3,
-                         color=palette[name], label=name)
-        ax_sd.plot(sub["p"], sub["sd_rate"], marker="o", ms=4, color=palette[name], label=name)
-    ax_rate.set_xlabel("budget p")
-    ax_rate.set_ylabel("share of maskable tokens selected")
-    ax_rate.legend(fontsize=8)
-    ax_rate.set_title(f"Mean rate over {int(table['draws'].iloc[0])} draws (bars: sd)", fontsize=9)
-    ax_sd.set_xlabel("budget p")
-    ax_sd.set_ylabel("sd of the rate between draws")
-    ax_sd.set_title("How much the masked share varies from draw to draw", fontsize=9)
-    return plots.save_figure(fig, out_path)
-
-
 # --------------------------------------------------------------------------------------------------
 # Typhoon's saliency on a real sentence
 
@@ -340,33 +219,29 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                        max_train_examples=steps * batch_size, max_eval_examples=batch_size,
                        precision="fp32")
     torch.manual_seed(seed)
-    rng, generator = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
-    backbone = load_backbone(backbone_name)
-    tokenizer = backbone.tokenizer
-    data = pipeline.prepare_data(config, tokenizer)
+    ctx = pipeline.set_up(config, progress=False)
+    tokenizer, data = ctx.backbone.tokenizer, ctx.data
     strategy = get_strategy("typhoon", **config.strategy_params())
     strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
                                   [x["special_tokens_mask"] for x in data["train"]], len(tokenizer)))
-    device = pipeline.resolve_device(config)
-    mlm = backbone.mlm_model(seed=seed).to(device)
-    loss_rows, _ = pipeline.adapt_mlm(config, backbone, mlm, strategy, data, device, False, rng, generator,
-                                      progress=False)
+    mlm = ctx.backbone.mlm_model(seed=seed, **ctx.kernels).to(ctx.device)
+    loss_rows, _ = pipeline.adapt_mlm(ctx, mlm, strategy)
 
     chosen = data["train"][example]
     batch = collate([chosen], tokenizer.pad_token_id)
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
     for _ in range(1000):
-        masked_ids, labels = strategy(batch, generator, **mask_args)
+        masked_ids, labels = strategy(batch, ctx.mask_generator, **mask_args)
         if (labels != -100).any():
             break
     else:
         raise RuntimeError("the trained strategy selected no token of the sentence in 1000 draws")
     mlm.eval()  # no dropout: the saliency shown depends only on the model and the mask
-    inputs = pipeline.to_device({**batch, "input_ids": masked_ids}, device)
+    inputs = pipeline.to_device({**batch, "input_ids": masked_ids}, ctx.device)
     with SaliencyProbe(mlm.input_embeddings()) as probe:
-        loss = mlm(labels=labels.to(device), **backbone.model_inputs(inputs))
+        loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
         loss.backward()
-    saliency = probe.saliency(batch["input_ids"].to(device)).float().cpu()[0]
+    saliency = probe.saliency(batch["input_ids"].to(ctx.device)).float().cpu()[0]
     mlm.zero_grad(set_to_none=True)
 
     tokens = token_table(chosen, tokenizer)
@@ -381,29 +256,4 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                    "kl_to_uniform": kl_to_uniform(strategy.probs, strategy.counts, strategy.p),
                    "kl_to_uniform_seen": kl_to_uniform(strategy.probs, strategy.counts, strategy.p, strategy.seen)}
     return SaliencyDemo(config, strategy, chosen, batch, tokens, diagnostics,
-                        pd.DataFrame(loss_rows, columns=["step", "epoch", "split", "loss"]))
-
-
-MASKED_COLOUR, VISIBLE_COLOUR, PI_COLOUR = "#d55e00", "#999999", "#0072b2"  # colorblind-safe
-
-
-def plot_saliency(tokens: pd.DataFrame, p: float, out_path: str | os.PathLike) -> list[Path]:
-    """Two bar panels over a sentence's non-special tokens: saliency (masked vs visible) and pi (line at p)."""
-    df = tokens[~tokens["special"]].reset_index(drop=True)
-    colors = [MASKED_COLOUR if s else VISIBLE_COLOUR for s in df["selected"]]
-    fig = plots.new_figure(max(5.0, 0.24 * len(df) + 1.5), 5.0)
-    ax_s, ax_p = fig.subplots(2, 1, sharex=True)
-    x = np.arange(len(df))
-    ax_s.bar(x, df["saliency"], color=colors)
-    ax_s.axhline(0, color="black", lw=0.6)
-    visible = df.loc[~df["selected"], "saliency"].abs()
-    if (visible > 0).any():  # masked positions' saliency is orders of magnitude larger: symlog shows both
-        ax_s.set_yscale("symlog", linthresh=float(visible[visible > 0].median()))
-    ax_s.set_ylabel("saliency s_i (symlog)")
-    ax_s.set_title("Saliency <dL/dx_i, W[t_i]> (orange: masked in this draw, grey: visible)", fontsize=9)
-    ax_p.bar(x, df["pi"], color=PI_COLOUR)
-    ax_p.axhline(p, color="black", lw=0.8, ls="--", label=f"p = {p:g}")
-    ax_p.set_ylabel("masking probability π")
-    ax_p.legend(fontsize=8)
-    ax_p.set_xticks(x, df["token"], rotation=90, fontsize=7)
-    return plots.save_figure(fig, out_path)
+                        pd.DataFrame(loss_rows, columns=records.LOSS_COLUMNS))

@@ -2,15 +2,16 @@
 
 ``get_strategy(name, **params)`` builds a validated strategy; see docs/CONTRACTS.md for the
 interface (``select``, ``__call__``, ``prepare``, ``update``, state). Names: ``random``,
-``whole_word``, ``span``, ``typhoon`` (calibration via ``calibration=...``), and the aliases
-``typhoon_minmax``, ``typhoon_rank``, ``typhoon_softmax``.
+``whole_word``, ``span``, ``typhoon`` (saliency masking, :mod:`.saliency`; calibration via
+``calibration=...``), and the aliases ``typhoon_minmax``, ``typhoon_rank``, ``typhoon_softmax``.
+Each strategy class declares its parameters (``PARAMS``); :func:`parameters_of` lists them for a name.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import CORRUPTIONS, IGNORE_INDEX, MaskingStrategy, corrupt, load_state, maskable_positions
+from .base import CORRUPTIONS, IGNORE_INDEX, MaskingStrategy, Param, corrupt, load_state, maskable_positions
 from .calibration import (
     CALIBRATIONS,
     BudgetSolver,
@@ -23,8 +24,8 @@ from .calibration import (
     spread,
 )
 from .random import RandomMasking, random_token_mask
+from .saliency import SaliencyProbe, TyphoonMasking, batch_weight_estimate, ema_update
 from .span import SpanMasking, sample_span_lengths, span_length_pmf, span_mask
-from .typhoon import SaliencyProbe, TyphoonMasking, batch_weight_estimate, ema_update
 from .whole_word import WholeWordMasking, whole_word_mask
 
 STRATEGIES: dict[str, type[MaskingStrategy]] = {
@@ -39,17 +40,23 @@ ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS
 }
 
-_PARAMS: dict[str, tuple[str, ...]] = {
-    "random": ("p", "corruption"),
-    "whole_word": ("p", "corruption"),
-    "span": ("p", "corruption", "geometric_p", "max_span"),
-    "typhoon": ("p", "corruption", "delta", "lam", "calibration", "tau"),
-}
-
-
 def strategy_names() -> list[str]:
     """Every name ``get_strategy`` accepts."""
     return [*STRATEGIES, *ALIASES]
+
+
+def _resolve_alias(name: str) -> tuple[str, dict[str, Any]]:
+    """(registered strategy, parameters the name fixes)."""
+    base, fixed = ALIASES.get(name, (name, {}))
+    if base not in STRATEGIES:
+        raise ValueError(f"unknown masking strategy {name!r}; choose one of {strategy_names()}")
+    return base, fixed
+
+
+def parameters_of(name: str) -> tuple[Param, ...]:
+    """The parameters ``get_strategy(name, ...)`` takes: the strategy's declarations, less those an alias fixes."""
+    base, fixed = _resolve_alias(name)
+    return tuple(param for param in STRATEGIES[base].PARAMS if param.name not in fixed)
 
 
 def get_strategy(name: str, **params: Any) -> MaskingStrategy:
@@ -57,26 +64,22 @@ def get_strategy(name: str, **params: Any) -> MaskingStrategy:
 
     Raises ValueError naming the bad name, parameter or value and the valid choices.
     """
-    if name in ALIASES:
-        base, fixed = ALIASES[name]
-        for key, value in fixed.items():
-            if key in params and params[key] != value:
-                raise ValueError(f"strategy {name!r} fixes {key}={value!r}, got {key}={params[key]!r}")
-        params = {**params, **fixed}
-        name = base
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown masking strategy {name!r}; choose one of {strategy_names()}")
-    unknown = sorted(set(params) - set(_PARAMS[name]))
+    base, fixed = _resolve_alias(name)
+    for key, value in fixed.items():
+        if key in params and params[key] != value:
+            raise ValueError(f"strategy {name!r} fixes {key}={value!r}, got {key}={params[key]!r}")
+    valid = [param.name for param in STRATEGIES[base].PARAMS]
+    unknown = sorted(set(params) - set(valid))
     if unknown:
-        raise ValueError(f"strategy {name!r} got unknown parameter(s) {unknown}; valid: {list(_PARAMS[name])}")
-    return STRATEGIES[name](**params)
+        raise ValueError(f"strategy {base!r} got unknown parameter(s) {unknown}; valid: {valid}")
+    return STRATEGIES[base](**{**params, **fixed})
 
 
 __all__ = [
     "ALIASES", "BudgetSolver", "CALIBRATIONS", "CORRUPTIONS", "IGNORE_INDEX", "STRATEGIES",
-    "MaskingStrategy", "RandomMasking", "SaliencyProbe", "SpanMasking", "TyphoonMasking", "WholeWordMasking",
+    "MaskingStrategy", "Param", "RandomMasking", "SaliencyProbe", "SpanMasking", "TyphoonMasking", "WholeWordMasking",
     "batch_weight_estimate", "budget_moved", "calibrate", "calibrate_budget", "corrupt", "ema_update",
     "get_strategy", "kl_to_uniform", "load_state", "maskable_positions", "masked_distribution_kl",
-    "preference", "random_token_mask", "sample_span_lengths", "span_length_pmf", "span_mask", "spread",
+    "parameters_of", "preference", "random_token_mask", "sample_span_lengths", "span_length_pmf", "span_mask", "spread",
     "strategy_names", "whole_word_mask",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,25 @@ IGNORE_INDEX = -100  # label value the MLM loss skips
 # BERT's corruption of the selected tokens: 80% [MASK], 10% a random token, 10% unchanged.
 MASK_REPLACE_PROB = 0.8
 RANDOM_REPLACE_PROB = 0.1
+
+
+# --------------------------------------------------------------------------------------------------
+# Parameter declarations: each strategy lists its parameters once; the registry, the run
+# configuration (typhoon.config.RunConfig) and the command line are checked against these lists.
+
+
+@dataclass(frozen=True)
+class Param:
+    """One constructor parameter of a masking strategy."""
+
+    name: str
+    type: type  # float, int or str: what a configuration value is converted to
+    default: Any
+    doc: str
+
+
+P = Param("p", float, 0.15, "masking budget: expected share of non-special tokens selected")
+CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -147,15 +167,17 @@ def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, generator: torch.Ge
 class MaskingStrategy:
     """Select positions to mask in a padded batch, then corrupt them BERT-style.
 
-    Subclasses implement :meth:`_select` (fully vectorized over the batch) and list their extra
-    parameters in ``extra_params``. The budget ``p`` is the expected fraction of maskable tokens
-    selected; every strategy honours a per-row ``rate`` instead of ``p`` when one is given.
+    Subclasses implement :meth:`_select` (fully vectorized over the batch) and declare their
+    constructor parameters in ``PARAMS`` (the base's two plus their own), each stored as an attribute
+    of the same name. The budget ``p`` is the expected fraction of maskable tokens selected; every
+    strategy honours a per-row ``rate`` instead of ``p`` when one is given.
     """
 
     name = "base"
     needs_saliency = False
+    PARAMS: tuple[Param, ...] = (P, CORRUPTION)
 
-    def __init__(self, p: float = 0.15, corruption: str = "bert"):
+    def __init__(self, p: float = P.default, corruption: str = CORRUPTION.default):
         self.p = check_in_interval("p", p, 0.0, 1.0, low_open=True, high_open=True)
         self.corruption = check_choice("corruption", corruption, CORRUPTIONS)
 
@@ -163,7 +185,7 @@ class MaskingStrategy:
     @property
     def params(self) -> dict[str, Any]:
         """The constructor arguments, enough to rebuild the strategy with ``get_strategy``."""
-        return {"p": self.p, "corruption": self.corruption}
+        return {param.name: getattr(self, param.name) for param in self.PARAMS}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

@@ -21,15 +21,21 @@ Calibration (``calibrate``)
    re-solved for the uncapped types (water-filling, :class:`BudgetSolver`), found by one sort,
    prefix sums and a ``searchsorted``, not an iterative loop. The budget then holds to float64
    rounding, and any other budget (per-row rates) is solved from the same sort in O(1).
+   A budget larger than the corpus share of the types with a positive preference (possible with
+   delta = 1, where the least salient types get b = 0, and a high per-row rate) caps all of those
+   at 1 and spreads the rest evenly over the zero-preference types, so every budget in [0, 1] is met.
 
 Because the band is affine in z and beta > 0, pi is monotone (non-decreasing) in w for all three
 methods; uniform p is recovered when delta = 0 or nothing has been seen yet.
 
 Diagnostics
 -----------
-With q_v = f_v pi_v / sum f pi (the distribution of masked tokens) and u_v = f_v / sum f (what
-uniform masking gives): ``kl_to_uniform`` (nats per token, the paper reports ~7e-4),
-``masked_distribution_kl`` = KL(q || u), ``budget_moved`` = TV(q, u), ``spread`` of pi.
+- ``kl_to_uniform``: the per-token Bernoulli KL, (1/N) sum_v f_v KL(Bernoulli(pi_v) || Bernoulli(p)),
+  in nats per token: how much the mask of one token says beyond uniform masking at the same budget
+  (the paper reports ~7e-4). It is not a divergence between q and u below.
+- With q_v = f_v pi_v / sum f pi (the distribution of masked tokens over types) and u_v = f_v / sum f
+  (what uniform masking gives): ``masked_distribution_kl`` = KL(q || u) and ``budget_moved`` = TV(q, u).
+- ``spread``: min, max and max/min of pi.
 """
 
 from __future__ import annotations
@@ -109,6 +115,11 @@ class BudgetSolver:
     non-decreasing in k, so k(p) is one ``searchsorted``: a budget costs no sort and no loop, and a
     whole batch of per-row budgets is solved at once (:meth:`coefficients`). Types with f_v = 0 do
     not affect the budget and still get min(1, beta b_v). p = 0 gives zeros and p = 1 ones.
+
+    Beyond the last threshold (P / F, P the corpus mass of the types with b_v > 0) scaling cannot
+    meet the budget: every type with b_v > 0 gets 1 and the types with b_v = 0, tied at the bottom,
+    share the rest evenly, pi = (p F - P) / (F - P): a floor. In general
+    pi_v = 1 if rank_v < k else max(min(1, beta b_v), floor), with floor = 0 below P / F.
     """
 
     def __init__(self, pref: np.ndarray, counts: np.ndarray):
@@ -131,31 +142,33 @@ class BudgetSolver:
         n_open = int((self.rest > 0).sum())  # R_k > 0 on a prefix (R is non-increasing), so b_(k) > 0 there
         threshold = (self.capped_mass[:n_open] + self.rest[:n_open] / sorted_pref[:n_open]) / self.total
         self.threshold = np.maximum.accumulate(threshold)  # non-decreasing in exact arithmetic; guard rounding
+        positive = pref > 0
+        self.n_positive = int(positive.sum())  # they rank first: ranks 0 .. n_positive - 1
+        self.positive_mass = counts[positive].sum()  # P
+        self.zero_mass = counts[~positive].sum()  # F - P, summed exactly rather than subtracted
 
-    def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray]:
-        """(k, beta) per budget in ``ps``: types of rank < k get 1, the others min(1, beta b_v)."""
+    def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(k, beta, floor) per budget in ``ps``: types of rank < k get 1, the others max(min(1, beta b_v), floor)."""
         ps = np.atleast_1d(np.asarray(ps, dtype=np.float64))
         if not ((ps >= 0) & (ps <= 1)).all():
             raise ValueError(f"p must lie in [0, 1], got {ps.tolist()}")
         k = np.searchsorted(self.threshold, ps, side="left")
         interior = (ps > 0) & (ps < 1)
-        if (k[interior] >= len(self.threshold)).any():
-            bad = float(ps[interior][k[interior] >= len(self.threshold)][0])
-            raise ValueError(
-                f"budget p={bad} is infeasible: the types with a positive preference hold only "
-                f"{self.counts[self.pref > 0].sum() / self.total:.3g} of the corpus tokens"
-            )
+        overflow = interior & (k >= len(self.threshold))  # more budget than the positive preferences can hold
         safe_k = np.minimum(k, max(len(self.threshold) - 1, 0))
         with np.errstate(divide="ignore", invalid="ignore"):
-            beta = np.where(interior, (ps * self.total - self.capped_mass[safe_k]) / self.rest[safe_k], 0.0)
+            beta = np.where(interior & ~overflow, (ps * self.total - self.capped_mass[safe_k]) / self.rest[safe_k], 0.0)
+            spill = (ps * self.total - self.positive_mass) / self.zero_mass if self.zero_mass > 0 else np.ones_like(ps)
+        floor = np.where(overflow, np.clip(spill, 0.0, 1.0), 0.0)
+        k = np.where(overflow, self.n_positive, k)
         k = np.where(ps >= 1, len(self.pref), np.where(ps <= 0, 0, k))
-        return k, beta
+        return k, beta, floor
 
     def solve(self, p: float) -> np.ndarray:
         """pi (V,) for budget ``p`` in [0, 1]."""
         p = check_in_interval("p", p, 0.0, 1.0, low_open=False, high_open=False)
-        (k,), (beta,) = self.coefficients([p])
-        return np.where(self.rank < k, 1.0, np.minimum(beta * self.pref, 1.0))
+        (k,), (beta,), (floor,) = self.coefficients([p])
+        return np.where(self.rank < k, 1.0, np.maximum(np.minimum(beta * self.pref, 1.0), floor))
 
 
 def calibrate_budget(pref: np.ndarray, counts: np.ndarray, p: float) -> np.ndarray:

@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from .base import MaskingStrategy, check_in_interval, check_positive_int, word_ids_of
+from .base import MaskingStrategy, Param, check_in_interval, check_positive_int, word_ids_of
 
 GEOMETRIC_P = 0.2
 MAX_SPAN_WORDS = 10
@@ -130,16 +130,15 @@ class SpanMasking(MaskingStrategy):
     """SpanBERT span masking: word-aligned spans, lengths ~ truncated Geometric(0.2) <= 10 words."""
 
     name = "span"
+    PARAMS = (*MaskingStrategy.PARAMS,
+              Param("geometric_p", float, GEOMETRIC_P, "span: parameter of the geometric span-length law, in (0, 1]"),
+              Param("max_span", int, MAX_SPAN_WORDS, "span: longest span, in words"))
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", geometric_p: float = GEOMETRIC_P,
                  max_span: int = MAX_SPAN_WORDS):
         super().__init__(p=p, corruption=corruption)
         self.geometric_p = check_in_interval("geometric_p", geometric_p, 0.0, 1.0, low_open=True, high_open=False)
         self.max_span = check_positive_int("max_span", max_span)
-
-    @property
-    def params(self):
-        return {**super().params, "geometric_p": self.geometric_p, "max_span": self.max_span}
 
     def _select(self, batch, maskable, rates, generator):
         return span_mask(word_ids_of(batch, self.name), maskable, rates, generator, self.geometric_p,

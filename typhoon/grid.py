@@ -1,8 +1,9 @@
-"""The batch reproduction: execute the notebooks with papermill over a profile's grid.
+"""The grid runner: execute the notebooks with papermill over a profile's grid of runs.
 
-``reproduce(profile, out_dir)`` expands the grid, executes ``notebooks/10_run.ipynb`` once per cell
-that has no complete run record (so a rerun after a crash finishes only what is missing), rebuilds
-``results.csv`` from the records, executes the analysis notebooks and renders ``report.html``.
+``reproduce(profile, out_dir)`` resolves the grid (``Profile.grid``: one RunConfig per cell), executes
+``notebooks/10_run.ipynb`` once per cell that has no complete run record, passing the resolved config
+as JSON (so a rerun after a crash finishes only what is missing), rebuilds ``results.csv`` from the
+records, executes the analysis notebooks and renders ``report.html`` (:mod:`typhoon.report`).
 A failing cell is recorded as failed and the grid goes on; the summary says which.
 
 One ``reproduce`` at a time may use an output folder (a lock refuses a second one); each run record
@@ -11,7 +12,6 @@ also has its own lock, so a record never has two writers.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -26,17 +26,33 @@ from tqdm.auto import tqdm
 
 from typhoon import records
 from typhoon.config import RunConfig, get_profile
+from typhoon.report import render_report
 
 REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 RUN_NOTEBOOK = "10_run.ipynb"
-ANALYSIS_NOTEBOOKS = ("20_statistics.ipynb", "30_budget_spread.ipynb", "40_mask_schedules.ipynb")
 KERNEL = "python3"
+
+
+@dataclass(frozen=True)
+class AnalysisNotebook:
+    """An analysis notebook the grid executes after the runs: every one takes ``out_dir``, and
+    ``settings`` names the profile's analysis settings (``[<profile>.analysis]``) it takes as parameters."""
+
+    name: str
+    settings: tuple[str, ...] = ()
+
+
+ANALYSIS_NOTEBOOKS = (
+    AnalysisNotebook("20_statistics.ipynb"),
+    AnalysisNotebook("30_budget_spread.ipynb"),
+    AnalysisNotebook("40_mask_schedules.ipynb", settings=("quick",)),
+)
 
 
 def notebooks_dir() -> Path:
     """Where the notebooks are: ``$TYPHOON_NOTEBOOKS`` or the repository's ``notebooks/``."""
     path = Path(os.environ.get("TYPHOON_NOTEBOOKS", REPO_NOTEBOOKS))
-    missing = [n for n in (RUN_NOTEBOOK, *ANALYSIS_NOTEBOOKS) if not (path / n).is_file()]
+    missing = [n for n in (RUN_NOTEBOOK, *(nb.name for nb in ANALYSIS_NOTEBOOKS)) if not (path / n).is_file()]
     if missing:
         raise FileNotFoundError(f"notebooks {missing} not found in {path} (set TYPHOON_NOTEBOOKS)")
     return path
@@ -76,48 +92,45 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
             os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
 
 
-def cell_parameters(config: RunConfig, out_dir: Path, overrides: dict | None, device: str | None,
+def cell_parameters(config: RunConfig, out_dir: Path, device: str | None = None,
                     threads: int | None = None) -> dict:
-    """The ``10_run`` notebook's parameters for one cell: its identity, profile and ``--set`` overrides."""
-    overrides = dict(overrides or {})
+    """The ``10_run`` notebook's parameters for one cell: its resolved config (JSON) and the output folder.
+
+    ``device`` and ``threads`` set the execution fields (where the cell runs, not what it computes).
+    """
     if device is not None:
-        overrides["device"] = device
+        config = config.replace(device=device)
     if threads is not None:
-        overrides["num_threads"] = threads
-    return {"task": config.task, "backbone": config.backbone, "strategy": config.strategy,
-            "schedule": config.schedule, "seed": config.seed, "profile": config.profile,
-            "overrides": json.dumps(overrides), "out_dir": str(out_dir)}
+        config = config.replace(num_threads=threads)
+    return {"config": config.to_json(), "out_dir": str(out_dir)}
 
 
-def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, overrides: dict | None = None,
-             device: str | None = None, threads: int | None = None) -> dict:
+def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, device: str | None = None,
+             threads: int | None = None) -> dict:
     """Execute ``10_run`` for one cell; returns its status row (never raises for a cell failure)."""
     rel = config.relative_dir()
     target = out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
     started = time.perf_counter()
     try:
-        execute_notebook(nb_dir / RUN_NOTEBOOK, target, cell_parameters(config, out_dir, overrides, device, threads))
+        execute_notebook(nb_dir / RUN_NOTEBOOK, target, cell_parameters(config, out_dir, device, threads))
         status, error = "ok", None
     except Exception as err:  # a cell's failure is recorded; the grid goes on
         status, error = "failed", f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
         _ensure_failed_record(config, out_dir, error, target)
-    return {"task": config.task, "backbone": config.backbone, "strategy": config.label, "seed": config.seed,
-            "status": status, "error": error, "seconds": time.perf_counter() - started,
-            "record_path": rel.as_posix(), "notebook": target.relative_to(out_dir).as_posix()}
+    return records.status_row(config, status, error=error, seconds=time.perf_counter() - started,
+                              notebook=target.relative_to(out_dir).as_posix())
 
 
 def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook: Path) -> None:
     """If the cell died before the pipeline could record its failure, record it here."""
-    from typhoon.pipeline import write_record
-
     run_dir = out_dir / config.relative_dir()
-    metrics = records.read_json(run_dir / "metrics.json") or {}
-    if metrics.get("status") == "failed" and records.same_run(records.read_json(run_dir / "config.json"), config.to_dict()):
+    if records.record_status(run_dir, config) == "failed":
         return
+    notebook = notebook.relative_to(out_dir).as_posix()
     try:
-        with records.exclusive_lock(run_dir.with_name(f".{run_dir.name}.lock"), f"run record {run_dir}"):
-            write_record(run_dir, config, {"status": "failed", "error": error, "notebook": str(notebook.relative_to(out_dir))},
-                         traceback_text=f"see the executed notebook {notebook.relative_to(out_dir)}\n{error}\n")
+        with records.record_lock(run_dir):
+            records.write_record(run_dir, config, {"status": "failed", "error": error, "notebook": notebook},
+                                 traceback_text=f"see the executed notebook {notebook}\n{error}\n")
     except records.LockedError:
         pass  # another process is writing this record right now; it will record its own outcome
 
@@ -189,19 +202,17 @@ def cell_threads(config: RunConfig, workers: int, gpus: list[str]) -> int | None
 
 
 def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int = 1,
-             executor: Executor | None = None, overrides: dict | None = None) -> pd.DataFrame:
+             executor: Executor | None = None) -> pd.DataFrame:
     """Run every incomplete cell (in parallel with ``workers`` > 1); returns one status row per cell."""
-    todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c.to_dict())]
-    rows = [{"task": c.task, "backbone": c.backbone, "strategy": c.label, "seed": c.seed, "status": "skipped",
-             "error": None, "seconds": 0.0, "record_path": c.relative_dir().as_posix(), "notebook": None}
-            for c in configs if c not in todo]
+    todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)]
+    rows = [records.status_row(c, "skipped") for c in configs if c not in todo]
     gpus = gpu_devices()
     bar = tqdm(total=len(configs), initial=len(rows), desc="grid", unit="cell", file=sys.stdout)
     bar.set_postfix(done=len(rows), failed=0, remaining=len(todo))
     own_executor = executor is None
     executor = executor or ThreadPoolExecutor(max_workers=workers)  # each cell is its own kernel process
     try:
-        futures = [executor.submit(run_cell, c, out_dir, nb_dir, overrides,
+        futures = [executor.submit(run_cell, c, out_dir, nb_dir,
                                    gpus[i % len(gpus)] if gpus and workers > 1 else None,
                                    cell_threads(c, workers, gpus))
                    for i, c in enumerate(todo)]
@@ -215,36 +226,32 @@ def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int
             executor.shutdown(wait=True, cancel_futures=True)
         bar.close()
     order = {c.relative_dir().as_posix(): i for i, c in enumerate(configs)}
-    return pd.DataFrame(rows).sort_values("record_path", key=lambda s: s.map(order)).reset_index(drop=True)
+    table = pd.DataFrame(rows, columns=records.STATUS_COLUMNS)
+    return table.sort_values("record_path", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
-def run_analysis(out_dir: Path, nb_dir: Path, profile: str) -> Path:
-    """Execute the analysis notebooks on the collected results and render the HTML report."""
+def check_analysis_settings(settings: dict, profile: str) -> None:
+    """Refuse analysis settings that no analysis notebook takes (a typo would be silently ignored)."""
+    known = {name for nb in ANALYSIS_NOTEBOOKS for name in nb.settings}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(f"profile {profile!r}: unknown analysis setting(s) {unknown}; the analysis notebooks "
+                         f"take {sorted(known)}")
+
+
+def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None) -> Path:
+    """Execute the analysis notebooks on the collected results and render the HTML report.
+
+    ``settings``: the profile's analysis settings; each notebook gets those it declares.
+    """
+    settings = settings or {}
     executed = []
-    for name in ANALYSIS_NOTEBOOKS:
-        params = {"out_dir": str(out_dir)}
-        if name.startswith("40_"):
-            params["quick"] = profile == "smoke"
-        target = out_dir / "notebooks" / name
-        execute_notebook(nb_dir / name, target, params)
+    for nb in ANALYSIS_NOTEBOOKS:
+        params = {"out_dir": str(out_dir), **{k: settings[k] for k in nb.settings if k in settings}}
+        target = out_dir / "notebooks" / nb.name
+        execute_notebook(nb_dir / nb.name, target, params)
         executed.append(target)
     return render_report(executed, out_dir / "report.html")
-
-
-def render_report(notebooks: list[Path], target: Path) -> Path:
-    """One HTML page with the executed analysis notebooks, code cells hidden."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    merged = nbformat.v4.new_notebook()
-    for path in notebooks:
-        nb = nbformat.read(path, as_version=4)
-        merged.cells.append(nbformat.v4.new_markdown_cell(f"---\n*From `{path.name}`*"))
-        merged.cells.extend(c for c in nb.cells if "parameters" not in c.get("metadata", {}).get("tags", []))
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(merged)
-    records.atomic_write_text(target, body)
-    return target
 
 
 def preflight(configs: list[RunConfig]) -> None:
@@ -262,11 +269,13 @@ def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int | N
               overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
-    ``workers`` cells run at once (None = the profile's ``workers``). Every input is validated (profile,
-    grid configs, notebooks) before anything is written.
+    ``overrides`` (typed RunConfig values, ``config.parse_overrides``) apply to every cell. ``workers``
+    cells run at once (None = the profile's ``workers``). Every input is validated (profile, grid
+    configs, analysis settings, notebooks, data, backbones) before anything is written.
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
+    check_analysis_settings(spec.analysis, spec.name)
     workers = spec.workers if workers is None else workers
     nb_dir = notebooks_dir()
     preflight(configs)
@@ -274,14 +283,14 @@ def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int | N
     out_dir.mkdir(parents=True, exist_ok=True)
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
         clean_stale_staging(out_dir)
-        cells = run_grid(configs, out_dir, nb_dir, workers, executor, overrides)
+        cells = run_grid(configs, out_dir, nb_dir, workers, executor)
         results = records.collect_results(out_dir, configs)
         results_csv = out_dir / "results.csv"
         records.atomic_write_csv(results_csv, results)
         report = None
         if analysis:
             try:
-                report = run_analysis(out_dir, nb_dir, profile)
+                report = run_analysis(out_dir, nb_dir, spec.analysis)
             except Exception as err:
                 traceback.print_exc()
                 cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",

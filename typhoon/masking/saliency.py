@@ -1,4 +1,5 @@
-"""Typhoon: mask the token types whose saliency says the model would learn most from them.
+"""Saliency masking (the paper's "Typhoon" strategy): mask the token types whose saliency says the
+model would learn most from them.
 
 Saliency
 --------
@@ -26,8 +27,9 @@ Per-row rates
 -------------
 A ``rate`` tensor (mask schedules) re-solves the budget for every row's rate with the same
 preferences, water-filled, so still capped at 1 and exact in expectation. The solution for any
-budget is a pair (k, beta): the k most preferred types get 1, the others min(1, beta b_v); one
-``searchsorted`` per row gives it (:class:`~typhoon.masking.calibration.BudgetSolver`), and the
+budget is (k, beta, floor): the k most preferred types get 1, the others max(min(1, beta b_v), floor)
+(floor > 0 only when the rate exceeds what the types with a positive preference can hold, see
+:class:`~typhoon.masking.calibration.BudgetSolver`); one ``searchsorted`` per row gives it, and the
 token probabilities are then a lookup of (b, rank) at the batch's ids. Rate 1 masks everything,
 rate 0 nothing.
 """
@@ -41,7 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .base import MaskingStrategy, check_choice, check_in_interval, check_positive, maskable_positions
+from .base import MaskingStrategy, Param, check_choice, check_in_interval, check_positive, maskable_positions
 from .calibration import (
     CALIBRATIONS,
     BudgetSolver,
@@ -145,6 +147,11 @@ class TyphoonMasking(MaskingStrategy):
     """
 
     needs_saliency = True
+    PARAMS = (*MaskingStrategy.PARAMS,
+              Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]"),
+              Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]"),
+              Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)"),
+              Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"))
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
                  calibration: str = "minmax", tau: float = 1.0):
@@ -164,11 +171,6 @@ class TyphoonMasking(MaskingStrategy):
     @property
     def name(self) -> str:
         return "typhoon" if self.calibration == "minmax" else f"typhoon_{self.calibration}"
-
-    @property
-    def params(self):
-        return {**super().params, "delta": self.delta, "lam": self.lam, "calibration": self.calibration,
-                "tau": self.tau}
 
     @property
     def vocab_size(self) -> int | None:
@@ -212,7 +214,7 @@ class TyphoonMasking(MaskingStrategy):
 
     def token_probs(self, input_ids: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
         """Float64 (B, L): pi of every token for its row's budget (a lookup, no V-sized work per row)."""
-        k, beta = self._solver.coefficients(rates.detach().cpu().numpy())
+        k, beta, floor = self._solver.coefficients(rates.detach().cpu().numpy())
         device = input_ids.device
         pref, rank = self._lookup_tables(device)
         flat = input_ids.reshape(-1)
@@ -220,7 +222,8 @@ class TyphoonMasking(MaskingStrategy):
         token_rank = rank.index_select(0, flat).view(input_ids.shape)
         k = torch.as_tensor(k, device=device)[:, None]
         beta = torch.as_tensor(beta, dtype=torch.float64, device=device)[:, None]
-        return torch.where(token_rank < k, 1.0, (beta * token_pref).clamp(max=1.0))
+        floor = torch.as_tensor(floor, dtype=torch.float64, device=device)[:, None]
+        return torch.where(token_rank < k, 1.0, torch.maximum((beta * token_pref).clamp(max=1.0), floor))
 
     # -- sampling --------------------------------------------------------------------------------
     def _select(self, batch, maskable, rates, generator):

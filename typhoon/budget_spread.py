@@ -39,6 +39,7 @@ from .masking import (
     masked_distribution_kl,
     spread,
 )
+from .records import RUN_KEYS
 
 __all__ = [
     "PAPER_KL_NATS_PER_TOKEN",
@@ -62,7 +63,6 @@ PAPER_KL_NATS_PER_TOKEN = 7e-4
 
 DEFAULT_DELTAS: tuple[float, ...] = tuple(float(x) for x in np.round(np.linspace(0.0, 1.0, 11), 2))
 DEFAULT_TAUS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
-_STATE_KEYS = ["task", "backbone", "strategy", "seed"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -78,11 +78,11 @@ def find_masking_states(results: pd.DataFrame | str | os.PathLike, out_dir: str 
     if not isinstance(results, pd.DataFrame):
         path = Path(results)
         if not path.is_file():
-            empty = pd.DataFrame(columns=[*_STATE_KEYS, "record_path", "path", "exists"])
+            empty = pd.DataFrame(columns=[*RUN_KEYS, "record_path", "path", "exists"])
             empty.attrs["note"] = f"no results table at {path}"
             return empty
         results = pd.read_csv(path)
-    need = [*_STATE_KEYS, "status", "record_path"]
+    need = [*RUN_KEYS, "status", "record_path"]
     missing = [c for c in need if c not in results.columns]
     if missing:
         raise ValueError(f"results is missing column(s) {missing}")
@@ -93,7 +93,7 @@ def find_masking_states(results: pd.DataFrame | str | os.PathLike, out_dir: str 
         path = Path(out_dir) / str(r.record_path) / "masking_state.npz"
         rows.append(dict(task=str(r.task), backbone=str(r.backbone), strategy=str(r.strategy), seed=r.seed,
                          record_path=str(r.record_path), path=str(path), exists=path.is_file()))
-    return pd.DataFrame(rows, columns=[*_STATE_KEYS, "record_path", "path", "exists"])
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, "record_path", "path", "exists"])
 
 
 def load_masking_state(path: str | os.PathLike) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def summarize_states(found: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in found[found["exists"]].itertuples():
         m = state_metrics(load_masking_state(r.path))
-        rows.append({**{k: getattr(r, k) for k in _STATE_KEYS}, **m})
+        rows.append({**{k: getattr(r, k) for k in RUN_KEYS}, **m})
     return pd.DataFrame(rows)
 
 
@@ -222,7 +222,7 @@ def sweep_states(found: pd.DataFrame, **kwargs) -> pd.DataFrame:
     for r in found[found["exists"]].itertuples():
         s = load_masking_state(r.path)
         sw = calibration_sweep(s["weights"], s["counts"], float(s["meta"]["p"]), seen=s["seen"], **kwargs)
-        for k in reversed(_STATE_KEYS):
+        for k in reversed(RUN_KEYS):
             sw.insert(0, k, getattr(r, k))
         frames.append(sw)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -235,7 +235,7 @@ def representative_state(summary: pd.DataFrame, found: pd.DataFrame) -> pd.Serie
     order = summary["kl_to_uniform"].rank(method="first")
     pick = summary.loc[(order - (len(summary) + 1) / 2).abs().idxmin()]
     m = np.ones(len(found), dtype=bool)
-    for k in _STATE_KEYS:
+    for k in RUN_KEYS:
         m &= (found[k].astype(str) == str(pick[k])).to_numpy()
     return found[m].iloc[0]
 

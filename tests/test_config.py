@@ -1,0 +1,205 @@
+"""typhoon.config: one resolution of a run's configuration (profile < task < cell < overrides), typed
+values, the JSON round trip, and the strategy parameters the config derives from the declarations."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import pytest
+
+from typhoon.config import (
+    EXECUTION_FIELDS,
+    FIELD_TYPES,
+    Profile,
+    RunConfig,
+    get_profile,
+    parse_overrides,
+    resolve,
+)
+from typhoon.masking import ALIASES, STRATEGIES, get_strategy, parameters_of
+
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+
+
+def toy_profile(**changes) -> Profile:
+    fields = dict(name="toy", description="", tasks=["mrpc", "cola"], backbones=["tiny-random"],
+                  strategies=["random", "typhoon"], seeds=[0, 1],
+                  settings={"ft_epochs": 4, "ft_lr": 1e-4, "p": 0.2},
+                  task_settings={"cola": {"ft_epochs": 5}})
+    return Profile(**{**fields, **changes})
+
+
+# --------------------------------------------------------------------------------------------------
+# resolve: the four layers
+
+
+def test_layers_apply_in_order():
+    profile = toy_profile()
+    mrpc = resolve(profile, dict(task="mrpc", strategy="random", seed=0))
+    assert (mrpc.ft_epochs, mrpc.ft_lr, mrpc.p, mrpc.profile) == (4, 1e-4, 0.2, "toy")  # profile settings
+    cola = resolve(profile, dict(task="cola", strategy="random", seed=0))
+    assert (cola.ft_epochs, cola.ft_lr) == (5, 1e-4)  # the task's settings over the profile's
+    cell = resolve(profile, dict(task="cola", strategy="random", seed=0, ft_epochs=6))
+    assert cell.ft_epochs == 6  # the cell over both
+    over = resolve(profile, dict(task="cola", strategy="random", seed=0, ft_epochs=6), {"ft_epochs": 7, "p": 0.3})
+    assert (over.ft_epochs, over.p) == (7, 0.3)  # overrides last
+    assert resolve(profile, dict(task="mrpc", strategy="random", seed=0), {"task": "cola"}).ft_epochs == 5
+    untouched = resolve(profile, dict(task="mrpc", strategy="random", seed=0))
+    assert untouched.warmup_ratio == DEFAULTS["warmup_ratio"]  # no layer sets it: the field's default
+
+
+def test_grid_is_resolve_of_every_cell():
+    profile = toy_profile(extra_cells=[{"task": "mrpc", "backbone": "minilm-l6", "strategy": "span", "seed": 3}])
+    grid = profile.grid({"p": 0.25})
+    assert grid == [resolve(profile, cell, {"p": 0.25}) for cell in profile.cells()]
+    assert len(grid) == 2 * 1 * 2 * 1 * 2 + 1 and grid[-1].strategy == "span" and grid[-1].p == 0.25
+    assert [(c.task, c.strategy, c.seed) for c in grid[:4]] == [
+        ("mrpc", "random", 0), ("mrpc", "random", 1), ("mrpc", "typhoon", 0), ("mrpc", "typhoon", 1)]
+
+
+def test_the_shipped_profiles_resolve():
+    smoke = get_profile("smoke").grid()
+    assert len(smoke) == 7 and {c.profile for c in smoke} == {"smoke"}
+    assert all(c.max_train_examples == 192 and c.precision == "fp32" for c in smoke)
+    cpu = get_profile("cpu").grid()
+    assert {(c.task, c.ft_epochs, c.ft_lr) for c in cpu} == {("mrpc", 2, 1e-4), ("cola", 3, 5e-5)}
+    assert get_profile("smoke").analysis == {"quick": True} and get_profile("cpu").analysis == {}
+
+
+@pytest.mark.parametrize("where, profile, cell, overrides, message", [
+    ("settings", toy_profile(settings={"ft_epoch": 4}), {}, None, "profile 'toy' settings: unknown RunConfig field 'ft_epoch'"),
+    ("task", toy_profile(task_settings={"mrpc": {"lr": 1}}), {}, None, "settings for mrpc: unknown RunConfig field 'lr'"),
+    ("cell", toy_profile(), {"sed": 1}, None, "the grid cell: unknown RunConfig field 'sed'"),
+    ("overrides", toy_profile(), {}, {"nope": 1}, "the overrides: unknown RunConfig field 'nope'"),
+    ("profile key", toy_profile(), {"profile": "cpu"}, None, "set 'profile'"),
+    ("bad value", toy_profile(settings={"ft_epochs": "many"}), {}, None, "bad value for ft_epochs: 'many' is not a valid int"),
+])
+def test_resolve_names_the_bad_setting_and_where_it_is(where, profile, cell, overrides, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        resolve(profile, {"task": "mrpc", **cell}, overrides)
+
+
+# --------------------------------------------------------------------------------------------------
+# --set parsing and typed coercion
+
+
+def test_overrides_are_parsed_once_into_typed_values():
+    parsed = parse_overrides(["p=0.3", "ft_epochs=2", "max_train_examples=none", "calibration=rank", " seed = 4 ",
+                              "p=0.25"])
+    assert parsed == {"p": 0.25, "ft_epochs": 2, "max_train_examples": None, "calibration": "rank", "seed": 4}
+    assert type(parsed["p"]) is float and type(parsed["ft_epochs"]) is int
+    assert parse_overrides(None) == {}
+    assert resolve(toy_profile(settings={"ft_epochs": 3.0}), {"task": "mrpc"}).ft_epochs == 3  # a TOML float
+
+
+@pytest.mark.parametrize("item, message", [
+    ("seed", "bad --set 'seed': expected key=value"),
+    ("nonsense=1", "unknown key 'nonsense'"),
+    ("p=abc", "bad value for p: 'abc' is not a valid float"),
+    ("ft_epochs=1.5", "bad value for ft_epochs: '1.5' is not a valid int"),
+    ("seed=none", "bad value for seed: None is not allowed"),
+])
+def test_bad_overrides(item, message):
+    with pytest.raises(ValueError, match=message):
+        parse_overrides([item])
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON round trip (the notebook parameter and the record's config.json)
+
+
+def test_json_round_trip_is_exact():
+    config = resolve("cpu", dict(task="cola", backbone="tiny-random", strategy="span", seed=3),
+                     {"geometric_p": 0.35, "max_span": 6, "max_train_examples": 50, "schedule": "mixture", "pi0": 0.1})
+    again = RunConfig.from_json(config.to_json())
+    assert again == config and again.to_dict() == config.to_dict()
+    assert json.loads(config.to_json()) == config.to_dict()
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"seed": "zero"}', "bad value for seed: 'zero' is not a valid int"),
+    ('{"seed": true}', "bad value for seed: True is not a valid int"),
+    ('{"task": 5}', "bad value for task: 5 is not a valid str"),
+    ('{"colour": "red"}', r"unknown key\(s\) \['colour'\]"),
+    ('[1, 2]', "must be a JSON object of RunConfig fields, got list"),
+    ('{"seed": 0', "is not valid JSON"),
+    ('{"p": 1.5}', r"p must lie in \(0, 1\), got 1.5"),
+])
+def test_from_json_refuses_bad_configs_naming_them(text, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig.from_json(text, "notebook parameter config")
+
+
+def test_from_json_refuses_a_non_string():
+    with pytest.raises(ValueError, match="notebook parameter config must be a JSON string, got int"):
+        RunConfig.from_json(5, "notebook parameter config")
+
+
+def test_a_field_missing_from_an_old_record_takes_its_default():
+    stored = RunConfig(strategy="span").to_dict()
+    del stored["geometric_p"], stored["max_span"]  # a config.json written before span's parameters were fields
+    config = RunConfig.from_dict(stored)
+    assert (config.geometric_p, config.max_span) == (DEFAULTS["geometric_p"], DEFAULTS["max_span"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategy parameters: declared once, by the strategy
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_every_declared_parameter_is_a_run_config_field_with_its_default_and_type(name):
+    for param in STRATEGIES[name].PARAMS:
+        assert param.name in FIELD_TYPES, f"{name}.{param.name} cannot be set from a config"
+        assert FIELD_TYPES[param.name] == param.type.__name__, param.name
+        assert DEFAULTS[param.name] == param.default, param.name
+        assert param.doc
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_declarations_match_the_constructor(name):
+    signature = inspect.signature(STRATEGIES[name].__init__)
+    constructor = {k: v.default for k, v in signature.parameters.items() if k != "self"}
+    assert constructor == {param.name: param.default for param in STRATEGIES[name].PARAMS}
+
+
+@pytest.mark.parametrize("name", [*STRATEGIES, *ALIASES])
+def test_strategy_params_are_exactly_the_declared_ones(name):
+    config = RunConfig(strategy=name)
+    assert list(config.strategy_params()) == [param.name for param in parameters_of(name)]
+    strategy = get_strategy(name, **config.strategy_params())
+    assert {k: v for k, v in strategy.params.items() if k in config.strategy_params()} == config.strategy_params()
+
+
+def test_span_parameters_reach_the_strategy_from_a_profile_and_the_cli():
+    config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="span", seed=0),
+                     parse_overrides(["geometric_p=0.5", "max_span=3"]))
+    strategy = get_strategy(config.strategy, **config.strategy_params())
+    assert (strategy.geometric_p, strategy.max_span) == (0.5, 3)
+    with pytest.raises(ValueError, match="geometric_p must lie in"):
+        resolve("smoke", dict(task="mrpc", strategy="span", seed=0), {"geometric_p": 0.0})
+
+
+def test_an_alias_does_not_receive_the_parameter_it_fixes():
+    assert "calibration" not in RunConfig(strategy="typhoon_rank").strategy_params()
+    assert get_strategy("typhoon_rank", **RunConfig(strategy="typhoon_rank").strategy_params()).calibration == "rank"
+
+
+# --------------------------------------------------------------------------------------------------
+# A run's identity
+
+
+def test_identity_is_what_the_run_computes():
+    config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="random", seed=0))
+    identity = config.identity()
+    assert "profile" not in identity and not set(EXECUTION_FIELDS) & set(identity)
+    assert {"p", "corruption", "seed", "ft_lr"} <= set(identity) and not {"delta", "geometric_p"} & set(identity)
+    same = [config.replace(profile="other"), config.replace(num_threads=1, device="cpu"), config.replace(delta=0.9)]
+    assert all(c.identity() == identity and c.run_id() == config.run_id() for c in same)
+    different = [config.replace(p=0.2), config.replace(seed=1), config.replace(strategy="typhoon"),
+                 config.replace(ft_epochs=2)]
+    assert len({c.run_id() for c in different} | {config.run_id()}) == len(different) + 1
+    typhoon = config.replace(strategy="typhoon")
+    assert typhoon.replace(delta=0.9).run_id() != typhoon.run_id()  # typhoon does take delta
+    assert len(config.run_id()) == 16 and config.run_id() == RunConfig.from_json(config.to_json()).run_id()

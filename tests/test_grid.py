@@ -1,0 +1,91 @@
+"""How the grid runner shares the machine among cells and what it hands each cell (fast unit checks; the
+end-to-end runs are in test_reproduce)."""
+
+import pytest
+
+from typhoon import grid
+from typhoon.config import RunConfig, get_profile, resolve
+
+CPU_CELL = resolve("cpu", dict(task="mrpc", strategy="random", seed=0))  # num_threads unset
+
+
+def test_parallel_cpu_cells_share_the_cores(monkeypatch):
+    monkeypatch.setattr(grid, "usable_cores", lambda: 2)
+    assert grid.cell_threads(CPU_CELL, workers=2, gpus=[]) == 1
+    assert grid.cell_threads(CPU_CELL, workers=3, gpus=[]) == 1  # never below one thread
+    monkeypatch.setattr(grid, "usable_cores", lambda: 16)
+    assert grid.cell_threads(CPU_CELL, workers=4, gpus=[]) == 4
+
+
+def test_cells_keep_their_threads_when_alone_on_gpus_or_set(monkeypatch):
+    monkeypatch.setattr(grid, "usable_cores", lambda: 2)
+    assert grid.cell_threads(CPU_CELL, workers=1, gpus=[]) is None
+    assert grid.cell_threads(CPU_CELL, workers=2, gpus=["cuda:0", "cuda:1"]) is None
+    assert grid.cell_threads(CPU_CELL.replace(num_threads=2), workers=2, gpus=[]) is None
+
+
+def test_a_cell_gets_its_resolved_config_whole(tmp_path):
+    config = resolve("cpu", dict(task="cola", strategy="typhoon", seed=2), {"p": 0.2, "delta": 1.0})
+    params = grid.cell_parameters(config, tmp_path, device="cuda:1", threads=1)
+    assert set(params) == {"config", "out_dir"} and params["out_dir"] == str(tmp_path)
+    received = RunConfig.from_json(params["config"])
+    # what the kernel runs is the resolved config, with only the execution fields changed
+    assert received == config.replace(device="cuda:1", num_threads=1)
+    assert received.identity() == config.identity()
+    assert received.p == 0.2 and received.delta == 1.0 and received.ft_epochs == 3  # CoLA: the cpu profile's 3 epochs
+    assert RunConfig.from_json(grid.cell_parameters(config, tmp_path)["config"]) == config
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at_the_grid(monkeypatch, seen):
+    def fake_grid(configs, out_dir, nb_dir, workers, executor):
+        seen.append((configs, workers))
+        raise _Stop
+
+    monkeypatch.setattr(grid, "preflight", lambda configs: None)
+    monkeypatch.setattr(grid, "run_grid", fake_grid)
+
+
+def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path):
+    seen = []
+    _stop_at_the_grid(monkeypatch, seen)
+    for workers in (None, 3):
+        with pytest.raises(_Stop):
+            grid.reproduce("cpu", tmp_path, workers=workers, analysis=False)
+    assert [w for _, w in seen] == [get_profile("cpu").workers, 3] and seen[0][1] == 2
+    assert get_profile("smoke").workers == 1  # a profile without the key runs one cell at a time
+
+
+def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
+    seen = []
+    _stop_at_the_grid(monkeypatch, seen)
+    with pytest.raises(_Stop):
+        grid.reproduce("smoke", tmp_path, overrides={"p": 0.3}, analysis=False)
+    configs = seen[0][0]
+    assert configs == get_profile("smoke").grid({"p": 0.3}) and all(c.p == 0.3 for c in configs)
+
+
+def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(grid, "execute_notebook", lambda source, target, params: calls.append((source.name, params)))
+    monkeypatch.setattr(grid, "render_report", lambda notebooks, target: target)
+    grid.run_analysis(tmp_path, tmp_path, get_profile("smoke").analysis)
+    assert [name for name, _ in calls] == [nb.name for nb in grid.ANALYSIS_NOTEBOOKS]
+    params = dict(calls)
+    assert params["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
+    assert params["20_statistics.ipynb"] == {"out_dir": str(tmp_path)}
+    calls.clear()
+    grid.run_analysis(tmp_path, tmp_path, get_profile("cpu").analysis)  # no analysis table: the defaults
+    assert dict(calls)["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path)}
+
+
+def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monkeypatch, tmp_path):
+    profile = get_profile("smoke")
+    profile.analysis = {"quik": True}
+    monkeypatch.setattr(grid, "get_profile", lambda name: profile)
+    with pytest.raises(ValueError, match=r"unknown analysis setting\(s\) \['quik'\]"):
+        grid.reproduce("smoke", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
