@@ -299,3 +299,48 @@ def step_flops(config, lengths: Sequence[int], *, selected: int = 0, num_labels:
     if num_labels:
         forward += classifier_forward_flops(shape, len(lengths), num_labels)
     return 3.0 * forward if backward else forward
+
+
+class PhaseMeter:
+    """FLOPs, wall time and CPU time of one training phase, for its achieved GFLOP/s.
+
+    ``add`` takes each batch's attention mask (real tokens = 1): the *useful* FLOPs count the real
+    tokens only, the *executed* ones the padded width, so padding shows as their difference. CPU time
+    is this process's (user + system, all threads): on a shared machine it leaves out the time other
+    processes held the cores.
+    """
+
+    def __init__(self, model_config):
+        self.shape = EncoderShape.from_config(model_config)
+        self.useful = self.executed = 0.0
+        self.wall_s = self.cpu_s = 0.0
+        self._started: tuple[float, float] | None = None
+
+    def start(self) -> PhaseMeter:
+        self._started = (time.perf_counter(), time.process_time())
+        return self
+
+    def stop(self) -> None:
+        wall, cpu = self._started
+        self.wall_s += time.perf_counter() - wall
+        self.cpu_s += time.process_time() - cpu
+        self._started = None
+
+    def add(self, attention_mask: torch.Tensor, *, selected: int = 0, num_labels: int = 0,
+            backward: bool = True) -> None:
+        rows, width = attention_mask.shape
+        lengths = attention_mask.sum(1).tolist()
+        kwargs = dict(selected=selected, num_labels=num_labels, backward=backward)
+        self.useful += step_flops(self.shape, lengths, **kwargs)
+        self.executed += step_flops(self.shape, [width] * rows, **kwargs)
+
+    def summary(self, phase: str, peak: MatmulPeak | None = None) -> dict:
+        """``<phase>_gflop``, ``<phase>_gflop_per_s`` (useful), ``<phase>_executed_gflop_per_s``,
+        ``<phase>_cpu_s`` and, given the peak, ``<phase>_peak_fraction`` (useful GFLOP/s / peak)."""
+        rate = self.useful / self.wall_s / 1e9 if self.wall_s > 0 else None
+        out = {f"{phase}_gflop": round(self.useful / 1e9, 3), f"{phase}_gflop_per_s": rate,
+               f"{phase}_executed_gflop_per_s": self.executed / self.wall_s / 1e9 if self.wall_s > 0 else None,
+               f"{phase}_cpu_s": self.cpu_s}
+        if peak is not None:
+            out[f"{phase}_peak_fraction"] = rate / peak.gflop_per_s if rate is not None else None
+        return out

@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 import typhoon
-from typhoon import faults, records
+from typhoon import faults, hardware, records
 from typhoon.config import RunConfig
 from typhoon.data import (
     collate,
@@ -67,23 +67,13 @@ class RunResult:
 
 
 def resolve_device(config: RunConfig) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(config.device)
+    """``auto``: CUDA, else Apple's MPS, else the CPU (typhoon.hardware.resolve_device)."""
+    return hardware.resolve_device(config.device)
 
 
 def use_bf16(config: RunConfig, device: torch.device) -> bool:
-    """bf16 autocast where the hardware runs it natively (CUDA bf16; CPUs with AMX or AVX512-BF16)."""
-    if config.precision != "auto":
-        return config.precision == "bf16"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            flags = fh.read()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    """bf16 autocast where bf16 products are faster than fp32 ones (typhoon.hardware.choose_precision)."""
+    return hardware.choose_precision(config.precision, device).bf16
 
 
 def resolve_attention(config: RunConfig, device: torch.device) -> str:
@@ -202,7 +192,7 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
     embeddings = mlm.input_embeddings()
     rows, tokens, step = [], 0, 0
-    start = time.perf_counter()
+    meter = hardware.PhaseMeter(backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.mlm_epochs + 1):
         mlm.train()
         bar = tqdm(length_grouped_batches(lengths, config.batch_size, rng), desc=f"MLM epoch {epoch}",
@@ -225,11 +215,16 @@ def adapt_mlm(config, backbone, mlm, strategy, data, device, bf16, rng, mask_gen
             optimizer_step(mlm, optimizer, scheduler)
             step += 1
             tokens += int(batch["attention_mask"].sum())
+            meter.add(batch["attention_mask"], selected=int((labels != -100).sum()))
             rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
             bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
         rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(mlm, dev_batches, backbone, device, bf16)})
-    wall = time.perf_counter() - start
-    return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step}
+        for batch in dev_batches:
+            meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
+    meter.stop()
+    wall = meter.wall_s
+    return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
+                  **meter.summary("mlm")}
 
 
 @torch.no_grad()
@@ -261,8 +256,8 @@ def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
     dev_batches = eval_batches(dev, config, pad)
-    epochs, tokens = [], 0
-    start = time.perf_counter()
+    epochs, tokens, num_labels = [], 0, classifier.config.num_labels
+    meter = hardware.PhaseMeter(backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.ft_epochs + 1):
         classifier.train()
         losses = []
@@ -276,12 +271,16 @@ def fine_tune(config, backbone, classifier, data, device, bf16, rng, progress) -
             loss.backward()
             optimizer_step(classifier, optimizer, scheduler)
             tokens += int(batch["attention_mask"].sum())
+            meter.add(batch["attention_mask"], num_labels=num_labels)
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         metrics = evaluate(config.task, classifier, dev_batches, backbone, device, bf16)
+        for batch in dev_batches:
+            meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
         epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
-    wall = time.perf_counter() - start
-    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None}
+    meter.stop()
+    wall = meter.wall_s
+    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
 
 
 @torch.no_grad()
@@ -325,7 +324,9 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     device = resolve_device(config)
-    bf16 = use_bf16(config, device)
+    precision = hardware.choose_precision(config.precision, device)
+    bf16 = precision.bf16
+    peak = hardware.matmul_peak(precision.name, device=str(device))  # on this run's thread count
     attention, dropout = resolve_attention(config, device), resolve_dropout(config, device)
     kernels = dict(attention=attention, fast_dropout=dropout == "fast")
     torch.manual_seed(config.seed)  # dropout draws from the global generator
@@ -349,6 +350,9 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
                                      **kernels).to(device)
     epochs, ft_timing = fine_tune(config, backbone, classifier, data, device, bf16, rng, progress)
     timing.update(ft_timing, wall_s=time.perf_counter() - started)
+    for phase in ("mlm", "ft"):  # achieved share of the measured matmul peak (useful FLOPs)
+        rate = timing.get(f"{phase}_gflop_per_s")
+        timing[f"{phase}_peak_fraction"] = rate / peak.gflop_per_s if rate else None
 
     train_labels = [x["label"] for x in data["train"]]
     dev_labels = [x["label"] for x in data["validation"]]
@@ -360,7 +364,8 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
         "epochs": epochs,
         "timing": timing,
         "n_train": len(data["train"]), "n_dev": len(data["validation"]),
-        "device": str(device), "precision": "bf16" if bf16 else "fp32",
+        "device": str(device), "precision": precision.name, "precision_reason": precision.reason,
+        "hardware": {"cpu": hardware.cpu_features().to_dict(), "matmul_peak": peak.to_dict()},
         "attention": attention, "dropout": dropout, "threads": torch.get_num_threads(),
         "versions": library_versions(), "git_commit": git_commit(),
     }
