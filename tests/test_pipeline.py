@@ -46,6 +46,7 @@ def test_record_layout(typhoon_run):
         assert timing[f"{phase}_peak_fraction"] == timing[f"{phase}_gflop_per_s"] / metrics["hardware"]["matmul_peak"]["gflop_per_s"]
     assert metrics["hardware"]["matmul_peak"]["dtype"] == metrics["precision"] == "fp32"  # the smoke profile's
     assert metrics["precision_reason"] == "requested" and "avx2" in metrics["hardware"]["cpu"]
+    assert metrics["speed"] == {"malloc": "tuned"}  # auto on a glibc CPU (typhoon/speed.py)
     assert metrics["versions"]["torch"] and metrics["n_train"] == 64 and metrics["n_dev"] == 32
     assert 0 < metrics["masking"]["kl_to_uniform"] < 1
     assert (metrics["attention"], metrics["dropout"], metrics["device"]) == ("eager", "fast", "cpu")  # "auto" on CPU

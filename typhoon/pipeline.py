@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 import typhoon
-from typhoon import faults, hardware, records
+from typhoon import faults, hardware, records, speed
 from typhoon.config import RunConfig
 from typhoon.data import (
     collate,
@@ -324,6 +324,7 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     device = resolve_device(config)
+    speed_choices = speed.configure(device.type)  # process-level settings that win here (typhoon/speed.py)
     precision = hardware.choose_precision(config.precision, device)
     bf16 = precision.bf16
     peak = hardware.matmul_peak(precision.name, device=str(device))  # on this run's thread count
@@ -365,7 +366,7 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
         "timing": timing,
         "n_train": len(data["train"]), "n_dev": len(data["validation"]),
         "device": str(device), "precision": precision.name, "precision_reason": precision.reason,
-        "hardware": {"cpu": hardware.cpu_features().to_dict(), "matmul_peak": peak.to_dict()},
+        "hardware": {"cpu": hardware.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
         "attention": attention, "dropout": dropout, "threads": torch.get_num_threads(),
         "versions": library_versions(), "git_commit": git_commit(),
     }
