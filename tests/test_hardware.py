@@ -189,3 +189,21 @@ def test_minilm_encoder_has_the_issue_s_10_6_m_matmul_parameters():
         hardware.EncoderShape.from_config(object())
     with pytest.raises(ValueError, match="selected and num_labels must be >= 0"):
         hardware.step_flops(shape, [8], selected=-1)
+
+
+def test_phase_meter_counts_useful_and_executed_work():
+    config = BertConfig(**BERT)
+    meter = hardware.PhaseMeter(config).start()
+    mask = random_inputs(3, 16, [16, 9, 4])[1]
+    meter.add(mask, selected=5)
+    meter.add(mask, num_labels=2, backward=False)
+    meter.stop()
+    useful = hardware.step_flops(config, [16, 9, 4], selected=5) + hardware.step_flops(config, [16, 9, 4], num_labels=2, backward=False)
+    executed = hardware.step_flops(config, [16] * 3, selected=5) + hardware.step_flops(config, [16] * 3, num_labels=2, backward=False)
+    assert (meter.useful, meter.executed) == (useful, executed)
+    peak = hardware.MatmulPeak("fp32", 1, "cpu", 100.0, {})
+    summary = meter.summary("ft", peak)
+    assert summary["ft_gflop"] == round(useful / 1e9, 3)
+    assert summary["ft_gflop_per_s"] == useful / meter.wall_s / 1e9
+    assert summary["ft_executed_gflop_per_s"] == executed / meter.wall_s / 1e9
+    assert summary["ft_peak_fraction"] == summary["ft_gflop_per_s"] / 100.0
