@@ -106,7 +106,7 @@ def test_matmul_peak_is_measured_cached_and_restores_threads():
     before = torch.get_num_threads()
     peak = hardware.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01)
     assert torch.get_num_threads() == before
-    assert (peak.dtype, peak.threads, peak.device) == ("fp32", 1, "cpu")
+    assert (peak.dtype, peak.threads, peak.device, peak.clock) == ("fp32", 1, "cpu", "cpu time x threads")
     assert set(peak.by_shape) == set(hardware.PEAK_SHAPES)
     assert peak.gflop_per_s == max(peak.by_shape.values()) > 0
     assert hardware.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01) is peak
@@ -201,9 +201,14 @@ def test_phase_meter_counts_useful_and_executed_work():
     useful = hardware.step_flops(config, [16, 9, 4], selected=5) + hardware.step_flops(config, [16, 9, 4], num_labels=2, backward=False)
     executed = hardware.step_flops(config, [16] * 3, selected=5) + hardware.step_flops(config, [16] * 3, num_labels=2, backward=False)
     assert (meter.useful, meter.executed) == (useful, executed)
-    peak = hardware.MatmulPeak("fp32", 1, "cpu", 100.0, {})
-    summary = meter.summary("ft", peak)
+    summary = meter.summary("ft")
     assert summary["ft_gflop"] == round(useful / 1e9, 3)
     assert summary["ft_gflop_per_s"] == useful / meter.wall_s / 1e9
     assert summary["ft_executed_gflop_per_s"] == executed / meter.wall_s / 1e9
-    assert summary["ft_peak_fraction"] == summary["ft_gflop_per_s"] / 100.0
+    assert summary["ft_gflop_per_cpu_s"] == useful / meter.cpu_s / 1e9
+    two_threads = hardware.MatmulPeak("fp32", 2, "cpu", 100.0, {})
+    fractions = hardware.peak_fractions(summary, "ft", two_threads)
+    assert fractions == {"ft_peak_fraction": summary["ft_gflop_per_s"] / 100.0,
+                         "ft_cpu_peak_fraction": summary["ft_gflop_per_cpu_s"] * 2 / 100.0}
+    gpu = hardware.MatmulPeak("bf16", 1, "cuda", 1000.0, {})
+    assert hardware.peak_fractions(summary, "ft", gpu) == {"ft_peak_fraction": summary["ft_gflop_per_s"] / 1000.0}

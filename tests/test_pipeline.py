@@ -43,7 +43,9 @@ def test_record_layout(typhoon_run):
         timing = metrics["timing"]
         assert timing[f"{phase}_gflop"] > 0 and timing[f"{phase}_cpu_s"] > 0
         assert timing[f"{phase}_executed_gflop_per_s"] >= timing[f"{phase}_gflop_per_s"] > 0  # padding adds work
-        assert timing[f"{phase}_peak_fraction"] == timing[f"{phase}_gflop_per_s"] / metrics["hardware"]["matmul_peak"]["gflop_per_s"]
+        peak = metrics["hardware"]["matmul_peak"]
+        assert timing[f"{phase}_peak_fraction"] == timing[f"{phase}_gflop_per_s"] / peak["gflop_per_s"]
+        assert timing[f"{phase}_cpu_peak_fraction"] == timing[f"{phase}_gflop_per_cpu_s"] * peak["threads"] / peak["gflop_per_s"]
     assert metrics["hardware"]["matmul_peak"]["dtype"] == metrics["precision"] == "fp32"  # the smoke profile's
     assert metrics["precision_reason"] == "requested" and "avx2" in metrics["hardware"]["cpu"]
     assert metrics["speed"] == {"malloc": "tuned"}  # auto on a glibc CPU (typhoon/speed.py)

@@ -175,6 +175,7 @@ class MatmulPeak:
     device: str
     gflop_per_s: float  # the best of the shapes
     by_shape: dict  # shape name -> GFLOP/s
+    clock: str = "wall"  # what timed it: "cpu time x threads" on a CPU, "wall" on a GPU
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -217,7 +218,13 @@ def time_matmul(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device
 def matmul_peak(dtype: str = "fp32", threads: int | None = None, device: str = "cpu", *,
                 repeats: int = 3, min_seconds: float = 0.1) -> MatmulPeak:
     """The measured matrix-product peak in GFLOP/s for ``dtype`` ("fp32" / "bf16") on ``threads``
-    threads (None: torch's current count); cached per process. About a second on a CPU."""
+    threads (None: torch's current count); cached per process. About a second on a CPU.
+
+    On a CPU it is timed by this process's CPU time (times the thread count): on an idle machine that
+    is the wall-clock rate, and on a shared one the time other processes held the cores does not
+    lower it (timed by the wall clock, a run started beside five busy processes measured 18 GFLOP/s
+    where the core does 130). On a GPU it is timed by the wall clock.
+    """
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r} for the matmul peak; choose one of {sorted(DTYPES)}")
     target = torch.device(device)
@@ -225,14 +232,17 @@ def matmul_peak(dtype: str = "fp32", threads: int | None = None, device: str = "
     threads = threads or previous
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    on_cpu = target.type == "cpu"
+    clock, scale = (time.process_time, threads) if on_cpu else (time.perf_counter, 1)
     torch.set_num_threads(threads)
     try:
-        by_shape = {name: round(time_matmul(*shape, DTYPES[dtype], target, repeats=repeats,
-                                            min_seconds=min_seconds), 2)
+        by_shape = {name: round(scale * time_matmul(*shape, DTYPES[dtype], target, repeats=repeats,
+                                                    min_seconds=min_seconds, clock=clock), 2)
                     for name, shape in PEAK_SHAPES.items()}
     finally:
         torch.set_num_threads(previous)
-    return MatmulPeak(dtype, threads, str(target), max(by_shape.values()), by_shape)
+    return MatmulPeak(dtype, threads, str(target), max(by_shape.values()), by_shape,
+                      "cpu time x threads" if on_cpu else "wall")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -334,13 +344,26 @@ class PhaseMeter:
         self.useful += step_flops(self.shape, lengths, **kwargs)
         self.executed += step_flops(self.shape, [width] * rows, **kwargs)
 
-    def summary(self, phase: str, peak: MatmulPeak | None = None) -> dict:
-        """``<phase>_gflop``, ``<phase>_gflop_per_s`` (useful), ``<phase>_executed_gflop_per_s``,
-        ``<phase>_cpu_s`` and, given the peak, ``<phase>_peak_fraction`` (useful GFLOP/s / peak)."""
-        rate = self.useful / self.wall_s / 1e9 if self.wall_s > 0 else None
-        out = {f"{phase}_gflop": round(self.useful / 1e9, 3), f"{phase}_gflop_per_s": rate,
-               f"{phase}_executed_gflop_per_s": self.executed / self.wall_s / 1e9 if self.wall_s > 0 else None,
-               f"{phase}_cpu_s": self.cpu_s}
-        if peak is not None:
-            out[f"{phase}_peak_fraction"] = rate / peak.gflop_per_s if rate is not None else None
-        return out
+    def summary(self, phase: str) -> dict:
+        """``<phase>_gflop``, ``<phase>_gflop_per_s`` (useful, by wall clock), ``<phase>_executed_gflop_per_s``,
+        ``<phase>_cpu_s`` and ``<phase>_gflop_per_cpu_s`` (useful, per second of CPU time, all threads)."""
+        def per(seconds: float, flops: float) -> float | None:
+            return flops / seconds / 1e9 if seconds > 0 else None
+
+        return {f"{phase}_gflop": round(self.useful / 1e9, 3), f"{phase}_gflop_per_s": per(self.wall_s, self.useful),
+                f"{phase}_executed_gflop_per_s": per(self.wall_s, self.executed), f"{phase}_cpu_s": self.cpu_s,
+                f"{phase}_gflop_per_cpu_s": per(self.cpu_s, self.useful)}
+
+
+def peak_fractions(timing: dict, phase: str, peak: MatmulPeak) -> dict:
+    """A phase's achieved share of the matmul peak (same dtype and threads), from its :meth:`PhaseMeter.summary`.
+
+    ``<phase>_peak_fraction``: wall-clock GFLOP/s / peak, what the run got. ``<phase>_cpu_peak_fraction``
+    (CPU only): GFLOP per CPU-second x threads / peak, what the code gets from the cores it is given;
+    on a shared machine the two differ by the time other processes held the cores.
+    """
+    rate, per_cpu = timing.get(f"{phase}_gflop_per_s"), timing.get(f"{phase}_gflop_per_cpu_s")
+    out = {f"{phase}_peak_fraction": rate / peak.gflop_per_s if rate else None}
+    if peak.device == "cpu":
+        out[f"{phase}_cpu_peak_fraction"] = per_cpu * peak.threads / peak.gflop_per_s if per_cpu else None
+    return out

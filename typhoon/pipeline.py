@@ -351,9 +351,8 @@ def train_and_evaluate(config: RunConfig, inputs: Inputs, progress: bool = True)
                                      **kernels).to(device)
     epochs, ft_timing = fine_tune(config, backbone, classifier, data, device, bf16, rng, progress)
     timing.update(ft_timing, wall_s=time.perf_counter() - started)
-    for phase in ("mlm", "ft"):  # achieved share of the measured matmul peak (useful FLOPs)
-        rate = timing.get(f"{phase}_gflop_per_s")
-        timing[f"{phase}_peak_fraction"] = rate / peak.gflop_per_s if rate else None
+    for phase in ("mlm", "ft"):  # achieved shares of the measured matmul peak (useful FLOPs)
+        timing.update(hardware.peak_fractions(timing, phase, peak))
 
     train_labels = [x["label"] for x in data["train"]]
     dev_labels = [x["label"] for x in data["validation"]]
