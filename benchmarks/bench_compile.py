@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 import torch
+from common import minilm_mrpc
 
 from typhoon import pipeline
-from typhoon.config import get_profile
 from typhoon.data import collate
 
 
@@ -28,11 +28,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    config = get_profile("cpu").run_config(task="mrpc", backbone="minilm-l6", strategy="random", seed=0,
-                                           precision=args.precision, max_train_examples=512)
-    inputs = pipeline.load_inputs(config)
-    backbone, train = inputs.backbone, inputs.data["train"]
+    backbone, train = minilm_mrpc(args.threads)
     order = np.argsort([len(x["input_ids"]) for x in train], kind="stable")
     batches = [collate([train[i] for i in order[s:s + 32]], backbone.tokenizer.pad_token_id, pipeline.PAD_MULTIPLE)
                for s in (96, 200, 300, 400)]

@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 import torch
+from common import minilm_mrpc
 
 from typhoon import pipeline
-from typhoon.config import get_profile
 from typhoon.data import collate
 
 
@@ -28,11 +28,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--widths", type=int, nargs="+", default=[40, 48, 56, 64, 72, 80])
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    config = get_profile("cpu").run_config(task="mrpc", backbone="minilm-l6", strategy="random", seed=0,
-                                           max_train_examples=512)
-    inputs = pipeline.load_inputs(config)
-    backbone, train = inputs.backbone, inputs.data["train"]
+    backbone, train = minilm_mrpc(args.threads)
     rows = [train[i] for i in np.random.default_rng(0).permutation(len(train))[:32]]
     for precision in ("fp32", "bf16"):
         torch.manual_seed(0)

@@ -18,10 +18,10 @@ from collections import Counter
 
 import numpy as np
 import torch
+from common import minilm_mrpc
 from torch.profiler import ProfilerActivity, profile
 
 from typhoon import hardware, pipeline
-from typhoon.config import get_profile
 from typhoon.data import collate
 from typhoon.masking import get_strategy
 
@@ -73,11 +73,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=56)
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    config = get_profile("cpu").run_config(task="mrpc", backbone="minilm-l6", strategy="random", seed=0,
-                                           max_train_examples=512)
-    inputs = pipeline.load_inputs(config)
-    backbone, train = inputs.backbone, inputs.data["train"]
+    backbone, train = minilm_mrpc(args.threads)
     tokenizer = backbone.tokenizer
     rows = [x for x in train if len(x["input_ids"]) <= args.width][:32]
     batch = collate(rows, tokenizer.pad_token_id, args.width)
