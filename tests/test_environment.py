@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -27,7 +29,7 @@ def test_environment_report_names_versions_and_threads():
     assert report["typhoon"] == typhoon.__version__
     assert report["torch threads"] == str(torch.get_num_threads())
     assert report["device"].startswith("cuda" if torch.cuda.is_available() else "cpu")
-    assert report["bf16 autocast (precision=auto)"] in ("True", "False")
+    assert re.fullmatch(r"(bf16|fp32) \(.+\)", report["precision (precision=auto)"])
     assert report["attention kernel (attention=auto)"] == ("sdpa" if torch.cuda.is_available() else "eager")
     assert report["dropout kernel (dropout=auto)"] == ("native" if torch.cuda.is_available() else "fast")
 

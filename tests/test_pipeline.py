@@ -39,6 +39,16 @@ def test_record_layout(typhoon_run):
     assert set(metrics["final"]) == {"dev_accuracy", "dev_f1"}
     assert 0 <= metrics["final"]["dev_f1"] <= 1 and len(metrics["epochs"]) == config.ft_epochs
     assert metrics["timing"]["mlm_tokens_per_s"] > 0 and metrics["timing"]["wall_s"] > 0
+    for phase in ("mlm", "ft"):  # achieved FLOP/s per phase beside the machine's measured matmul peak
+        timing = metrics["timing"]
+        assert timing[f"{phase}_gflop"] > 0 and timing[f"{phase}_cpu_s"] > 0
+        assert timing[f"{phase}_executed_gflop_per_s"] >= timing[f"{phase}_gflop_per_s"] > 0  # padding adds work
+        peak = metrics["hardware"]["matmul_peak"]
+        assert timing[f"{phase}_peak_fraction"] == timing[f"{phase}_gflop_per_s"] / peak["gflop_per_s"]
+        assert timing[f"{phase}_cpu_peak_fraction"] == timing[f"{phase}_gflop_per_cpu_s"] * peak["threads"] / peak["gflop_per_s"]
+    assert metrics["hardware"]["matmul_peak"]["dtype"] == metrics["precision"] == "fp32"  # the smoke profile's
+    assert metrics["precision_reason"] == "requested" and "avx2" in metrics["hardware"]["cpu"]
+    assert metrics["speed"] == {"malloc": "tuned"}  # auto on a glibc CPU (typhoon/speed.py)
     assert metrics["versions"]["torch"] and metrics["n_train"] == 64 and metrics["n_dev"] == 32
     assert 0 < metrics["masking"]["kl_to_uniform"] < 1
     assert (metrics["attention"], metrics["dropout"], metrics["device"]) == ("eager", "fast", "cpu")  # "auto" on CPU

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from typhoon import grid, pipeline
+from typhoon import grid, hardware, pipeline
 from typhoon.config import RunConfig
 from typhoon.data import GLUE_DIR_ENV, get_task, load_glue, resolve_glue_dir
 from typhoon.models import BACKBONES, minilm_dir
@@ -35,7 +35,7 @@ def environment_report() -> pd.DataFrame:
         "git commit": pipeline.git_commit() or "unknown",
         "device": f"{device.type} ({device_name})",
         "cuda available": torch.cuda.is_available(),
-        "bf16 autocast (precision=auto)": pipeline.use_bf16(config, device),
+        "precision (precision=auto)": "{0.name} ({0.reason})".format(hardware.choose_precision(config.precision, device)),
         "attention kernel (attention=auto)": pipeline.resolve_attention(config, device),
         "dropout kernel (dropout=auto)": pipeline.resolve_dropout(config, device),
         "cpu cores (usable)": grid.usable_cores(),

@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 import typhoon
-from typhoon import faults, records
+from typhoon import faults, hardware, records, speed
 from typhoon.config import RunConfig
 from typhoon.data import (
     TaskSpec,
@@ -56,23 +56,8 @@ LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait
 
 
 def resolve_device(config: RunConfig) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(config.device)
-
-
-def use_bf16(config: RunConfig, device: torch.device) -> bool:
-    """bf16 autocast where the hardware runs it natively (CUDA bf16; CPUs with AMX or AVX512-BF16)."""
-    if config.precision != "auto":
-        return config.precision == "bf16"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            flags = fh.read()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    """``auto``: CUDA, else Apple's MPS, else the CPU (typhoon.hardware.resolve_device)."""
+    return hardware.resolve_device(config.device)
 
 
 def resolve_attention(config: RunConfig, device: torch.device) -> str:
@@ -180,7 +165,7 @@ class RunContext:
     task: TaskSpec
     data: dict[str, list[dict]]  # tokenized "train" and "validation" examples (contract keys + label)
     device: torch.device
-    bf16: bool  # bf16 autocast
+    precision: hardware.Precision  # bf16 autocast or fp32, and why
     attention: str  # attention kernel: eager | sdpa
     dropout: str  # dropout kernel: fast | native
     rng: np.random.Generator  # data order, both phases in turn
@@ -193,7 +178,7 @@ class RunContext:
         return dict(attention=self.attention, fast_dropout=self.dropout == "fast")
 
     def autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision.bf16)
 
 
 def set_up(config: RunConfig, progress: bool = True) -> RunContext:
@@ -203,9 +188,12 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
     """
     backbone = load_backbone(config.backbone)
     device = resolve_device(config)
+    if config.num_threads:  # before the precision choice, which measures products on these threads
+        torch.set_num_threads(config.num_threads)
     return RunContext(
         config=config, backbone=backbone, task=get_task(config.task),
-        data=prepare_data(config, backbone.tokenizer), device=device, bf16=use_bf16(config, device),
+        data=prepare_data(config, backbone.tokenizer), device=device,
+        precision=hardware.choose_precision(config.precision, device),  # measured on the run's threads
         attention=resolve_attention(config, device), dropout=resolve_dropout(config, device),
         rng=np.random.default_rng(config.seed), mask_generator=torch.Generator().manual_seed(config.seed),
         progress=progress)
@@ -233,7 +221,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
     embeddings = mlm.input_embeddings()
     rows, tokens, step = [], 0, 0
-    start = time.perf_counter()
+    meter = hardware.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.mlm_epochs + 1):
         mlm.train()
         bar = tqdm(length_grouped_batches(lengths, config.batch_size, ctx.rng), desc=f"MLM epoch {epoch}",
@@ -256,11 +244,16 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
             optimizer_step(mlm, optimizer, scheduler)
             step += 1
             tokens += int(batch["attention_mask"].sum())
+            meter.add(batch["attention_mask"], selected=int((labels != -100).sum()))
             rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
             bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
         rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
-    wall = time.perf_counter() - start
-    return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step}
+        for batch in dev_batches:
+            meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
+    meter.stop()
+    wall = meter.wall_s
+    return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
+                  **meter.summary("mlm")}
 
 
 @torch.no_grad()
@@ -292,8 +285,8 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
     dev_batches = eval_batches(dev, config, pad)
-    epochs, tokens = [], 0
-    start = time.perf_counter()
+    epochs, tokens, num_labels = [], 0, classifier.config.num_labels
+    meter = hardware.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.ft_epochs + 1):
         classifier.train()
         losses = []
@@ -307,12 +300,16 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
             loss.backward()
             optimizer_step(classifier, optimizer, scheduler)
             tokens += int(batch["attention_mask"].sum())
+            meter.add(batch["attention_mask"], num_labels=num_labels)
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         metrics = evaluate(ctx, classifier, dev_batches)
+        for batch in dev_batches:
+            meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
         epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
-    wall = time.perf_counter() - start
-    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None}
+    meter.stop()
+    wall = meter.wall_s
+    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
 
 
 @torch.no_grad()
@@ -338,8 +335,8 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
     """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy)."""
     started = time.perf_counter()
     config, backbone, data = ctx.config, ctx.backbone, ctx.data
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
+    speed_choices = speed.configure(ctx.device.type)  # process-level settings that win here (typhoon/speed.py)
+    peak = hardware.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
     torch.manual_seed(config.seed)  # dropout draws from the global generator
 
     strategy = get_strategy(config.strategy, **config.strategy_params())
@@ -358,6 +355,8 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
                                      **ctx.kernels).to(ctx.device)
     epochs, ft_timing = fine_tune(ctx, classifier)
     timing.update(ft_timing, wall_s=time.perf_counter() - started)
+    for phase in ("mlm", "ft"):  # achieved shares of the measured matmul peak (useful FLOPs)
+        timing.update(hardware.peak_fractions(timing, phase, peak))
 
     train_labels = [x["label"] for x in data["train"]]
     dev_labels = [x["label"] for x in data["validation"]]
@@ -369,7 +368,8 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
         "epochs": epochs,
         "timing": timing,
         "n_train": len(data["train"]), "n_dev": len(data["validation"]),
-        "device": str(ctx.device), "precision": "bf16" if ctx.bf16 else "fp32",
+        "device": str(ctx.device), "precision": ctx.precision.name, "precision_reason": ctx.precision.reason,
+        "hardware": {"cpu": hardware.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
         "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
         "versions": library_versions(), "git_commit": git_commit(),
     }
