@@ -23,7 +23,7 @@ import torch
 
 from typhoon import batch, pipeline, plots
 from typhoon.config import RunConfig
-from typhoon.data import GLUE_DIR_ENV, collate, get_task, load_glue, resolve_glue_dir, token_counts
+from typhoon.data import GLUE_DIR_ENV, collate, get_task, load_glue, locate_glue, token_counts
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
 from typhoon.models import BACKBONES, load_backbone, minilm_dir
 
@@ -73,13 +73,8 @@ def environment_report() -> pd.DataFrame:
 
 
 def glue_source(task: str, data_dir: str | os.PathLike | None = None) -> str:
-    """Where :func:`typhoon.data.load_glue` reads ``task`` from: a local folder or the hub."""
-    spec = get_task(task)
-    root = resolve_glue_dir(data_dir)
-    if root is None:
-        return f"hub: nyu-mll/glue ({spec.hub_config})"
-    origin = "data_dir" if data_dir is not None else f"${GLUE_DIR_ENV}"
-    return f"{origin}: {root / spec.folder}"
+    """Where :func:`typhoon.data.load_glue` reads ``task`` from: a local folder (and which) or the hub."""
+    return str(locate_glue(task, data_dir))
 
 
 def data_report(tasks: Sequence[str], data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
