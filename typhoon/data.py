@@ -34,6 +34,8 @@ import datasets
 import numpy as np
 import torch
 
+from typhoon.records import atomic_write_text, publish_dir, staging_dir
+
 GLUE_DIR_ENV = "TYPHOON_GLUE_DIR"
 # The bundled official files live inside the package, so any install (editable, wheel, Docker) has them.
 BUNDLED_GLUE_DIR = Path(__file__).resolve().parent / "glue_data"
@@ -273,8 +275,6 @@ def read_checksums(folder: Path) -> dict[str, str] | None:
 
 def write_checksums(folder: Path, names: Sequence[str]) -> None:
     """Write ``SHA256SUMS`` for ``names`` (paths relative to ``folder``), readable by ``sha256sum -c``."""
-    from typhoon.records import atomic_write_text
-
     atomic_write_text(Path(folder) / CHECKSUM_FILE,
                       "".join(f"{file_sha256(Path(folder) / name)}  {name}\n" for name in names))
 
@@ -394,8 +394,6 @@ def fetch_glue(task: str, dest: str | os.PathLike | None = None, *, url: str | N
     download leaves nothing behind. Returns the task folder (untouched if it already holds the task,
     unless ``force``). ``url`` overrides the official address (a mirror, or a ``file://`` zip).
     """
-    from typhoon.records import publish_dir, staging_dir
-
     spec = get_task(task)
     root = Path(dest).expanduser() if dest is not None else default_fetch_dir()
     folder = root / spec.folder
@@ -406,24 +404,21 @@ def fetch_glue(task: str, dest: str | os.PathLike | None = None, *, url: str | N
             raise ValueError(f"GLUE {spec.name} has no official zip (GLUE builds it from the MSR corpus); "
                              f"the bundle carries it: {BUNDLED_GLUE_DIR / spec.folder}")
         url = OFFICIAL_ZIP_URL.format(spec.official_zip)
-    root.mkdir(parents=True, exist_ok=True)
-    staging = staging_dir(folder)
-    try:
-        with tempfile.TemporaryFile() as archive:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout_s) as response:
-                    while block := response.read(1 << 20):
-                        archive.write(block)
-            except OSError as err:  # URLError, timeouts, refused connections
-                raise ConnectionError(f"could not download GLUE {spec.name} from {url}: {err}") from err
-            names = _extract_task_files(archive, staging, url)
-        write_checksums(staging, names)
-        read_glue_split(spec, staging / "train.tsv")  # a broken archive is refused before it is published
-        read_glue_split(spec, staging / spec.dev_files[0])
-        publish_dir(staging, folder)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    with tempfile.TemporaryFile() as archive:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+                while block := response.read(1 << 20):
+                    archive.write(block)
+        except OSError as err:  # URLError, timeouts, refused connections
+            raise ConnectionError(f"could not download GLUE {spec.name} from {url}: {err}") from err
+        staging = staging_dir(folder)
+        try:
+            write_checksums(staging, _extract_task_files(archive, staging, url))
+            read_glue_split(spec, staging / "train.tsv")  # a broken archive is refused before it is published
+            read_glue_split(spec, staging / spec.dev_files[0])
+            publish_dir(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone after publishing; a failure leaves nothing
     return folder
 
 
