@@ -1,5 +1,6 @@
 # The two commands a newcomer needs: `make reproduce` (the main job) and `make test` (the tests).
-# Each does all set-up on a fresh machine: `make install` creates .venv/ and installs everything.
+# Each does all set-up on a fresh machine: `make install` creates .venv/ and installs the locked
+# environment. Only `make install` (and `make lock`) use the network; everything after runs offline.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,28 +8,40 @@ BIN := $(VENV)/bin
 PROFILE ?= cpu
 OUT ?= outputs
 WORKERS ?=   # empty = the profile's `workers` (cpu: 2 single-thread cells at once)
-# torch first, pinned: a looser torch requirement resolved first would pull a multi-GB CUDA build.
-# On a GPU machine install the CUDA build you need instead (see README, "GPU").
-TORCH ?= torch==2.13.0
-GLUE_DIR ?= $(abspath ../shared/data/glue)
-export TYPHOON_GLUE_DIR ?= $(GLUE_DIR)
+# torch is installed apart from the lock, in the build this machine needs (scripts/install_torch.sh):
+# TORCH_VARIANT=cpu (the default, never a CUDA wheel) or a CUDA build, e.g. `make install TORCH_VARIANT=cu128`.
+# The venv remembers its variant, so a later `make test` keeps it.
+TORCH_VERSION := 2.13.0
+TORCH_VARIANT ?= $(or $(shell cat $(VENV)/torch-variant 2>/dev/null),cpu)
+# How requirements/*.txt are resolved (`make lock`): for every platform from Python 3.11 on, with hashes,
+# torch left to the torch step above. `make lock LOCK_UPGRADE=--upgrade` moves every pin to its newest
+# allowed version; without it uv keeps the current pins where it can.
+LOCK_FLAGS := --python-version 3.11 --universal --generate-hashes --no-emit-package torch --custom-compile-command "make lock"
+LOCK_UPGRADE ?=
+UV ?= $(BIN)/uv
+OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-.PHONY: install test test-fast reproduce lab docker lint clean
+.PHONY: install test test-fast reproduce lab docker docker-gpu lint lock torch-report clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed-$(TORCH_VARIANT)
 
-$(VENV)/.installed: pyproject.toml
+# The lock first (every package but torch, hash-checked, no resolution), then torch, then the package
+# itself, built with the locked setuptools (no isolated build env to download).
+$(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts/install_torch.sh
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/dev.txt
+	scripts/install_torch.sh $(BIN)/python $(TORCH_VERSION) $(TORCH_VARIANT) --quiet
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
+	rm -f $(VENV)/.installed-*
+	echo $(TORCH_VARIANT) > $(VENV)/torch-variant
 	touch $@
 
 test: install
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: install
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow"
+	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow"
 
 reproduce: install
 	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) --out $(OUT) $(if $(strip $(WORKERS)),--workers $(WORKERS))
@@ -36,11 +49,27 @@ reproduce: install
 lab: install
 	$(BIN)/jupyter lab notebooks/
 
+# Regenerate the locks from pyproject.toml, and environment.yml from them (needs PyPI).
+lock: install
+	$(UV) pip compile pyproject.toml $(LOCK_FLAGS) $(LOCK_UPGRADE) -o requirements/runtime.txt
+	$(UV) pip compile pyproject.toml --extra dev -c requirements/runtime.txt $(LOCK_FLAGS) $(LOCK_UPGRADE) -o requirements/dev.txt
+	$(BIN)/python scripts/lockfiles.py environment.yml
+
+# What the torch step would install here, as pip's JSON report (no nvidia-* package for TORCH_VARIANT=cpu).
+torch-report: install
+	scripts/install_torch.sh $(BIN)/python $(TORCH_VERSION) $(TORCH_VARIANT) --dry-run --ignore-installed --quiet --report $(VENV)/torch-report.json
+	$(BIN)/python -c "import json; r = json.load(open('$(VENV)/torch-report.json'))['install']; \
+	names = sorted(i['metadata']['name'] + '==' + i['metadata']['version'] for i in r); \
+	print('would install:', ' '.join(names)); print('nvidia-* packages:', [n for n in names if n.startswith('nvidia')])"
+
 docker:
 	docker build -t typhoon-bundle .
 
+docker-gpu:
+	docker build --build-arg TORCH_VARIANT=cu128 -t typhoon-bundle:cu128 .
+
 lint: install
-	$(BIN)/ruff check typhoon tests benchmarks
+	$(BIN)/ruff check typhoon tests benchmarks scripts
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

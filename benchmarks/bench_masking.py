@@ -28,7 +28,6 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TYPHOON_GLUE_DIR", str(REPO.parent / "shared" / "data" / "glue"))
 
 from transformers import DataCollatorForLanguageModeling  # noqa: E402
 

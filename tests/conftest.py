@@ -1,5 +1,5 @@
-"""Shared fixtures: the real GLUE files (via TYPHOON_GLUE_DIR), the real uncased WordPiece tokenizer, and
-small saved checkpoints of every supported backbone family."""
+"""Shared fixtures: the real GLUE files (bundled, or $TYPHOON_GLUE_DIR if set), the real uncased WordPiece
+tokenizer, and small saved checkpoints of every supported backbone family."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# Tests never reach a hub; the data comes from the shared official TSVs.
+# Tests never reach a hub; the data is the official TSVs bundled in the package (typhoon/glue_data),
+# unless TYPHOON_GLUE_DIR points elsewhere.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TYPHOON_GLUE_DIR", str(REPO.parent / "shared" / "data" / "glue"))
 # Every supported family (typhoon.models.FAMILIES; test_models checks the two agree), listed here so
 # that collecting the tests does not import transformers.
 FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "electra"]
@@ -21,10 +21,10 @@ FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "el
 
 @pytest.fixture(scope="session")
 def glue_dir() -> Path:
-    path = Path(os.environ["TYPHOON_GLUE_DIR"])
-    if not (path / "MRPC" / "train.tsv").is_file():
-        pytest.fail(f"GLUE data not found at {path}: set TYPHOON_GLUE_DIR to the shared official TSVs")
-    return path
+    """The GLUE folder load_glue reads CoLA and MRPC from."""
+    from typhoon.data import locate_glue
+
+    return locate_glue("mrpc").folder.parent
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,22 @@
-"""GLUE loading against the official file counts and label balances (SOURCES.md), and tokenization."""
+"""GLUE loading against the official file counts and label balances (SOURCES.md), where it looks, and tokenization."""
 
 import collections
+import os
+import subprocess
+import sys
 
 import pytest
 
-from typhoon.data import collate, get_task, length_grouped_batches, load_glue, token_counts
+from typhoon.data import (
+    BUNDLED_GLUE_DIR,
+    GlueSource,
+    collate,
+    get_task,
+    length_grouped_batches,
+    load_glue,
+    locate_glue,
+    token_counts,
+)
 
 
 @pytest.mark.parametrize(
@@ -38,8 +50,9 @@ def test_cola_dev_without_trailing_newline(glue_dir):
     assert dev[len(dev) - 1]["sentence"] == last
 
 
-def test_env_var_is_used(glue_dir, monkeypatch):
-    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(glue_dir))
+def test_env_var_is_used(glue_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(_copy_task(glue_dir, "MRPC", tmp_path)))
+    assert locate_glue("MRPC") == GlueSource("$TYPHOON_GLUE_DIR", tmp_path / "MRPC")
     assert len(load_glue("MRPC")["validation"]) == 408
 
 
@@ -50,16 +63,59 @@ def test_task_names():
         get_task("stsx")
 
 
-def test_missing_local_data_says_where(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"MRPC.*train\.tsv.*TYPHOON_GLUE_DIR"):
+def _copy_task(glue_dir, folder, root):
+    (root / folder).mkdir(parents=True)
+    for path in (glue_dir / folder).glob("*.tsv"):
+        (root / folder / path.name).write_bytes(path.read_bytes())
+    return root
+
+
+def test_bundled_data_is_found_from_any_folder(tmp_path):
+    """No TYPHOON_GLUE_DIR, another working directory, the hub off: the bundle inside the package is used."""
+    env = {k: v for k, v in os.environ.items() if k != "TYPHOON_GLUE_DIR"} | {"HF_HUB_OFFLINE": "1"}
+    code = ("from typhoon.data import load_glue, locate_glue; d = load_glue('cola'); "
+            "print(locate_glue('cola').origin, len(d['train']), len(d['validation']), len(d['test']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["bundled", "8551", "1043", "1063"]
+
+
+def test_search_order(glue_dir, tmp_path, monkeypatch):
+    argument, env = _copy_task(glue_dir, "MRPC", tmp_path / "arg"), _copy_task(glue_dir, "CoLA", tmp_path / "env")
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(env))
+    assert locate_glue("mrpc", argument) == GlueSource("data_dir", argument / "MRPC")  # the argument first
+    assert locate_glue("cola", argument) == GlueSource("$TYPHOON_GLUE_DIR", env / "CoLA")  # it lacks CoLA
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(argument))
+    assert locate_glue("cola") == GlueSource("bundled", BUNDLED_GLUE_DIR / "CoLA")  # neither has it
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE")
+    assert locate_glue("rte") == GlueSource("hub", None)  # the hub last (not contacted here)
+
+
+def test_a_folder_that_does_not_exist_is_pointed_out(glue_dir, tmp_path):
+    with pytest.warns(UserWarning, match=r"nowhere.*does not exist"):
+        assert locate_glue("mrpc", tmp_path / "nowhere").origin == "bundled"
+
+
+def test_a_half_present_task_folder_is_refused(tmp_path):
+    (tmp_path / "MRPC").mkdir()
+    (tmp_path / "MRPC" / "dev.tsv").write_text("x")
+    with pytest.raises(FileNotFoundError, match=r"MRPC.*train\.tsv"):
         load_glue("mrpc", tmp_path)
 
 
-def test_offline_without_data_says_how(monkeypatch):
-    monkeypatch.delenv("TYPHOON_GLUE_DIR", raising=False)
+def test_not_found_names_every_place_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(tmp_path))
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(FileNotFoundError, match="TYPHOON_GLUE_DIR"):
-        load_glue("mrpc")
+    with pytest.raises(FileNotFoundError) as caught:
+        load_glue("rte")
+    message = str(caught.value)
+    assert "data_dir: not given" in message
+    assert f"$TYPHOON_GLUE_DIR: {tmp_path} has no RTE/ folder" in message
+    assert f"bundled: {BUNDLED_GLUE_DIR} has no RTE/ folder" in message
+    assert "hub nyu-mll/glue: switched off" in message
+    assert "Fix: python -m typhoon data fetch rte" in message
 
 
 def _write_mrpc(tmp_path, train_text):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from typhoon import environment
-from typhoon.data import load_glue
+from typhoon.data import BUNDLED_GLUE_DIR, load_glue, locate_glue
 from typhoon.models import BACKBONES
 
 # Official GLUE split sizes (train, dev, test): the local files must be the official ones.
@@ -39,7 +39,7 @@ def test_data_report_sizes_labels_and_source(glue_dir):
     for task, sizes in GLUE_SIZES.items():
         rows = report[report.task == task].set_index("split")
         assert tuple(rows.loc[["train", "validation", "test"], "examples"]) == sizes
-        assert all(str(glue_dir) in s and s.startswith("$TYPHOON_GLUE_DIR") for s in rows["source"])
+        assert all(s == str(locate_glue(task)) and str(glue_dir) in s for s in rows["source"])
         train_labels = np.asarray(load_glue(task)["train"]["label"])
         assert rows.loc["train", "majority_share"] == pytest.approx(max(np.bincount(train_labels)) / len(train_labels))
         assert rows.loc["test", "labels"] == "unlabelled" and np.isnan(rows.loc["test", "majority_share"])
@@ -47,11 +47,15 @@ def test_data_report_sizes_labels_and_source(glue_dir):
     assert mrpc_dev["labels"] == "not_equivalent 129 (31.6%), equivalent 279 (68.4%)"
 
 
-def test_data_source_without_local_folder_is_the_hub(monkeypatch):
-    monkeypatch.delenv("TYPHOON_GLUE_DIR")
-    assert environment.glue_source("mrpc").startswith("hub: nyu-mll/glue")
-    with pytest.raises(FileNotFoundError, match="TYPHOON_GLUE_DIR"):  # offline in tests: a clear error
-        environment.data_report(["mrpc"])
+def test_data_source_without_local_folder(monkeypatch):
+    monkeypatch.delenv("TYPHOON_GLUE_DIR", raising=False)
+    assert environment.glue_source("mrpc") == f"bundled: {BUNDLED_GLUE_DIR / 'MRPC'}"
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    assert environment.glue_source("rte") == "hub: nyu-mll/glue"  # not bundled: the hub is next (not contacted here)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match="data fetch rte"):  # offline: a clear error
+        environment.data_report(["rte"])
 
 
 def test_backbone_report_covers_the_registry():

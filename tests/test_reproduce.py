@@ -241,8 +241,8 @@ def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
     out = tmp_path / "out"
     first = start(out, "--no-analysis")
     try:
-        wait_for(lambda: (out / ".reproduce.lock").exists() and (out / ".reproduce.lock").read_text().strip(),
-                 first, what="the first batch's lock")
+        holder = out / ".reproduce.lock.pid"  # written once the lock is held (records.exclusive_lock)
+        wait_for(lambda: holder.exists() and holder.read_text().strip(), first, what="the first batch's lock")
         second = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out)],
                                 cwd=REPO, capture_output=True, text=True, timeout=600)
         assert second.returncode == 2

@@ -49,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
 
     sub.add_parser("profiles", help="list the profiles and their grid sizes")
+
+    data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    fetch = data_sub.add_parser("fetch", help="download a task's official GLUE files (needs a network)")
+    fetch.add_argument("task", help="GLUE task, e.g. rte, sst2, qnli")
+    fetch.add_argument("--dir", help="GLUE folder to put <TASK>/ in (default: $TYPHOON_GLUE_DIR, else the "
+                       "package's glue_data/, where load_glue finds it)")
+    fetch.add_argument("--url", help="download from this zip instead of the official address (a mirror)")
+    fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
     return parser
 
 
@@ -58,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "profiles":
             for name, profile in load_profiles().items():
                 print(f"{name:10s} {len(profile.grid()):3d} runs  {profile.description}")
+            return 0
+        if args.command == "data":
+            from typhoon.data import fetch_glue
+
+            folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
+            print(f"GLUE {args.task}: {folder}")
             return 0
         overrides = parse_overrides(args.set)
         if args.command == "run":
@@ -77,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor)
             return 0 if summary.ok else 1
-    except (ValueError, FileNotFoundError, LockedError) as err:
+    except (ValueError, FileNotFoundError, LockedError, ConnectionError) as err:
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     return 0

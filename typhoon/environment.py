@@ -18,7 +18,7 @@ import torch
 
 from typhoon import grid, hardware, pipeline
 from typhoon.config import RunConfig
-from typhoon.data import GLUE_DIR_ENV, get_task, load_glue, resolve_glue_dir
+from typhoon.data import GLUE_DIR_ENV, get_task, load_glue, locate_glue
 from typhoon.models import BACKBONES, minilm_dir
 
 __all__ = ["backbone_report", "backbone_source", "data_report", "environment_report", "glue_source"]
@@ -48,13 +48,8 @@ def environment_report() -> pd.DataFrame:
 
 
 def glue_source(task: str, data_dir: str | os.PathLike | None = None) -> str:
-    """Where :func:`typhoon.data.load_glue` reads ``task`` from: a local folder or the hub."""
-    spec = get_task(task)
-    root = resolve_glue_dir(data_dir)
-    if root is None:
-        return f"hub: nyu-mll/glue ({spec.hub_config})"
-    origin = "data_dir" if data_dir is not None else f"${GLUE_DIR_ENV}"
-    return f"{origin}: {root / spec.folder}"
+    """Where :func:`typhoon.data.load_glue` reads ``task`` from: a local folder (and which) or the hub."""
+    return str(locate_glue(task, data_dir))
 
 
 def data_report(tasks: Sequence[str], data_dir: str | os.PathLike | None = None) -> pd.DataFrame:

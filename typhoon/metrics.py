@@ -1,46 +1,37 @@
-"""GLUE dev metrics with the official definitions, computed offline (no hub metric scripts)."""
+"""GLUE dev metrics with the official definitions, computed through the local ``evaluate`` module.
+
+The definitions live in ``typhoon/glue_metric/glue_metric.py``, an ``evaluate`` metric module that is
+loaded by path (no hub, works offline); this module keeps the small API the pipeline uses.
+"""
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
+import evaluate
 import numpy as np
 
 from typhoon.data import get_task
 
-
-def accuracy(labels, predictions) -> float:
-    labels, predictions = np.asarray(labels), np.asarray(predictions)
-    return float(np.mean(labels == predictions))
+GLUE_METRIC_DIR = Path(__file__).resolve().parent / "glue_metric"
 
 
-def binary_f1(labels, predictions, positive: int = 1) -> float:
-    """F1 of the positive class (GLUE's MRPC/QQP F1); 0 when there is no true or predicted positive."""
-    labels, predictions = np.asarray(labels), np.asarray(predictions)
-    tp = np.sum((predictions == positive) & (labels == positive))
-    fp = np.sum((predictions == positive) & (labels != positive))
-    fn = np.sum((predictions != positive) & (labels == positive))
-    return float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0
+@functools.cache
+def _metric_module(task_name: str) -> evaluate.EvaluationModule:
+    return evaluate.load(str(GLUE_METRIC_DIR), config_name=task_name, keep_in_memory=True)
 
 
-def matthews_corrcoef(labels, predictions) -> float:
-    """Matthews correlation (CoLA's metric), defined as 0 when a marginal is constant."""
-    labels, predictions = np.asarray(labels), np.asarray(predictions)
-    classes = np.union1d(labels, predictions)
-    confusion = (labels[:, None] == classes[None, :]).T.astype(float) @ (predictions[:, None] == classes[None, :])
-    t, p = confusion.sum(axis=1), confusion.sum(axis=0)  # true and predicted class totals
-    n, correct = confusion.sum(), np.trace(confusion)
-    denominator = np.sqrt((n**2 - p @ p) * (n**2 - t @ t))
-    return float((correct * n - t @ p) / denominator) if denominator else 0.0
+def load_glue_metric(task: str) -> evaluate.EvaluationModule:
+    """The ``evaluate`` module scoring ``task`` (loaded once per task; its inputs are kept in memory)."""
+    return _metric_module(get_task(task).name)
 
 
 def glue_metrics(task: str, labels, predictions) -> dict[str, float]:
     """The official metrics of a GLUE classification task, keyed ``accuracy``, ``f1``, ``mcc``."""
-    spec = get_task(task)
-    out = {"accuracy": accuracy(labels, predictions)}
-    if spec.metric == "f1":
-        out["f1"] = binary_f1(labels, predictions)
-    if spec.metric == "mcc":
-        out["mcc"] = matthews_corrcoef(labels, predictions)
-    return out
+    result = load_glue_metric(task).compute(predictions=np.asarray(predictions, dtype=np.int64),
+                                            references=np.asarray(labels, dtype=np.int64))
+    return {name: float(value) for name, value in result.items()}
 
 
 def majority_baseline(task: str, train_labels, dev_labels) -> float:

@@ -9,18 +9,16 @@ ignored and cleaned up later.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import io
 import json
 import os
 import shutil
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import filelock
 import pandas as pd
 
 from typhoon import faults
@@ -193,34 +191,31 @@ class LockedError(RuntimeError):
 
 @contextlib.contextmanager
 def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
-    """Hold an advisory ``flock`` on ``path`` for the block; wait up to ``wait_s``, then raise LockedError.
+    """Hold an OS file lock on ``path`` for the block; wait up to ``wait_s``, then raise LockedError.
 
-    The OS releases the lock when the holder dies, so a killed run never leaves a stale lock.
+    ``filelock`` uses ``flock`` on POSIX and ``msvcrt`` locking on Windows; either way the OS releases
+    the lock when the holder dies, so a killed run never leaves a stale lock. The holder's pid goes to
+    ``<path>.pid`` (beside the lock, not in it: the lock file's contents belong to the lock) so that a
+    refused process can say who holds it; it is removed on release.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a+")
-    deadline = time.monotonic() + wait_s
+    holder_file = path.with_name(path.name + ".pid")
+    lock = filelock.FileLock(path)
     try:
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as err:
-                if err.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    fh.seek(0)
-                    holder = fh.read().strip() or "unknown"
-                    raise LockedError(f"{what} is in use by another process (pid {holder}; lock file {path})") from None
-                time.sleep(0.5)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
+        lock.acquire(timeout=wait_s, poll_interval=0.5)
+    except filelock.Timeout:
+        try:
+            holder = holder_file.read_text().strip() or "unknown"
+        except OSError:
+            holder = "unknown"
+        raise LockedError(f"{what} is in use by another process (pid {holder}; lock file {path})") from None
+    try:
+        atomic_write_text(holder_file, str(os.getpid()))
         yield
     finally:
-        fh.close()
+        holder_file.unlink(missing_ok=True)
+        lock.release()
 
 
 def record_lock(run_dir: Path, wait_s: float = 0.0):
