@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= cpu
-OUT ?= outputs
+OUT ?=       # empty = the profile's own folder, outputs/<profile>/
 WORKERS ?=   # empty = the profile's `workers` (cpu: 2 single-thread cells at once)
 # torch first, pinned: a looser torch requirement resolved first would pull a multi-GB CUDA build.
 # On a GPU machine install the CUDA build you need instead (see README, "GPU").
@@ -31,7 +31,7 @@ test-fast: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow"
 
 reproduce: install
-	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) --out $(OUT) $(if $(strip $(WORKERS)),--workers $(WORKERS))
+	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) $(if $(strip $(OUT)),--out $(OUT)) $(if $(strip $(WORKERS)),--workers $(WORKERS))
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
