@@ -1,5 +1,6 @@
 """Progress bars: in a notebook kernel one output replaced in place (its last state is what an executed
-notebook stores), no stderr frames, no IProgress warning; elsewhere tqdm's text bar."""
+notebook stores), no stderr frames, no IProgress warning (not even from the libraries' tqdm.auto);
+elsewhere tqdm's text bar."""
 
 import nbformat
 import pytest
@@ -22,6 +23,7 @@ def test_an_executed_notebook_stores_one_line_per_bar(tmp_path):
 
     nb = nbformat.v4.new_notebook()
     code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom typhoon.progressbar import progress_bar\n"
+            "import datasets  # imports tqdm.auto, which warns in a kernel without ipywidgets unless typhoon came first\n"
             "for epoch in (1, 2):\n"
             "    for _ in progress_bar(range(40), f'epoch {epoch}', mininterval=0, leave=False):\n"
             "        pass\nprint('done')")

@@ -112,12 +112,18 @@ def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi
     return paths
 
 
-def shared_legend(fig: Figure, axes, ncols: int | None = None) -> None:
-    """One legend for all panels, below them (the handles of every panel, each label once)."""
+def legend_handles(axes) -> dict:
+    """``{label: handle}`` over all ``axes``, each label once (for one legend serving several panels)."""
     handles = {}
     for ax in np.ravel(axes):
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
+    return handles
+
+
+def shared_legend(fig: Figure, axes, ncols: int | None = None) -> None:
+    """One legend for all panels, below them (the handles of every panel, each label once)."""
+    handles = legend_handles(axes)
     if handles:
         fig.legend(list(handles.values()), list(handles), loc="outside lower center",
                    ncols=ncols or min(len(handles), 4))
@@ -464,11 +470,8 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
         ax.set_ylabel(ylabel)
     if paper_kl is not None:
         axes[0].axhline(paper_kl, color="black", ls="--", lw=0.8, label=f"paper: {paper_kl:g}")
-    grid[1, 1].set_axis_off()
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(label, handle)
+    grid[1, 1].set_axis_off()  # the fourth panel holds the legend of the three
+    handles = legend_handles(axes)
     grid[1, 1].legend(list(handles.values()), list(handles), loc="center", title="calibration")
     fig.suptitle(title or "Calibration sweep on fixed saliency weights (no retraining)")
     caption = ("The same saliency weights calibrated by each method over band widths δ: the KL divergence of the "

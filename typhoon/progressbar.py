@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import sys
+import warnings
 from collections.abc import Iterable
 
 from tqdm.std import tqdm
@@ -57,3 +58,28 @@ def progress_bar(iterable: Iterable, desc: str, enabled: bool = True, **kwargs) 
     if enabled and in_notebook_kernel():
         kwargs = {"mininterval": NOTEBOOK_INTERVAL_S, **kwargs, "file": DisplayLine(), "leave": True}
     return tqdm(iterable, desc=desc, disable=not enabled, **kwargs)
+
+
+def quiet_tqdm_auto() -> None:
+    """In a notebook kernel, import ``tqdm.auto`` once with its "IProgress not found" warning silenced.
+
+    The libraries the bundle uses (datasets, transformers, huggingface_hub) import ``tqdm.auto``, which
+    warns in a kernel without ipywidgets -- with the kernel's path in the message, in every executed
+    notebook. The bundle shows no widget bars (:func:`progress_bar` needs none), so the warning is only
+    noise. Called when ``typhoon`` is imported; a notebook imports ``typhoon`` before those libraries.
+    """
+    if "tqdm.auto" in sys.modules or not in_notebook_kernel():
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import tqdm.auto  # noqa: F401
+
+
+def disable_library_bars() -> None:
+    """Turn off the Hugging Face libraries' own bars (e.g. datasets' "tokenize" maps): in a notebook they
+    would store a frame per update and say nothing a reader needs."""
+    import datasets
+    from huggingface_hub.utils import disable_progress_bars
+
+    datasets.disable_progress_bars()
+    disable_progress_bars()
