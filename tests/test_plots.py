@@ -120,9 +120,17 @@ def saved_figures(monkeypatch):
 
 
 def _texts(fig):
+    """The texts a figure shows (tick labels of ticks outside an axis's view are never drawn)."""
     from matplotlib.text import Text
 
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks():
+                if not lo - 1e-9 * (hi - lo) <= tick.get_loc() <= hi + 1e-9 * (hi - lo):
+                    hidden |= {tick.label1, tick.label2}
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t not in hidden]
 
 
 def _overlapping_ticks(ax, axis: str) -> list[str]:
@@ -143,12 +151,20 @@ def test_every_figure_is_readable_at_the_reports_width(tmp_path, saved_figures):
                               tau=[np.nan] * 3 + [1.0], kl_to_uniform=[1e-5, 4e-4, 1e-2, 1e-2],
                               budget_moved=[0.0, 0.02, 0.2, 0.2], pi_ratio=[1.0, 1.6, 30, 30]))
     P.plot_calibration_sweep(sweep, tmp_path / "s", paper_kl=7e-4)
-    assert len(saved_figures) == 4
+    P.plot_metric_per_seed(_results(), tmp_path / "one-backbone")  # the narrowest: its title must fit
+    curves = pd.DataFrame(dict(task="mrpc", backbone="bert", strategy="random", seed=0, step=[1, 2, 2],
+                               epoch=1, split=["train", "train", "dev"], loss=[10.3, 10.2, 10.25]))
+    P.plot_loss_curves(curves, tmp_path / "loss")
+    assert len(saved_figures) == 6
     for fig in saved_figures:
         width, _ = fig.get_size_inches()
         assert width <= P.MAX_WIDTH_IN + 1e-9
         small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < P.MIN_FONT_PT]
         assert not small, small
+        renderer = fig.canvas.get_renderer()
+        cut = [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
+               or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
+        assert not cut, f"text cut off at the figure's edge: {cut}"
         for ax in fig.axes:
             assert not _overlapping_ticks(ax, "x") and not _overlapping_ticks(ax, "y")
 

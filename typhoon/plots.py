@@ -163,7 +163,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
     order = stats._strategy_order(df["strategy"], reference)
     pal = strategy_palette(order)
     jitter = np.random.default_rng(0)  # fixed: the figure is the same every time it is made
-    fig = new_figure(1.0 + 0.75 * len(order) * len(backbones), 0.8 + 2.4 * len(tasks))
+    fig = new_figure(max(4.6, 1.0 + 0.75 * len(order) * len(backbones)), 0.8 + 2.4 * len(tasks))
     axes = fig.subplots(len(tasks), len(backbones), squeeze=False, sharey="row")
     for i, task in enumerate(tasks):
         for j, bb in enumerate(backbones):
@@ -189,7 +189,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
             ax.set_xlim(-0.5, len(order) - 0.5)
             ax.set_title(f"{task} / {bb}")
             ax.set_ylabel(f"dev {metric}" if j == 0 else "")
-    fig.suptitle(f"Dev metric per seed (dots); black: mean ± {confidence:.0%} t-CI")
+    fig.suptitle(f"Dev metric per seed; black: mean ± {confidence:.0%} CI")
     return save_figure(fig, out_path, f"The dev metric of every seed (coloured dots) per masking strategy, with "
                                       f"the mean and its {confidence:.0%} t confidence interval in black beside "
                                       "them; one panel per task and backbone.")
@@ -231,7 +231,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     ax.set_ylim(-0.6, len(df) - 0.4)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
     ax.grid(axis="y", visible=False)
-    metric = stats._metric_of(df) if "primary_metric" in df.columns else ""
+    metric = stats._metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
     ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
     if margin:
         fig.legend(loc="outside lower center")
@@ -306,8 +306,8 @@ def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: 
 @styled
 def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev; one legend."""
-    _require(curves, ["task", "backbone", "strategy", "seed", "step", "split", "loss"], "loss curves")
-    agg = (curves.groupby(["task", "backbone", "strategy", "split", "step"], sort=False)["loss"]
+    _require(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
+    agg = (curves.groupby(["task", "backbone", "strategy", "split", "step", "epoch"], sort=False)["loss"]
            .agg(["mean", "std", "count"]).reset_index().sort_values("step"))
     combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
     splits = [s for s in ("train", "dev") if s in set(agg["split"])] or sorted(set(agg["split"]))
@@ -318,13 +318,19 @@ def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[
         for j, split in enumerate(splits):
             ax = axes[i, j]
             sub = agg[(agg.task == task) & (agg.backbone == bb) & (agg.split == split)]
+            x = "step" if split == "train" else "epoch"  # the dev loss is measured once, after each epoch
             for s, g in sub.groupby("strategy", sort=False):
-                ax.plot(g["step"], g["mean"], color=pal[s], label=s, marker="o" if len(g) < 30 else None)
+                ax.plot(g[x], g["mean"], color=pal[s], label=s, marker="o" if len(g) < 30 else None)
                 sd = g["std"].fillna(0.0)
-                ax.fill_between(g["step"], g["mean"] - sd, g["mean"] + sd, color=pal[s], alpha=0.2, lw=0)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-            ax.set_title(f"{task} / {bb}: {split}")
-            ax.set_xlabel("step" if split == "train" else "step (dev loss at the end of each epoch)")
+                ax.fill_between(g[x], g["mean"] - sd, g["mean"] + sd, color=pal[s], alpha=0.2, lw=0)
+            if x == "epoch" and len(sub):
+                epochs = sorted(sub["epoch"].astype(int).unique())
+                ax.set_xticks(epochs)
+                ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+            else:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+            ax.set_title(f"{task} / {bb}: {split}" + (" (one fixed random mask)" if x == "epoch" else ""))
+            ax.set_xlabel(f"MLM {x}")
             ax.set_ylabel("MLM loss" if j == 0 else "")
     shared_legend(fig, axes)
     fig.suptitle("MLM loss (mean ± sd over seeds)")

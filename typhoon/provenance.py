@@ -234,7 +234,11 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
 
 
 def invocation() -> list[str]:
-    """The command line of this process, as ``typhoon`` arguments (for the manifest)."""
+    """The command line of this process as ``typhoon`` arguments (for the manifest); [] when this
+    process is not the ``typhoon`` command (e.g. ``reproduce`` called from Python)."""
+    program = Path(sys.argv[0]).name if sys.argv else ""
+    if program not in ("__main__.py", "typhoon"):
+        return []
     return [paths.redact(arg) for arg in sys.argv[1:]]
 
 

@@ -246,7 +246,25 @@ def findings_html(out_dir: Path) -> str:
         frame_html(claims, verdicts=True),
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
         frame_html(findings.headline_table(tables)),
+        '<h3 id="runs">The runs</h3>',
+        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
+        runs_html(tables.results),
     ])
+
+
+def runs_html(results) -> str:
+    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook."""
+    rows = []
+    for r in results.itertuples():
+        value = f"{r.primary_metric} {r.primary_value:.4f}" if r.status == "ok" else html.escape(str(r.error))
+        link = f'<a href="notebooks/{html.escape(str(r.record_path))}.ipynb">notebook</a>'
+        wall = f"{r.wall_s / 60:.1f} min" if r.wall_s == r.wall_s else "—"  # NaN for a failed run
+        cells = [r.task, r.backbone, r.strategy, r.seed, r.status, value, getattr(r, "precision", ""), wall]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + f"<td>{link}</td></tr>")
+    head = "".join(f"<th>{c}</th>" for c in ("task", "backbone", "strategy", "seed", "status", "dev metric",
+                                            "precision", "wall time", ""))
+    return (f'<div class="table-wrap"><table class="findings"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
 def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> str:
@@ -256,7 +274,8 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
     banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
               "and are not findings.</div>") if pipeline_check else ""
     sections, toc = [], ['<li><a href="#summary">Summary</a><ol><li><a href="#claims">The paper’s claims</a></li>'
-                         '<li><a href="#headline-table">Headline table</a></li></ol></li>']
+                         '<li><a href="#headline-table">Headline table</a></li>'
+                         '<li><a href="#runs">The runs</a></li></ol></li>']
     for i, path in enumerate(notebooks):
         anchor = f"nb{i}"
         name, subsections, body = notebook_section(Path(path), anchor, out_dir, banner)
