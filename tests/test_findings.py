@@ -139,3 +139,17 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
     readme = REPO / "README.md"
     assert findings.readme_block_in(readme) == findings.readme_block(reference, readme), \
         "README.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
+
+
+def test_the_results_readme_command(tmp_path, capsys):
+    from typhoon.cli import main
+
+    make_output(tmp_path / "ref")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{findings.README_BEGIN}\nold\n{findings.README_END}\n")
+    assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme), "--check"]) == 1
+    assert "out of date" in capsys.readouterr().out and "old" in readme.read_text()
+    assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme)]) == 0
+    assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme), "--check"]) == 0
+    assert main(["results-readme", str(tmp_path / "missing"), "--readme", str(readme)]) == 2
+    assert "not a finished run of the study" in capsys.readouterr().err

@@ -37,11 +37,12 @@ def test_the_default_does_not_depend_on_the_working_directory(cwd, tmp_path):
 def test_redact_makes_this_machines_paths_relative(monkeypatch, tmp_path):
     out = tmp_path / "out"
     monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("/root")))
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(tmp_path / "glue"))
     site = next(p for p in sys.path if p.endswith("site-packages"))
     text = (f"wrote {out}/runs/mrpc/x and {out}; code in {REPO}/typhoon/grid.py; {site}/tqdm/auto.py; "
-            f"/root/.cache/hf but /rootfs/data stays")
+            f"/root/.cache/hf but /rootfs/data stays; data {tmp_path}/glue/MRPC; out_dir = \"{out}\"")
     shown = paths.redact(text, out)
     assert shown == ("wrote runs/mrpc/x and .; code in typhoon/grid.py; <site-packages>/tqdm/auto.py; "
-                     "~/.cache/hf but /rootfs/data stays")
+                     "~/.cache/hf but /rootfs/data stays; data $TYPHOON_GLUE_DIR/MRPC; out_dir = \".\"")
     assert paths.shown(out / "stats" / "summary.csv", out) == "stats/summary.csv"
     assert paths.shown(REPO / "results" / "cpu") == "results/cpu"

@@ -27,7 +27,9 @@ def executed_notebook(out, name="20_statistics.ipynb"):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell(f"# 20 · Statistics\n\nThe identity {LATEX} and `$TYPHOON_GLUE_DIR` "
-                                      "stays code.\n\n## Section one\n\n$$\\tfrac12 \\theta^\\top M_\\pi \\theta$$"),
+                                      "stays code; MRPC's \"bought it for $ 2. 5 billion, sold for $ 3\" is "
+                                      "money, not math.\n\n## Section one\n\n"
+                                      "$$\\tfrac12 \\theta^\\top M_\\pi \\theta$$"),
         nbformat.v4.new_code_cell("out_dir = None", metadata={"tags": ["parameters"]},
                                   outputs=[nbformat.v4.new_output("stream", name="stdout", text="PARAMETERS\n")]),
         nbformat.v4.new_code_cell("x = 1", outputs=[

@@ -3,7 +3,8 @@
 :func:`check_page` loads a copy of the page with a small script that, once everything has loaded,
 measures what a reader would see wrong and writes it into the DOM; Chromium prints the DOM
 (``--dump-dom``) and the findings are read back from it. Checked: raw TeX left in the visible text
-(``$...$``, ``\\frac`` and the like: math that did not render), a page wider than the window (content
+(``$...$`` as TeX delimits math -- no space inside the dollars, so "$ 2.5 billion ... for $" in a
+sentence is not math -- and ``\\frac`` and the like: math that did not render), a page wider than the window (content
 cut off or needing a horizontal scroll of the whole page), and images that did not load or have no
 real alt text. Nothing is fetched from a network: Chromium runs with networking features off, so a
 page that needs a CDN fails the check.
@@ -32,7 +33,7 @@ _PROBE = """
 <script>
 window.addEventListener("load", () => {
   const text = document.body.innerText;
-  const raw = [...text.matchAll(/\\$[^$\\n]{1,80}\\$|\\\\(frac|sum|mathrm|pi|lambda|alpha|mid|log)\\b/g)]
+  const raw = [...text.matchAll(/\\$(?=\\S)[^$\\n]{1,80}(?<=\\S)\\$|\\\\(frac|sum|mathrm|pi|lambda|alpha|mid|log)\\b/g)]
       .map(m => m[0]).slice(0, 10);
   const doc = document.documentElement;
   const wide = [...document.querySelectorAll("body *")].filter(e => {

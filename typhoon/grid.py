@@ -275,19 +275,15 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
 
 
 def scrub_notebook(path: Path, out_dir: Path) -> None:
-    """Rewrite an executed notebook with every absolute path of this machine in its outputs made
-    relative (:func:`typhoon.paths.redact`): committed copies must not carry one machine's folders."""
+    """Rewrite an executed notebook with every absolute path of this machine made relative
+    (:func:`typhoon.paths.redact`): in its outputs, the parameters papermill injected and papermill's
+    metadata. Committed copies must not carry one machine's folders. The replacements are plain
+    relative paths, so the JSON stays valid (checked before the file is replaced)."""
     import nbformat
 
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            if "text" in output:
-                output["text"] = paths.redact(output["text"], out_dir)
-            for mime, value in output.get("data", {}).items():
-                if mime.startswith("text/") and isinstance(value, str):
-                    output["data"][mime] = paths.redact(value, out_dir)
-    records.atomic_write_text(path, nbformat.writes(nb))
+    text = paths.redact(path.read_text(encoding="utf-8"), out_dir)
+    nbformat.reads(text, as_version=4)  # still a notebook
+    records.atomic_write_text(path, text)
 
 
 def preflight(configs: list[RunConfig]) -> None:
@@ -328,7 +324,12 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock = provenance.now(), time.perf_counter()
         clean_stale_staging(out_dir)
-        on_done = (lambda row: row["status"] == "ok" and provenance.commit_cell(out_dir, row)) if commit_records else None
+        def on_done(row: dict) -> None:  # as each cell finishes: its notebook made fit to share, then committed
+            if row.get("notebook") and (out_dir / row["notebook"]).is_file():
+                scrub_notebook(out_dir / row["notebook"], out_dir)
+            if commit_records and row["status"] == "ok":
+                provenance.commit_cell(out_dir, row)
+
         cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done)
         results = records.collect_results(out_dir, configs)
         results_csv = out_dir / "results.csv"

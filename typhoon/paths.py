@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+ENV_FOLDERS = ("TYPHOON_GLUE_DIR", "HF_HOME", "TYPHOON_NOTEBOOKS")  # shown by the variable's name
 
 
 def repo_root() -> Path:
@@ -50,8 +51,9 @@ def _check_profile_name(profile: str) -> None:
 
 def shown(path: str | os.PathLike, base: str | os.PathLike | None = None) -> str:
     """``path`` as a reader should see it: relative to ``base`` (e.g. the output folder) when inside it,
-    else relative to the repository, else with the home folder, the Python environment and the
-    installed packages replaced by ``~``, ``<python>`` and ``<site-packages>``."""
+    else relative to the repository, else with the home folder, the Python environment, the installed
+    packages and the folders named by :data:`ENV_FOLDERS` replaced by ``~``, ``<python>``,
+    ``<site-packages>`` and ``$VARIABLE``."""
     return redact(os.fspath(path), base)
 
 
@@ -69,6 +71,7 @@ def redact(text: str, base: str | os.PathLike | None = None) -> str:
     prefixes += [(p.resolve(), "<site-packages>/") for p in site if p.is_dir()]
     prefixes.append((Path(sys.prefix).resolve(), "<python>/"))
     prefixes.append((Path.home().resolve(), "~/"))
+    prefixes += [(Path(os.environ[var]).resolve(), f"${var}/") for var in ENV_FOLDERS if os.environ.get(var)]
     for prefix, replacement in sorted(prefixes, key=lambda item: -len(str(item[0]))):
         root = str(prefix).rstrip("/")
         if root in ("", "/"):
