@@ -322,7 +322,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     out_dir.mkdir(parents=True, exist_ok=True)
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
-        started, clock = provenance.now(), time.perf_counter()
+        started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)
         def on_done(row: dict) -> None:  # as each cell finishes: its notebook made fit to share, then committed
             if row.get("notebook") and (out_dir / row["notebook"]).is_file():
@@ -335,7 +335,8 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         results_csv = out_dir / "results.csv"
         records.atomic_write_csv(results_csv, results)
         command = provenance.invocation()
-        provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics, cells)
+        provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics, cells,
+                                  code)
         report = None
         if analysis:
             try:
@@ -345,7 +346,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                 cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
                                                          "error": f"{type(err).__name__}: {err}"}])])
             provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics,
-                                      cells)
+                                      cells, code)
         summary = Summary(cells, results_csv, report)
         log_summary(out_dir, started, summary)
         if commit_records:

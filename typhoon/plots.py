@@ -536,9 +536,9 @@ def plot_saliency(tokens: pd.DataFrame, p: float, out_path: str | os.PathLike) -
     ax_s.set_ylabel("saliency s_i (symlog)")
     ax_s.set_title("Saliency ⟨∂L/∂x_i, W[t_i]⟩ (orange: masked in this draw, grey: visible)")
     ax_p.bar(x, df["pi"], color=PI_COLOUR)
-    ax_p.axhline(p, color="black", lw=0.8, ls="--", label=f"p = {p:g}")
+    ax_p.axhline(p, color="black", lw=0.8, ls="--")
     ax_p.set_ylabel("masking probability π")
-    ax_p.legend()
+    ax_p.set_title(f"Calibrated π of each token's type (dashed: the budget p = {p:g})")
     ax_p.set_xticks(x, df["token"], rotation=90, fontsize=MIN_FONT_PT)
     return save_figure(fig, out_path, "Top: the saliency of every token of one sentence (orange: masked in this "
                                       "draw, grey: visible). Bottom: the calibrated masking probability π of each "

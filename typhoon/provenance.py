@@ -198,8 +198,11 @@ def check_profile(out_dir: Path, profile: str) -> None:
 
 
 def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
-                   numerics_counts: dict[str, int], cells) -> dict:
+                   numerics_counts: dict[str, int], cells, code: dict | None = None) -> dict:
     """Write ``<out_dir>/MANIFEST.json`` for a ``reproduce`` that started at ``started`` and took ``wall_s``.
+
+    ``code``: :func:`git_state` taken when the invocation started (committing records moves HEAD on);
+    None takes it now.
 
     Earlier invocations into the same folder (a grid resumed on another day or machine) are kept under
     ``history``, newest last, so the manifest says every machine and commit the records came from; a
@@ -225,7 +228,7 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
         "runs_wall_s": round(float(ok["wall_s"].sum()), 1) if len(ok) else 0.0,
         "numerics": numerics_counts,
         "machine": machine(),
-        **git_state(),
+        **(code or git_state()),
         "locks": lock_state(),
         "history": history,
     }
