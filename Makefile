@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= cpu
-OUT ?= outputs
+OUT ?=       # empty = the profile's own folder, outputs/<profile>/
 WORKERS ?=   # empty = the profile's `workers` (cpu: 2 single-thread cells at once)
 # torch is installed apart from the lock, in the build this machine needs (scripts/install_torch.sh):
 # TORCH_VARIANT=cpu (the default, never a CUDA wheel) or a CUDA build, e.g. `make install TORCH_VARIANT=cu128`.
@@ -44,7 +44,7 @@ test-fast: install
 	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow"
 
 reproduce: install
-	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) --out $(OUT) $(if $(strip $(WORKERS)),--workers $(WORKERS))
+	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) $(if $(strip $(OUT)),--out $(OUT)) $(if $(strip $(WORKERS)),--workers $(WORKERS))
 
 lab: install
 	$(BIN)/jupyter lab notebooks/

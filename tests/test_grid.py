@@ -41,7 +41,7 @@ class _Stop(Exception):
 
 
 def _stop_at_the_grid(monkeypatch, seen):
-    def fake_grid(configs, out_dir, nb_dir, workers, executor):
+    def fake_grid(configs, out_dir, nb_dir, workers, executor, on_done=None):
         seen.append((configs, workers))
         raise _Stop
 
@@ -71,15 +71,17 @@ def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
 def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(grid, "execute_notebook", lambda source, target, params: calls.append((source.name, params)))
-    monkeypatch.setattr(grid, "render_report", lambda notebooks, target: target)
+    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: out_dir / "report.html")
     grid.run_analysis(tmp_path, tmp_path, get_profile("smoke").analysis)
     assert [name for name, _ in calls] == [nb.name for nb in grid.ANALYSIS_NOTEBOOKS]
+    assert {"00_setup.ipynb", "01_masking_walkthrough.ipynb"} <= set(dict(calls))  # every walkthrough runs
     params = dict(calls)
     assert params["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
+    assert params["01_masking_walkthrough.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
     assert params["20_statistics.ipynb"] == {"out_dir": str(tmp_path)}
     calls.clear()
-    grid.run_analysis(tmp_path, tmp_path, get_profile("cpu").analysis)  # no analysis table: the defaults
-    assert dict(calls)["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path)}
+    grid.run_analysis(tmp_path, tmp_path, get_profile("cpu").analysis, "cpu")  # no analysis table: the defaults
+    assert dict(calls)["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "profile": "cpu"}
 
 
 def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monkeypatch, tmp_path):

@@ -97,3 +97,116 @@ def test_budget_spread_figures(tmp_path):
                               tau=[np.nan, np.nan, 1.0, 1.0], kl_to_uniform=[1e-4, 4e-4, 1e-2, 1e-2],
                               budget_moved=[0.01, 0.02, 0.2, 0.2], pi_ratio=[1.2, 1.6, 30, 30]))
     _check(P.plot_calibration_sweep(sweep, tmp_path / "sweep", paper_kl=7e-4))
+
+
+# --------------------------------------------------------------------------------------------------
+# One style, readable at the report's size, and the defects readers saw
+
+
+@pytest.fixture()
+def saved_figures(monkeypatch):
+    """Every figure saved while the test runs (drawn, as it was written)."""
+    from matplotlib.figure import Figure
+
+    figures, original = [], Figure.savefig
+
+    def record(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if self not in figures:
+            figures.append(self)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    return figures
+
+
+def _texts(fig):
+    """The texts a figure shows (tick labels of ticks outside an axis's view are never drawn)."""
+    from matplotlib.text import Text
+
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks():
+                if not lo - 1e-9 * (hi - lo) <= tick.get_loc() <= hi + 1e-9 * (hi - lo):
+                    hidden |= {tick.label1, tick.label2}
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t not in hidden]
+
+
+def _overlapping_ticks(ax, axis: str) -> list[str]:
+    renderer = ax.figure.canvas.get_renderer()
+    labels = [t for t in getattr(ax, f"get_{axis}ticklabels")() if t.get_visible() and t.get_text()]
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    return [f"{a.get_text()} / {b.get_text()}" for i, (a, ba) in enumerate(zip(labels, boxes, strict=True))
+            for b, bb in zip(labels[i + 1:], boxes[i + 1:], strict=True) if ba.overlaps(bb)]
+
+
+def test_every_figure_is_readable_at_the_reports_width(tmp_path, saved_figures):
+    r = _results(tasks=("mrpc", "cola"), backbones=("bert", "roberta", "deberta"))
+    comparisons = S.paired_comparisons(r, aso_iterations=50, bootstrap_resamples=200)
+    P.plot_metric_per_seed(r, tmp_path / "m")
+    P.plot_paired_differences(comparisons, tmp_path / "f")
+    P.plot_expected_max(S.expected_max_performance(r, ks=range(1, 6)), tmp_path / "e")
+    sweep = pd.DataFrame(dict(method=["minmax"] * 3 + ["softmax"], delta=[0.0, 0.4, 1.0, np.nan],
+                              tau=[np.nan] * 3 + [1.0], kl_to_uniform=[1e-5, 4e-4, 1e-2, 1e-2],
+                              budget_moved=[0.0, 0.02, 0.2, 0.2], pi_ratio=[1.0, 1.6, 30, 30]))
+    P.plot_calibration_sweep(sweep, tmp_path / "s", paper_kl=7e-4)
+    P.plot_metric_per_seed(_results(), tmp_path / "one-backbone")  # the narrowest: its title must fit
+    curves = pd.DataFrame(dict(task="mrpc", backbone="bert", strategy="random", seed=0, step=[1, 2, 2],
+                               epoch=1, split=["train", "train", "dev"], loss=[10.3, 10.2, 10.25]))
+    P.plot_loss_curves(curves, tmp_path / "loss")
+    assert len(saved_figures) == 6
+    for fig in saved_figures:
+        width, _ = fig.get_size_inches()
+        assert width <= P.MAX_WIDTH_IN + 1e-9
+        small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < P.MIN_FONT_PT]
+        assert not small, small
+        renderer = fig.canvas.get_renderer()
+        cut = [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
+               or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
+        assert not cut, f"text cut off at the figure's edge: {cut}"
+        for ax in fig.axes:
+            assert not _overlapping_ticks(ax, "x") and not _overlapping_ticks(ax, "y")
+
+
+def test_the_figure_defects_readers_saw_are_gone(tmp_path, saved_figures):
+    from PIL import Image
+
+    r = _results(seeds=2)
+    # paired differences: x tick labels apart (their overlap was the defect), Holm p beside each row
+    paths = P.plot_paired_differences(S.paired_comparisons(r, on_invalid="skip"), tmp_path / "f")
+    fig = saved_figures[-1]
+    assert not _overlapping_ticks(fig.axes[0], "x")
+    assert all("Holm p" in t.get_text() for t in fig.axes[0].get_yticklabels())
+    assert "Holm-adjusted" in Image.open(paths[0]).text["Description"]  # the caption rides in the PNG
+    # expected max: whole seeds on the k axis, one legend for all panels
+    P.plot_expected_max(S.expected_max_performance(r, ks=range(1, 4)), tmp_path / "e")
+    fig = saved_figures[-1]
+    for ax in fig.axes:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+        assert ax.get_legend() is None
+    assert len(fig.legends) == 1
+    # one run's curves: a one-epoch run's epoch axis shows epoch 1, not 0.96-1.04
+    loss = pd.DataFrame(dict(step=[1, 2, 3, 3], split=["train"] * 3 + ["dev"], loss=[10.31, 10.32, 10.311, 10.318]))
+    P.plot_run_curves(loss, pd.DataFrame(dict(epoch=[1], dev_f1=[0.81])), "f1", 0.8, tmp_path / "run")
+    loss_ax, metric_ax = saved_figures[-1].axes
+    assert list(metric_ax.get_xticks()) == [1]
+    # no "+1.031e1" offset above an axis
+    for ax in (loss_ax, metric_ax):
+        assert ax.yaxis.get_offset_text().get_text() == "" and ax.xaxis.get_offset_text().get_text() == ""
+    # metric per seed: each mean ± CI marker sits beside its own strategy's dots
+    P.plot_metric_per_seed(_results(), tmp_path / "m")
+    ax = saved_figures[-1].axes[0]
+    dots = [line for line in ax.get_lines() if line.get_marker() == "o" and line.get_color() != "black"]
+    means = [line for line in ax.get_lines() if line.get_color() == "black" and line.get_marker() == "o"]
+    for dot, mean in zip(dots, means, strict=True):
+        assert abs(float(mean.get_xdata()[0]) - np.mean(dot.get_xdata())) < 0.35
+
+
+def test_style_does_not_leak_into_the_callers_matplotlib(tmp_path):
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    P.plot_metric_per_seed(_results(), tmp_path / "m")
+    assert dict(matplotlib.rcParams) == before

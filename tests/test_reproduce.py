@@ -141,6 +141,37 @@ def test_smoke_profile_outputs(reference):
     report = (reference / "report.html").read_text()
     assert "<html" in report and "budget" in report.lower() and len(report) > 100_000
     assert not list(reference.rglob(".*tmp*")), "temp files left behind"
+    assert_readers_see_clean_outputs(reference)
+
+
+def assert_readers_see_clean_outputs(out: Path) -> None:
+    """What a reader opens is clean: every walkthrough executed, no local path or progress noise in the
+    executed notebooks, captions on the figures, the manifest, and a report a browser shows whole."""
+    import nbformat
+    from PIL import Image
+
+    from typhoon import browser, provenance
+
+    executed = sorted((out / "notebooks").rglob("*.ipynb"))
+    assert {"00_setup", "01_masking_walkthrough", "20_statistics", "30_budget_spread",
+            "40_mask_schedules"} <= {p.stem for p in executed}
+    for path in executed:
+        text = path.read_text()
+        for local in (str(out), str(REPO), sys.prefix):
+            assert local not in text, f"{path.name} names the local folder {local}"
+        assert "IProgress" not in text and "TqdmWarning" not in text, path.name
+        nb = nbformat.read(path, as_version=4)
+        frames = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                  if o.output_type == "stream" and "\r" in o.get("text", "")]
+        assert not frames, f"{path.name} stores progress frames"
+    for png in (out / "figures").rglob("*.png"):
+        assert Image.open(png).text.get("Description"), f"{png.name} has no caption"
+    manifest = provenance.read_manifest(out)
+    assert manifest["profile"] == "smoke" and manifest["numerics"] == {"fp32 on cpu": len(GRID)}
+    assert manifest["machine"]["cores"] >= 1 and manifest["runs_ok"] == len(GRID)
+    assert f"cells: {len(GRID)}" in (out / "reproduce.log").read_text()
+    if browser.find_chromium():
+        assert browser.check_page(out / "report.html") == []
 
 
 # Columns of the golden smoke table: those that name a run and its outcome must match exactly, the numbers

@@ -295,21 +295,21 @@ def _at(sweep: pd.DataFrame, method: str, delta: float | None = None, tau: float
 
 
 def bottleneck_conclusion(states: pd.DataFrame | None, sweep: pd.DataFrame, source: str,
-                          delta: float | None = None) -> str:
+                          delta: float | None = None, paper_kl: float | None = PAPER_KL_NATS_PER_TOKEN) -> str:
     """Markdown conclusion whose numbers all come from ``states`` (``summarize_states``; may be empty)
-    and ``sweep`` (``calibration_sweep`` of the state named by ``source``)."""
+    and ``sweep`` (``calibration_sweep`` of the state named by ``source``). ``paper_kl`` None: the saved
+    states are not set beside the paper's KL (a pipeline check's tiny model says nothing about it)."""
     need = ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"]
     missing = [c for c in need if c not in sweep.columns]
     if missing or sweep.empty:
         raise ValueError(f"sweep is empty or lacks column(s) {missing}")
-    paper = PAPER_KL_NATS_PER_TOKEN
     lines = []
     if states is not None and not states.empty:
         kl = states["kl_to_uniform"]
+        versus = f", {kl.median() / paper_kl:.2g}x the paper's ~{paper_kl:.0e}" if paper_kl else ""
         lines.append(
             f"- **Saved Typhoon states ({len(states)}):** KL to uniform masking is "
-            f"{kl.median():.2e} nats/token (median; range {kl.min():.2e}-{kl.max():.2e}), "
-            f"{kl.median() / paper:.2g}x the paper's ~{paper:.0e}. Median budget moved "
+            f"{kl.median():.2e} nats/token (median; range {kl.min():.2e}-{kl.max():.2e}){versus}. Median budget moved "
             f"(TV(q, u)) {states['budget_moved'].median():.2%}; pi spans a max/min ratio of "
             f"{states['pi_ratio'].median():.3g} (median).")
         if states["median_z"].notna().any():

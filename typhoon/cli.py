@@ -35,18 +35,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | ...")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from")
-    run.add_argument("--out", default="outputs", help="output folder (records land in <out>/runs/...)")
+    run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
     run.add_argument("--force", action="store_true", help="rerun even if a complete record exists")
 
     rep = sub.add_parser("reproduce", help="execute the notebooks over a profile's grid with papermill")
     rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
-    rep.add_argument("--out", default="outputs")
+    rep.add_argument("--out", help="output folder; default: <repo>/outputs/<profile> (a reference run: results/<profile>)")
     rep.add_argument("--workers", type=int, help="cells run at once, each in its own process "
                      "(default: the profile's `workers`; on CPU they share the cores)")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
     rep.add_argument("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
+    rep.add_argument("--allow-mixed-precision", action="store_true",
+                     help="resume a grid whose finished records used other numerics (precision, device kind) than "
+                     "this machine would; the tables and the report then say the mix")
+    rep.add_argument("--commit-records", action="store_true",
+                     help="git-commit each finished cell's record as it completes, then the tables and report "
+                     "(for a reference run under results/<profile>)")
+
+    readme = sub.add_parser("results-readme", help="rewrite README.md's Results block from a reference run's tables")
+    readme.add_argument("reference", help="the reference run's folder, e.g. results/cpu")
+    readme.add_argument("--readme", help="the README to update (default: the repository's README.md)")
+    readme.add_argument("--check", action="store_true", help="change nothing; exit 1 if the block is out of date")
+
+    check = sub.add_parser("check-report", help="render a report in headless Chromium and list what a reader would see wrong")
+    check.add_argument("report", help="a report.html")
 
     sub.add_parser("profiles", help="list the profiles and their grid sizes")
 
@@ -74,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
             print(f"GLUE {args.task}: {folder}")
             return 0
-        overrides = parse_overrides(args.set)
+        overrides = parse_overrides(getattr(args, "set", None))
         if args.command == "run":
             from typhoon.pipeline import run
 
@@ -90,8 +104,21 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
             executor = dask_executor(args.scheduler) if args.scheduler else None
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                analysis=not args.no_analysis, executor=executor)
+                                analysis=not args.no_analysis, executor=executor,
+                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records)
             return 0 if summary.ok else 1
+        if args.command == "results-readme":
+            from typhoon.findings import update_readme
+
+            changed = update_readme(args.reference, args.readme, check=args.check)
+            print(f"README Results block {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
+            return 1 if args.check and changed else 0
+        if args.command == "check-report":
+            from typhoon.browser import check_page
+
+            problems = check_page(args.report)
+            print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")
+            return 1 if problems else 0
     except (ValueError, FileNotFoundError, LockedError, ConnectionError) as err:
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2

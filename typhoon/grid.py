@@ -3,8 +3,12 @@
 ``reproduce(profile, out_dir)`` resolves the grid (``Profile.grid``: one RunConfig per cell), executes
 ``notebooks/10_run.ipynb`` once per cell that has no complete run record, passing the resolved config
 as JSON (so a rerun after a crash finishes only what is missing), rebuilds ``results.csv`` from the
-records, executes the analysis notebooks and renders ``report.html`` (:mod:`typhoon.report`).
-A failing cell is recorded as failed and the grid goes on; the summary says which.
+records, executes the walkthrough and analysis notebooks and renders ``report.html``
+(:mod:`typhoon.report`). A failing cell is recorded as failed and the grid goes on; the summary says which.
+The output folder defaults to the profile's own (``<repo>/outputs/<profile>``, :mod:`typhoon.paths`); it
+gets a ``MANIFEST.json`` (machine, commit, lock, wall time: :mod:`typhoon.provenance`) and a
+``reproduce.log``. A grid is never resumed with other numerics than its finished records used unless
+``allow_mixed_precision``.
 
 One ``reproduce`` at a time may use an output folder (a lock refuses a second one); each run record
 also has its own lock, so a record never has two writers.
@@ -17,6 +21,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from typhoon import records
+from typhoon import paths, provenance, records
 from typhoon.config import RunConfig, get_profile
 from typhoon.report import render_report
 
@@ -35,14 +40,17 @@ KERNEL = "python3"
 
 @dataclass(frozen=True)
 class AnalysisNotebook:
-    """An analysis notebook the grid executes after the runs: every one takes ``out_dir``, and
-    ``settings`` names the profile's analysis settings (``[<profile>.analysis]``) it takes as parameters."""
+    """A notebook the grid executes after the runs (a walkthrough or an analysis of the results): every
+    one takes ``out_dir`` and ``profile``, and ``settings`` names the profile's analysis settings
+    (``[<profile>.analysis]``) it takes as parameters. The report shows them in this order."""
 
     name: str
     settings: tuple[str, ...] = ()
 
 
 ANALYSIS_NOTEBOOKS = (
+    AnalysisNotebook("00_setup.ipynb", settings=("quick",)),
+    AnalysisNotebook("01_masking_walkthrough.ipynb", settings=("quick",)),
     AnalysisNotebook("20_statistics.ipynb"),
     AnalysisNotebook("30_budget_spread.ipynb"),
     AnalysisNotebook("40_mask_schedules.ipynb", settings=("quick",)),
@@ -202,8 +210,11 @@ def cell_threads(config: RunConfig, workers: int, gpus: list[str]) -> int | None
 
 
 def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int = 1,
-             executor: Executor | None = None) -> pd.DataFrame:
-    """Run every incomplete cell (in parallel with ``workers`` > 1); returns one status row per cell."""
+             executor: Executor | None = None, on_done: Callable[[dict], None] | None = None) -> pd.DataFrame:
+    """Run every incomplete cell (in parallel with ``workers`` > 1); returns one status row per cell.
+
+    ``on_done`` is called with each cell's status row as the cell finishes (in this thread).
+    """
     todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)]
     rows = [records.status_row(c, "skipped") for c in configs if c not in todo]
     gpus = gpu_devices()
@@ -218,6 +229,8 @@ def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int
                    for i, c in enumerate(todo)]
         for future in as_completed(futures):
             rows.append(future.result())
+            if on_done is not None:
+                on_done(rows[-1])
             failed = sum(r["status"] == "failed" for r in rows)
             bar.update(1)
             bar.set_postfix(done=len(rows) - failed, failed=failed, remaining=len(configs) - len(rows))
@@ -239,19 +252,38 @@ def check_analysis_settings(settings: dict, profile: str) -> None:
                          f"take {sorted(known)}")
 
 
-def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None) -> Path:
-    """Execute the analysis notebooks on the collected results and render the HTML report.
+def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None) -> Path:
+    """Execute the walkthrough and analysis notebooks on the collected results and render the HTML report.
 
-    ``settings``: the profile's analysis settings; each notebook gets those it declares.
+    ``settings``: the profile's analysis settings; each notebook gets those it declares, and ``profile``
+    (which says, e.g., whether its numbers are a pipeline check). The executed
+    copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
     """
     settings = settings or {}
     executed = []
     for nb in ANALYSIS_NOTEBOOKS:
-        params = {"out_dir": str(out_dir), **{k: settings[k] for k in nb.settings if k in settings}}
+        params = {"out_dir": str(out_dir), **({"profile": profile} if profile else {}),
+                  **{k: settings[k] for k in nb.settings if k in settings}}
         target = out_dir / "notebooks" / nb.name
-        execute_notebook(nb_dir / nb.name, target, params)
+        try:
+            execute_notebook(nb_dir / nb.name, target, params)
+        finally:
+            if target.is_file():
+                scrub_notebook(target, out_dir)
         executed.append(target)
-    return render_report(executed, out_dir / "report.html")
+    return render_report(out_dir, executed, profile)
+
+
+def scrub_notebook(path: Path, out_dir: Path) -> None:
+    """Rewrite an executed notebook with every absolute path of this machine made relative
+    (:func:`typhoon.paths.redact`): in its outputs, the parameters papermill injected and papermill's
+    metadata. Committed copies must not carry one machine's folders. The replacements are plain
+    relative paths, so the JSON stays valid (checked before the file is replaced)."""
+    import nbformat
+
+    text = paths.redact(path.read_text(encoding="utf-8"), out_dir)
+    nbformat.reads(text, as_version=4)  # still a notebook
+    records.atomic_write_text(path, text)
 
 
 def preflight(configs: list[RunConfig]) -> None:
@@ -265,13 +297,17 @@ def preflight(configs: list[RunConfig]) -> None:
         load_backbone(name)
 
 
-def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int | None = None,
-              overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None) -> Summary:
+def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
+              overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None,
+              allow_mixed_precision: bool = False, commit_records: bool = False) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
-    ``overrides`` (typed RunConfig values, ``config.parse_overrides``) apply to every cell. ``workers``
-    cells run at once (None = the profile's ``workers``). Every input is validated (profile, grid
-    configs, analysis settings, notebooks, data, backbones) before anything is written.
+    ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed
+    RunConfig values, ``config.parse_overrides``) apply to every cell. ``workers`` cells run at once
+    (None = the profile's ``workers``). Every input is validated (profile, grid configs, analysis
+    settings, notebooks, data, backbones, the folder's profile and numerics) before anything is written.
+    ``commit_records``: git-commit each finished cell's record and notebook as it completes, then the
+    tables, figures and report (a reference run that resumes from its commits on any machine).
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
@@ -279,22 +315,48 @@ def reproduce(profile: str, out_dir: str | Path = "outputs", *, workers: int | N
     workers = spec.workers if workers is None else workers
     nb_dir = notebooks_dir()
     preflight(configs)
-    out_dir = Path(out_dir).resolve()
+    out_dir = paths.resolve_out_dir(out_dir, spec.name)
+    if commit_records:
+        provenance.check_git_repo(out_dir)
+    provenance.check_profile(out_dir, spec.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+        numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
+        started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)
-        cells = run_grid(configs, out_dir, nb_dir, workers, executor)
+        def on_done(row: dict) -> None:  # as each cell finishes: its notebook made fit to share, then committed
+            if row.get("notebook") and (out_dir / row["notebook"]).is_file():
+                scrub_notebook(out_dir / row["notebook"], out_dir)
+            if commit_records and row["status"] == "ok":
+                provenance.commit_cell(out_dir, row)
+
+        cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done)
         results = records.collect_results(out_dir, configs)
         results_csv = out_dir / "results.csv"
         records.atomic_write_csv(results_csv, results)
+        command = provenance.invocation()
+        provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics, cells,
+                                  code)
         report = None
         if analysis:
             try:
-                report = run_analysis(out_dir, nb_dir, spec.analysis)
+                report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name)
             except Exception as err:
                 traceback.print_exc()
                 cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
                                                          "error": f"{type(err).__name__}: {err}"}])])
-    summary = Summary(cells, results_csv, report)
+            provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics,
+                                      cells, code)
+        summary = Summary(cells, results_csv, report)
+        log_summary(out_dir, started, summary)
+        if commit_records:
+            provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir],
+                                    f"{paths.shown(out_dir)}: tables, figures, notebooks and report")
     print(summary.table())
     return summary
+
+
+def log_summary(out_dir: Path, started: str, summary: Summary) -> None:
+    """Append this invocation's summary to ``<out_dir>/reproduce.log`` (one block per ``reproduce``)."""
+    with open(out_dir / "reproduce.log", "a", encoding="utf-8") as log:
+        log.write(f"reproduce started {started}, finished {provenance.now()}\n{summary.table()}\n\n")

@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 import typhoon
-from typhoon import faults, hardware, records, speed
+from typhoon import faults, hardware, paths, records, speed
 from typhoon.config import RunConfig
 from typhoon.data import (
     TaskSpec,
@@ -43,6 +42,7 @@ from typhoon.data import (
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy
 from typhoon.metrics import glue_metrics, majority_baseline
 from typhoon.models import Backbone, MaskedLM, load_backbone
+from typhoon.progressbar import progress_bar
 from typhoon.schedules import sample_rates
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
@@ -224,8 +224,8 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
     meter = hardware.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.mlm_epochs + 1):
         mlm.train()
-        bar = tqdm(length_grouped_batches(lengths, config.batch_size, ctx.rng), desc=f"MLM epoch {epoch}",
-                   disable=not ctx.progress, leave=False)
+        bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"MLM epoch {epoch}",
+                           ctx.progress, leave=False)
         for idx in bar:
             batch = collate([train[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
             rates = sample_rates(config.schedule, len(idx), config.p, config.pi0, ctx.mask_generator)
@@ -290,8 +290,8 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
     for epoch in range(1, config.ft_epochs + 1):
         classifier.train()
         losses = []
-        bar = tqdm(length_grouped_batches(lengths, config.batch_size, ctx.rng), desc=f"fine-tune epoch {epoch}",
-                   disable=not ctx.progress, leave=False)
+        bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"fine-tune epoch {epoch}",
+                           ctx.progress, leave=False)
         for idx in bar:
             batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
             with ctx.autocast():
@@ -378,15 +378,16 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
     return metrics, loss_rows, strategy
 
 
-def run(config: RunConfig, out_dir: str | Path = "outputs", *, force: bool = False,
+def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = False,
         progress: bool = True) -> records.RunRecord:
-    """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``.
+    """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``
+    (``out_dir`` None: the profile's own output folder, ``<repo>/outputs/<profile>``).
 
     A complete record of the same run is reused unless ``force``. Bad inputs fail before anything
     is written. A run that fails while training leaves a record with status ``failed``, its error and
     traceback, and re-raises.
     """
-    run_dir = Path(out_dir) / config.relative_dir()
+    run_dir = paths.resolve_out_dir(out_dir, config.profile) / config.relative_dir()
     if not force and records.is_complete(run_dir, config):
         return records.read_record(run_dir, skipped=True)
     ctx = set_up(config, progress)

@@ -1,13 +1,20 @@
-"""Figures, regenerated from the tables (PNG + SVG under ``outputs/figures/``).
+"""Figures, regenerated from the tables (PNG + SVG under ``<out>/figures/``), all in one style.
 
 Every ``plot_*`` function takes DataFrames (or arrays) plus an output path (suffix ignored) and returns
 the written paths ``[<path>.png, <path>.svg]``. Figures are built on ``matplotlib.figure.Figure`` with
 the Agg canvas -- no pyplot state, so they are safe in scripts, tests and notebooks alike (show them in
 a notebook with ``IPython.display.Image(paths[0])``).
+
+One style for every figure of the bundle (:data:`STYLE`, applied by :func:`styled` while a figure is
+made and saved, so nothing leaks into the caller's matplotlib settings): figures are at most
+:data:`MAX_WIDTH_IN` wide, so that at :data:`DPI` they show at full size in the report's column, and no
+text is smaller than :data:`MIN_FONT_PT` (about 15 px there). Each figure carries a caption (stored in
+the PNG's ``Description`` and the SVG's metadata) that the report shows under it and as its alt text.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -23,13 +30,18 @@ if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from cycler import cycler  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from typhoon import stats  # noqa: E402
 from typhoon.records import LOSS_COLUMNS, RUN_KEYS  # noqa: E402
 
 __all__ = [
+    "STYLE",
+    "styled",
+    "new_figure",
     "save_figure",
     "strategy_palette",
     "plot_metric_per_seed",
@@ -49,26 +61,72 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------------
+DPI = 150
+MAX_WIDTH_IN = 7.3  # 1095 px at DPI: the report's column (typhoon.report.REPORT_WIDTH_PX) shows it unscaled
+MIN_FONT_PT = 7.5  # about 15 px at DPI, full size
+STYLE = {
+    "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+    "legend.fontsize": 8.5, "figure.titlesize": 11, "legend.frameon": False,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "0.92",
+    "grid.linewidth": 0.6, "axes.axisbelow": True, "lines.linewidth": 1.4, "lines.markersize": 4,
+    "axes.formatter.useoffset": False,  # "+1.031e1" offsets hide the values a reader wants
+    "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")), "savefig.dpi": DPI,
+}
+
+
+def styled(plot):
+    """Make and save a figure in :data:`STYLE` (the caller's matplotlib settings are left as they were)."""
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return plot(*args, **kwargs)
+
+    return wrapper
+
+
 def new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
+    """A constrained-layout figure, at most :data:`MAX_WIDTH_IN` wide (wider requests are narrowed)."""
+    fig = Figure(figsize=(min(width, MAX_WIDTH_IN), height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def save_figure(fig: Figure, out_path: str | os.PathLike, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``<out_path>.png`` and ``<out_path>.svg`` (atomically) and return both paths."""
+def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi: int = DPI) -> list[Path]:
+    """Write ``fig`` as ``<out_path>.png`` and ``<out_path>.svg`` (atomically) and return both paths.
+
+    ``caption`` (what the figure shows, one or two sentences) goes into the files' metadata: the report
+    shows it under the figure and as its alt text.
+    """
     base = Path(out_path)
     if base.suffix.lower() in (".png", ".svg", ".pdf"):
         base = base.with_suffix("")
     base.parent.mkdir(parents=True, exist_ok=True)
     paths = []
+    metadata = {"png": {"Description": caption}, "svg": {"Description": caption, "Date": None}}
     for ext in ("png", "svg"):
         final = base.parent / f"{base.name}.{ext}"
         tmp = base.parent / f".{base.name}.{ext}.tmp"
-        fig.savefig(tmp, format=ext, dpi=dpi)
+        fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
         os.replace(tmp, final)
         paths.append(final)
     return paths
+
+
+def legend_handles(axes) -> dict:
+    """``{label: handle}`` over all ``axes``, each label once (for one legend serving several panels)."""
+    handles = {}
+    for ax in np.ravel(axes):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    return handles
+
+
+def shared_legend(fig: Figure, axes, ncols: int | None = None) -> None:
+    """One legend for all panels, below them (the handles of every panel, each label once)."""
+    handles = legend_handles(axes)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   ncols=ncols or min(len(handles), 4))
 
 
 def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
@@ -91,9 +149,11 @@ def _facets(df: pd.DataFrame) -> tuple[list[str], list[str]]:
 # --------------------------------------------------------------------------------------------------
 # results
 # --------------------------------------------------------------------------------------------------
+@styled
 def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, confidence: float = 0.95,
                          reference: str | None = "typhoon") -> list[Path]:
-    """Dev metric of every seed per strategy (strip), with mean ± t-based CI; facets task x backbone."""
+    """Dev metric of every seed per strategy (dots), with the mean ± t-based CI beside them (black);
+    facets task x backbone."""
     _require(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
     df = stats.ok_runs(results)
     if df.empty:
@@ -102,7 +162,8 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
     tasks, backbones = _facets(df)
     order = stats._strategy_order(df["strategy"], reference)
     pal = strategy_palette(order)
-    fig = new_figure(1.2 + 0.9 * len(order) * len(backbones), 0.6 + 2.6 * len(tasks))
+    jitter = np.random.default_rng(0)  # fixed: the figure is the same every time it is made
+    fig = new_figure(max(4.6, 1.0 + 0.75 * len(order) * len(backbones)), 0.8 + 2.4 * len(tasks))
     axes = fig.subplots(len(tasks), len(backbones), squeeze=False, sharey="row")
     for i, task in enumerate(tasks):
         for j, bb in enumerate(backbones):
@@ -111,31 +172,35 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
             if sub.empty:
                 ax.set_axis_off()
                 continue
-            sns.stripplot(data=sub, x="strategy", y="primary_value", hue="strategy", order=order,
-                          hue_order=order, palette=pal, ax=ax, size=5, alpha=0.7, jitter=0.15, legend=False)
             sm = summ[(summ.task == task) & (summ.backbone == bb)].set_index("strategy")
             for x, s in enumerate(order):
+                values = sub.loc[sub.strategy == s, "primary_value"].to_numpy(float)
+                ax.plot(x - 0.1 + jitter.uniform(-0.06, 0.06, values.size), values, "o", color=pal[s], alpha=0.8)
                 if s not in sm.index:
                     continue
                 r = sm.loc[s]
                 if np.isfinite(r["ci_low"]):
-                    ax.errorbar(x + 0.3, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
+                    ax.errorbar(x + 0.12, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
                                 fmt="o", color="black", capsize=3, ms=4)
                 else:
-                    ax.plot(x + 0.3, r["mean"], "o", color="black", ms=4)
+                    ax.plot(x + 0.12, r["mean"], "o", color="black", ms=4)
             metric = stats._metric_of(sub) or "primary metric"
-            ax.set_title(f"{task} / {bb}", fontsize=9)
-            ax.set_xlabel("")
+            ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
+            ax.set_xlim(-0.5, len(order) - 0.5)
+            ax.set_title(f"{task} / {bb}")
             ax.set_ylabel(f"dev {metric}" if j == 0 else "")
-            ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    fig.suptitle(f"Dev metric per seed; black: mean ± {confidence:.0%} t-CI", fontsize=10)
-    return save_figure(fig, out_path)
+    fig.suptitle(f"Dev metric per seed; black: mean ± {confidence:.0%} CI")
+    return save_figure(fig, out_path, f"The dev metric of every seed (coloured dots) per masking strategy, with "
+                                      f"the mean and its {confidence:.0%} t confidence interval in black beside "
+                                      "them; one panel per task and backbone.")
 
 
+@styled
 def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLike,
                             margin: float | None = None, family: str | None = "vs_reference") -> list[Path]:
     """Forest plot of paired mean differences (strategy_a - strategy_b) with CIs, zero line and the
-    equivalence band ±margin. ``family`` selects rows (falls back to all rows if none match)."""
+    equivalence band ±margin; each row names its Holm p. ``family`` selects rows (falls back to all rows
+    if none match)."""
     _require(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
              "comparisons")
     df = comparisons
@@ -144,15 +209,16 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     if margin is None:
         margin = float(df["margin"].iloc[0]) if "margin" in df.columns else None
     df = df.reset_index(drop=True)
-    labels = [f"{r.task}/{r.backbone}: {r.strategy_a} - {r.strategy_b}" for r in df.itertuples()]
+    holm = df["p_holm"] if "p_holm" in df.columns else pd.Series(np.nan, index=df.index)
+    labels = [f"{r.task}/{r.backbone}: {r.strategy_a} − {r.strategy_b}"
+              + (f"\nHolm p = {p:.2g}" if np.isfinite(p) else "\nnot testable")
+              for r, p in zip(df.itertuples(), holm.astype(float), strict=True)]
     pal = strategy_palette(pd.concat([df.strategy_a, df.strategy_b]))
-    fig = new_figure(7.0, 1.0 + 0.35 * len(df))
+    fig = new_figure(MAX_WIDTH_IN, 1.4 + 0.5 * len(df))
     ax = fig.subplots()
     y = np.arange(len(df))[::-1]
     if margin:
         ax.axvspan(-margin, margin, color="0.9", zorder=0, label=f"equivalence margin ±{margin:g}")
-        for m in (-margin, margin):
-            ax.axvline(m, color="0.5", ls="--", lw=0.8)
     ax.axvline(0, color="black", lw=0.8)
     for yi, r in zip(y, df.itertuples(), strict=True):
         c = pal[r.strategy_b]
@@ -160,39 +226,48 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
             ax.errorbar(r.mean_diff, yi, xerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
                         color=c, capsize=3)
         elif np.isfinite(r.mean_diff):
-            ax.plot(r.mean_diff, yi, "x", color=c)  # no CI (fewer than 2 seeds)
-        if "p_holm" in df.columns and np.isfinite(r.p_holm):
-            ax.annotate(f"p_Holm={r.p_holm:.2g}", (1.01, yi), xycoords=("axes fraction", "data"), fontsize=7,
-                        va="center")
-    ax.set_yticks(y, labels, fontsize=8)
-    metric = stats._metric_of(df) if "primary_metric" in df.columns else ""
+            ax.plot(r.mean_diff, yi, "x", color=c, ms=6)  # no CI (fewer than 2 seeds, or no spread)
+    ax.set_yticks(y, labels)
+    ax.set_ylim(-0.6, len(df) - 0.4)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
+    ax.grid(axis="y", visible=False)
+    metric = stats._metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
     ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
     if margin:
-        ax.legend(loc="lower right", fontsize=7)
-    ax.set_title("Paired differences (by seed)", fontsize=10)
-    return save_figure(fig, out_path)
+        fig.legend(loc="outside lower center")
+    ax.set_title("Paired differences by seed (x: no CI)")
+    return save_figure(fig, out_path, "Paired mean difference of the dev metric between two strategies (by seed) "
+                                      "with its 95 % t confidence interval, against zero and the grey "
+                                      "equivalence band; each row names its Holm-adjusted p.")
 
 
+@styled
 def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
-    """Expected best-of-k dev metric vs k (table from ``stats.expected_max_performance``)."""
+    """Expected best-of-k dev metric vs k (table from ``stats.expected_max_performance``); one legend."""
     _require(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
     tasks, backbones = _facets(evp)
     pal = strategy_palette(evp["strategy"])
-    fig = new_figure(1.0 + 3.0 * len(backbones), 0.6 + 2.5 * len(tasks))
+    fig = new_figure(1.0 + 3.0 * len(backbones), 1.0 + 2.4 * len(tasks))
     axes = fig.subplots(len(tasks), len(backbones), squeeze=False)
+    extrapolated = False
     for i, task in enumerate(tasks):
         for j, bb in enumerate(backbones):
             ax = axes[i, j]
             sub = evp[(evp.task == task) & (evp.backbone == bb)]
             for s, g in sub.groupby("strategy", sort=False):
-                ax.plot(g["k"], g["expected_max"], "o-", color=pal[s], label=s, ms=3)
+                ax.plot(g["k"], g["expected_max"], "o-", color=pal[s], label=s)
                 if "extrapolated" in g.columns and g["extrapolated"].any():
-                    ax.axvline(g.loc[~g["extrapolated"], "k"].max(), color="0.7", ls=":", lw=0.8)
-            ax.set_title(f"{task} / {bb}", fontsize=9)
+                    ax.axvline(g.loc[~g["extrapolated"], "k"].max(), color="0.6", ls=":", lw=1)
+                    extrapolated = True
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_title(f"{task} / {bb}")
             ax.set_xlabel("k (seeds)")
             ax.set_ylabel("E[max of k]" if j == 0 else "")
-    axes[0, -1].legend(fontsize=7)
-    return save_figure(fig, out_path)
+    shared_legend(fig, axes)
+    note = " Right of a dotted line, k exceeds the seeds a strategy has: the values there are extrapolated." \
+        if extrapolated else ""
+    return save_figure(fig, out_path, "Expected best dev metric among k seeds (Dodge et al., 2019) against k, per "
+                                      "strategy; one panel per task and backbone." + note)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -228,55 +303,70 @@ def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: 
     return out
 
 
+@styled
 def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
-    """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev."""
-    _require(curves, ["task", "backbone", "strategy", "seed", "step", "split", "loss"], "loss curves")
-    agg = (curves.groupby(["task", "backbone", "strategy", "split", "step"], sort=False)["loss"]
+    """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev; one legend."""
+    _require(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
+    agg = (curves.groupby(["task", "backbone", "strategy", "split", "step", "epoch"], sort=False)["loss"]
            .agg(["mean", "std", "count"]).reset_index().sort_values("step"))
     combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
     splits = [s for s in ("train", "dev") if s in set(agg["split"])] or sorted(set(agg["split"]))
     pal = strategy_palette(agg["strategy"])
-    fig = new_figure(1.0 + 4.0 * len(splits), 0.6 + 2.5 * len(combos))
+    fig = new_figure(1.0 + 3.2 * len(splits), 1.0 + 2.3 * len(combos))
     axes = fig.subplots(len(combos), len(splits), squeeze=False)
     for i, (task, bb) in enumerate(combos):
         for j, split in enumerate(splits):
             ax = axes[i, j]
             sub = agg[(agg.task == task) & (agg.backbone == bb) & (agg.split == split)]
+            x = "step" if split == "train" else "epoch"  # the dev loss is measured once, after each epoch
             for s, g in sub.groupby("strategy", sort=False):
-                ax.plot(g["step"], g["mean"], color=pal[s], label=s, lw=1.2,
-                        marker="o" if len(g) < 30 else None, ms=3)
+                ax.plot(g[x], g["mean"], color=pal[s], label=s, marker="o" if len(g) < 30 else None)
                 sd = g["std"].fillna(0.0)
-                ax.fill_between(g["step"], g["mean"] - sd, g["mean"] + sd, color=pal[s], alpha=0.2, lw=0)
-            ax.set_title(f"{task} / {bb}: {split}", fontsize=9)
-            ax.set_xlabel("step")
+                ax.fill_between(g[x], g["mean"] - sd, g["mean"] + sd, color=pal[s], alpha=0.2, lw=0)
+            if x == "epoch" and len(sub):
+                epochs = sorted(sub["epoch"].astype(int).unique())
+                ax.set_xticks(epochs)
+                ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+            else:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+            ax.set_title(f"{task} / {bb}: {split}" + (" (one fixed random mask)" if x == "epoch" else ""))
+            ax.set_xlabel(f"MLM {x}")
             ax.set_ylabel("MLM loss" if j == 0 else "")
-    axes[0, -1].legend(fontsize=7)
-    fig.suptitle("MLM loss (mean ± sd over seeds)", fontsize=10)
-    return save_figure(fig, out_path)
+    shared_legend(fig, axes)
+    fig.suptitle("MLM loss (mean ± sd over seeds)")
+    return save_figure(fig, out_path, "Masked-language-model loss during phase 1 per strategy, mean over seeds "
+                                      "with a band of ± one sd: training loss under each strategy's own masks "
+                                      "(left) and the dev loss under one fixed random mask (right).")
 
 
-
+@styled
 def plot_run_curves(mlm_loss: pd.DataFrame, epochs: pd.DataFrame, primary_metric: str,
                     majority_value: float | None, out_path: str | os.PathLike) -> list[Path]:
     """One run: MLM loss per step (train, and dev per epoch) and the dev metric per fine-tuning epoch."""
     _require(mlm_loss, ["step", "split", "loss"], "MLM loss")
     column = f"dev_{primary_metric}"
     _require(epochs, ["epoch", column], "epoch metrics")
-    fig = new_figure(9.0, 3.2)
+    fig = new_figure(MAX_WIDTH_IN, 3.0)
     loss_ax, metric_ax = fig.subplots(1, 2)
     for split, style in (("train", dict(lw=1.0)), ("dev", dict(marker="o", lw=1.5))):
         part = mlm_loss[mlm_loss["split"] == split]
         if len(part):
             loss_ax.plot(part["step"], part["loss"], label=split, **style)
     loss_ax.set(xlabel="MLM step", ylabel="MLM loss", title="phase 1: MLM adaptation")
+    loss_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(mlm_loss):
-        loss_ax.legend(fontsize=8)
+        loss_ax.legend()
     metric_ax.plot(epochs["epoch"], epochs[column], marker="o")
     if majority_value is not None and np.isfinite(majority_value):
         metric_ax.axhline(majority_value, ls="--", color="grey", lw=1, label="majority class")
-        metric_ax.legend(fontsize=8)
+        metric_ax.legend()
+    metric_ax.set_xticks(epochs["epoch"].astype(int))  # whole epochs only, also for a one-epoch run
+    metric_ax.set_xlim(epochs["epoch"].min() - 0.5, epochs["epoch"].max() + 0.5)
     metric_ax.set(xlabel="fine-tuning epoch", ylabel=f"dev {primary_metric}", title="phase 2: fine-tuning")
-    return save_figure(fig, out_path)
+    return save_figure(fig, out_path, "One run: the MLM loss per step of phase 1 (training, and the dev loss "
+                                      f"after each epoch) and the dev {primary_metric} after each fine-tuning "
+                                      "epoch, with the majority-class level dashed.")
+
 
 # --------------------------------------------------------------------------------------------------
 # budget spread
@@ -294,6 +384,7 @@ def _seen_arrays(weights, probs, seen):
     return w[m], pi[m]
 
 
+@styled
 def plot_weights_vs_probs(weights, probs, p: float, out_path: str | os.PathLike, seen=None,
                           title: str = "") -> list[Path]:
     """Rank plot: saliency weight w and calibrated pi of the seen types, both sorted by w (descending),
@@ -301,26 +392,29 @@ def plot_weights_vs_probs(weights, probs, p: float, out_path: str | os.PathLike,
     w, pi = _seen_arrays(weights, probs, seen)
     order = np.argsort(-w, kind="stable")
     rank = np.arange(1, w.size + 1)
-    fig = new_figure(10.0, 3.6)
+    fig = new_figure(MAX_WIDTH_IN, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
     wpos = w[order] / np.mean(np.abs(w)) if np.mean(np.abs(w)) > 0 else w[order]
-    ax1.plot(rank, np.where(wpos > 0, wpos, np.nan), label="saliency weight w / mean(w)", lw=1.2)
-    ax1.plot(rank, pi[order] / p, label="calibrated pi / p", lw=1.2)
+    ax1.plot(rank, np.where(wpos > 0, wpos, np.nan), label="saliency weight w / mean(w)")
+    ax1.plot(rank, pi[order] / p, label="calibrated π / p")
     ax1.axhline(1.0, color="0.5", ls=":", lw=0.8)
     ax1.set_xscale("log")
     ax1.set_yscale("log")
     ax1.set_xlabel("rank of the type by saliency weight")
     ax1.set_ylabel("relative to mean / budget")
-    ax1.legend(fontsize=7)
+    ax1.legend()
     ax2.scatter(w, pi, s=4, alpha=0.5)
     ax2.axhline(p, color="0.5", ls=":", lw=0.8, label=f"budget p = {p:g}")
     ax2.set_xlabel("saliency weight w")
-    ax2.set_ylabel("masking probability pi")
-    ax2.legend(fontsize=7)
-    fig.suptitle(title or "Saliency ranking vs calibrated masking probabilities", fontsize=10)
-    return save_figure(fig, out_path)
+    ax2.set_ylabel("masking probability π")
+    ax2.legend()
+    fig.suptitle(title or "Saliency ranking vs calibrated masking probabilities")
+    return save_figure(fig, out_path, "Left: the saliency weight of every seen token type and its calibrated "
+                                      "masking probability π, both sorted by weight (log scales, relative to "
+                                      "their mean and the budget). Right: π against the weight.")
 
 
+@styled
 def plot_prob_histogram(probs, p: float, out_path: str | os.PathLike, seen=None, counts=None,
                         title: str = "") -> list[Path]:
     """Histogram of pi over seen types (and, with ``counts``, weighted by token frequency)."""
@@ -340,28 +434,32 @@ def plot_prob_histogram(probs, p: float, out_path: str | os.PathLike, seen=None,
             ax.hist(pi[m], bins=bins, weights=f, alpha=0.6, density=True, label="per token (weighted by count)")
     ax.axvline(p, color="black", ls="--", lw=0.8, label=f"budget p = {p:g}")
     ax.set_yscale("log")
-    ax.set_xlabel("masking probability pi")
+    ax.set_xlabel("masking probability π")
     ax.set_ylabel("density (log scale)")
-    ax.legend(fontsize=7)
-    ax.set_title(title or "Distribution of calibrated masking probabilities", fontsize=10)
-    return save_figure(fig, out_path)
+    ax.legend()
+    ax.set_title(title or "Distribution of calibrated masking probabilities")
+    return save_figure(fig, out_path, "Histogram of the calibrated masking probabilities π over the seen token "
+                                      "types (and weighted by how often each type occurs), with the budget p "
+                                      "dashed.")
 
 
+@styled
 def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
                            paper_kl: float | None = None, title: str = "") -> list[Path]:
-    """Calibration sweep (``analysis.calibration_sweep``): KL to uniform, budget moved and max/min pi
-    vs delta, one line per calibration (softmax: one line per tau)."""
+    """Calibration sweep (``budget_spread.calibration_sweep``): KL to uniform, budget moved and max/min pi
+    vs delta, one line per calibration (softmax, which has no band: a dash-dotted level per tau)."""
     _require(sweep, ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"], "sweep")
     df = sweep.copy()
-    df["label"] = [f"{m}(tau={t:g})" if np.isfinite(t) else m for m, t in zip(df["method"], df["tau"].astype(float),
-                                                                                strict=True)]
+    df["label"] = [f"{m} (τ = {t:g})" if np.isfinite(t) else m for m, t in zip(df["method"], df["tau"].astype(float),
+                                                                                 strict=True)]
     labels = list(dict.fromkeys(df["label"]))
-    colors = dict(zip(labels, sns.color_palette("tab10", len(labels)), strict=True))
-    fig = new_figure(13.0, 3.6)
-    axes = fig.subplots(1, 3)
+    colors = dict(zip(labels, sns.color_palette("colorblind", len(labels)), strict=True))
+    fig = new_figure(MAX_WIDTH_IN, 6.2)
+    grid = fig.subplots(2, 2)
+    axes = [grid[0, 0], grid[0, 1], grid[1, 0]]
     panels = [("kl_to_uniform", "KL to uniform (nats / token)", True),
               ("budget_moved", "budget moved (TV(q, u))", False),
-              ("pi_ratio", "max pi / min pi", True)]
+              ("pi_ratio", "max π / min π", True)]
     for ax, (col, ylabel, logy) in zip(axes, panels, strict=True):
         for lab in labels:
             g = df[df.label == lab].sort_values("delta")
@@ -371,52 +469,63 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
                 if np.isfinite(y).any():
                     ax.axhline(np.nanmean(y), color=colors[lab], ls="-.", lw=1.2, label=lab)
                 continue
-            ax.plot(g["delta"], y, "o-", ms=3, lw=1.2, color=colors[lab], label=lab)
+            ax.plot(g["delta"], y, "o-", ms=3, color=colors[lab], label=lab)
         if logy:
             ax.set_yscale("log")
-        ax.set_xlabel("band width delta (minmax, rank)")
+        ax.set_xlabel("band width δ (minmax, rank)")
         ax.set_ylabel(ylabel)
     if paper_kl is not None:
         axes[0].axhline(paper_kl, color="black", ls="--", lw=0.8, label=f"paper: {paper_kl:g}")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(title or "Calibration sweep on fixed saliency weights (no retraining)", fontsize=10)
-    return save_figure(fig, out_path)
+    grid[1, 1].set_axis_off()  # the fourth panel holds the legend of the three
+    handles = legend_handles(axes)
+    grid[1, 1].legend(list(handles.values()), list(handles), loc="center", title="calibration")
+    fig.suptitle(title or "Calibration sweep on fixed saliency weights (no retraining)")
+    caption = ("The same saliency weights calibrated by each method over band widths δ: the KL divergence of the "
+               "masking to uniform masking, the share of the masking budget moved away from uniform, and the "
+               "spread of π (max / min).")
+    if paper_kl is not None:
+        caption += f" Dashed: the paper's KL of {paper_kl:g} nats/token."
+    return save_figure(fig, out_path, caption)
 
 
 # --------------------------------------------------------------------------------------------------
 # masking walkthrough (notebooks/01_masking_walkthrough, tables from typhoon.walkthrough)
 # --------------------------------------------------------------------------------------------------
+@styled
 def plot_rates(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """Left: empirical rate (mean ± sd between draws) against the budget p. Right: the sd between draws."""
     palette = strategy_palette(table["strategy"])
-    fig = new_figure(8.4, 3.6)
+    fig = new_figure(MAX_WIDTH_IN, 3.4)
     ax_rate, ax_sd = fig.subplots(1, 2)
     top = float(max(table["p"].max(), (table["mean_rate"] + table["sd_rate"]).max()))
     ax_rate.plot([0, top], [0, top], color="black", lw=0.8, ls="--", label="rate = p")
     n_strategies = table["strategy"].nunique()
     for i, (name, sub) in enumerate(table.sort_values("p").groupby("strategy", sort=False)):
         offset = (i - (n_strategies - 1) / 2) * 0.004  # keep the error bars apart
-        ax_rate.errorbar(sub["p"] + offset, sub["mean_rate"], yerr=sub["sd_rate"], marker="o", ms=4, capsize=3,
+        ax_rate.errorbar(sub["p"] + offset, sub["mean_rate"], yerr=sub["sd_rate"], marker="o", capsize=3,
                          color=palette[name], label=name)
-        ax_sd.plot(sub["p"], sub["sd_rate"], marker="o", ms=4, color=palette[name], label=name)
+        ax_sd.plot(sub["p"], sub["sd_rate"], marker="o", color=palette[name], label=name)
     ax_rate.set_xlabel("budget p")
     ax_rate.set_ylabel("share of maskable tokens selected")
-    ax_rate.legend(fontsize=8)
-    ax_rate.set_title(f"Mean rate over {int(table['draws'].iloc[0])} draws (bars: sd)", fontsize=9)
+    ax_rate.legend()
+    ax_rate.set_title(f"Mean rate over {int(table['draws'].iloc[0])} draws (bars: sd)")
     ax_sd.set_xlabel("budget p")
     ax_sd.set_ylabel("sd of the rate between draws")
-    ax_sd.set_title("How much the masked share varies from draw to draw", fontsize=9)
-    return save_figure(fig, out_path)
+    ax_sd.set_title("Draw-to-draw spread of the masked share")
+    return save_figure(fig, out_path, "Left: the share of maskable tokens each strategy selects (mean ± sd over "
+                                      "draws) against the budget p, with the line rate = p. Right: how much that "
+                                      "share varies from draw to draw.")
 
 
 MASKED_COLOUR, VISIBLE_COLOUR, PI_COLOUR = "#d55e00", "#999999", "#0072b2"  # colorblind-safe
 
 
+@styled
 def plot_saliency(tokens: pd.DataFrame, p: float, out_path: str | os.PathLike) -> list[Path]:
     """Two bar panels over a sentence's non-special tokens: saliency (masked vs visible) and pi (line at p)."""
     df = tokens[~tokens["special"]].reset_index(drop=True)
     colors = [MASKED_COLOUR if s else VISIBLE_COLOUR for s in df["selected"]]
-    fig = new_figure(max(5.0, 0.24 * len(df) + 1.5), 5.0)
+    fig = new_figure(max(5.0, 0.2 * len(df) + 1.5), 5.0)
     ax_s, ax_p = fig.subplots(2, 1, sharex=True)
     x = np.arange(len(df))
     ax_s.bar(x, df["saliency"], color=colors)
@@ -425,10 +534,12 @@ def plot_saliency(tokens: pd.DataFrame, p: float, out_path: str | os.PathLike) -
     if (visible > 0).any():  # masked positions' saliency is orders of magnitude larger: symlog shows both
         ax_s.set_yscale("symlog", linthresh=float(visible[visible > 0].median()))
     ax_s.set_ylabel("saliency s_i (symlog)")
-    ax_s.set_title("Saliency <dL/dx_i, W[t_i]> (orange: masked in this draw, grey: visible)", fontsize=9)
+    ax_s.set_title("Saliency ⟨∂L/∂x_i, W[t_i]⟩ (orange: masked in this draw, grey: visible)")
     ax_p.bar(x, df["pi"], color=PI_COLOUR)
-    ax_p.axhline(p, color="black", lw=0.8, ls="--", label=f"p = {p:g}")
+    ax_p.axhline(p, color="black", lw=0.8, ls="--")
     ax_p.set_ylabel("masking probability π")
-    ax_p.legend(fontsize=8)
-    ax_p.set_xticks(x, df["token"], rotation=90, fontsize=7)
-    return save_figure(fig, out_path)
+    ax_p.set_title(f"Calibrated π of each token's type (dashed: the budget p = {p:g})")
+    ax_p.set_xticks(x, df["token"], rotation=90, fontsize=MIN_FONT_PT)
+    return save_figure(fig, out_path, "Top: the saliency of every token of one sentence (orange: masked in this "
+                                      "draw, grey: visible). Bottom: the calibrated masking probability π of each "
+                                      "token's type, with the budget p dashed.")

@@ -32,7 +32,7 @@ RUN_KEYS = ["task", "backbone", "strategy", "seed"]
 RESULT_COLUMNS = [
     *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
     "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", "mlm_wall_s", "ft_wall_s", "wall_s",
-    "mlm_tokens_per_s", "ft_tokens_per_s", "device", "record_path", "error",
+    "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
 ]
 STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
 LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv
@@ -244,7 +244,8 @@ def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dic
         "primary_value": final.get(f"dev_{primary}"), "majority_value": metrics.get("majority_value"),
         "dev_accuracy": final.get("dev_accuracy"), "dev_f1": final.get("dev_f1"), "dev_mcc": final.get("dev_mcc"),
         **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
-        "device": metrics.get("device"), "record_path": record_path, "error": metrics.get("error"),
+        "device": metrics.get("device"), "precision": metrics.get("precision"), "record_path": record_path,
+        "error": metrics.get("error"),
     }
     return {column: row[column] for column in RESULT_COLUMNS}
 

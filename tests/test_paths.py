@@ -1,0 +1,48 @@
+"""Where outputs go by default (one folder per profile, found from the package, whatever the working
+directory) and how paths are shown to a reader (never this machine's absolute folders)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from typhoon import paths
+
+
+def test_each_profile_has_its_own_output_folder_in_the_repository():
+    assert paths.repo_root() == REPO
+    assert paths.output_dir("cpu") == REPO / "outputs" / "cpu"
+    assert paths.output_dir("smoke") == REPO / "outputs" / "smoke"
+    assert paths.reference_dir("cpu") == REPO / "results" / "cpu"
+    assert paths.resolve_out_dir(None, "smoke") == REPO / "outputs" / "smoke"
+    assert paths.resolve_out_dir("somewhere", "smoke") == Path("somewhere").resolve()
+    for bad in ("", "../x", ".hidden", None):
+        with pytest.raises(ValueError, match="bad profile name"):
+            paths.output_dir(bad)
+
+
+@pytest.mark.parametrize("cwd", ["notebooks", "tests", None])
+def test_the_default_does_not_depend_on_the_working_directory(cwd, tmp_path):
+    """A notebook opened in JupyterLab from notebooks/ resolves out_dir=None as `make reproduce` does."""
+    where = REPO / cwd if cwd else tmp_path
+    code = "from typhoon.paths import resolve_out_dir; print(resolve_out_dir(None, 'cpu'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=where, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(REPO / "outputs" / "cpu")
+
+
+def test_redact_makes_this_machines_paths_relative(monkeypatch, tmp_path):
+    out = tmp_path / "out"
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("/root")))
+    monkeypatch.setenv("TYPHOON_GLUE_DIR", str(tmp_path / "glue"))
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    text = (f"wrote {out}/runs/mrpc/x and {out}; code in {REPO}/typhoon/grid.py; {site}/tqdm/auto.py; "
+            f"/root/.cache/hf but /rootfs/data stays; data {tmp_path}/glue/MRPC; out_dir = \"{out}\"")
+    shown = paths.redact(text, out)
+    assert shown == ("wrote runs/mrpc/x and .; code in typhoon/grid.py; <site-packages>/tqdm/auto.py; "
+                     "~/.cache/hf but /rootfs/data stays; data $TYPHOON_GLUE_DIR/MRPC; out_dir = \".\"")
+    assert paths.shown(out / "stats" / "summary.csv", out) == "stats/summary.csv"
+    assert paths.shown(REPO / "results" / "cpu") == "results/cpu"

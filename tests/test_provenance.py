@@ -1,0 +1,120 @@
+"""Where results came from: the numerics check that keeps a reference run from mixing precisions, the
+manifest (machine, commit, lock, wall time), one profile per folder, and committing records to git
+(fast: records written by hand, no training)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pandas as pd
+import pytest
+
+from typhoon import grid, provenance, records
+from typhoon.config import get_profile, resolve
+
+GRID = get_profile("cpu").grid()[:3]  # precision "auto": what it means depends on the machine
+METRICS = {"status": "ok", "primary_metric": "f1", "majority_value": 0.81, "final": {"dev_f1": 0.8},
+           "epochs": [], "timing": {"wall_s": 60.0}, "device": "cpu"}
+
+
+def finish(out, config, precision: str, device: str = "cpu", status: str = "ok"):
+    records.write_record(out / config.relative_dir(), config,
+                         {**METRICS, "precision": precision, "device": device, "status": status})
+
+
+def test_the_numerics_of_a_record_and_of_this_machine():
+    assert provenance.numerics("bf16", "cuda:1") == "bf16 on cuda"
+    assert provenance.numerics(None, None) == "unknown on unknown"
+    fp32 = resolve("cpu", dict(task="mrpc", strategy="random", seed=0), {"precision": "fp32", "device": "cpu"})
+    assert provenance.planned_numerics(fp32) == "fp32 on cpu"
+    assert provenance.planned_numerics(fp32.replace(precision="bf16")) == "bf16 on cpu"
+
+
+def test_a_grid_is_not_resumed_with_other_numerics(tmp_path, monkeypatch):
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "fp32 on cpu")  # e.g. an AVX2-only CPU
+    finish(tmp_path, GRID[0], "bf16")
+    finish(tmp_path, GRID[1], "bf16")
+    with pytest.raises(ValueError, match=r"would mix numerics.*bf16 on cpu \(2 runs\).*fp32 on cpu \(1 run\)"
+                                         r".*--allow-mixed-precision"):
+        provenance.check_numerics(GRID, tmp_path)
+    assert provenance.check_numerics(GRID, tmp_path, allow_mixed=True) == {"bf16 on cpu": 2, "fp32 on cpu": 1}
+    # the same numerics everywhere: nothing to refuse; a failed record is rerun, so it does not count
+    finish(tmp_path, GRID[2], "fp32", status="failed")
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "bf16 on cpu")
+    assert provenance.check_numerics(GRID, tmp_path) == {"bf16 on cpu": 3}
+    # finished records that already mix are refused even when nothing is left to run
+    finish(tmp_path, GRID[2], "fp32")
+    with pytest.raises(ValueError, match="would mix numerics"):
+        provenance.check_numerics(GRID, tmp_path)
+
+
+def test_reproduce_refuses_the_mix_before_running_anything(tmp_path, monkeypatch):
+    monkeypatch.setattr(grid, "preflight", lambda configs: None)
+    monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("the grid must not start"))
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "fp32 on cpu")
+    config = get_profile("cpu").grid()[0]
+    finish(tmp_path, config, "bf16")
+    with pytest.raises(ValueError, match="would mix numerics"):
+        grid.reproduce("cpu", tmp_path, analysis=False)
+    assert not (tmp_path / "results.csv").exists() and not (tmp_path / provenance.MANIFEST).exists()
+
+
+def test_results_table_keeps_each_runs_precision(tmp_path):
+    finish(tmp_path, GRID[0], "bf16")
+    finish(tmp_path, GRID[1], "fp32")
+    table = records.collect_results(tmp_path, GRID)
+    assert list(table["precision"][:2]) == ["bf16", "fp32"] and pd.isna(table["precision"][2])
+    assert provenance.results_numerics(table) == {"bf16 on cpu": 1, "fp32 on cpu": 1}
+
+
+def test_manifest_says_where_the_results_came_from_and_keeps_earlier_invocations(tmp_path):
+    finish(tmp_path, GRID[0], "bf16")
+    cells = pd.DataFrame([records.status_row(GRID[0], "ok", seconds=60.0)])
+    first = provenance.write_manifest(tmp_path, "cpu", "2026-01-01T00:00:00+00:00", 61.0, ["reproduce"],
+                                      {"bf16 on cpu": 1}, cells)
+    assert first["profile"] == "cpu" and first["command"] == "python -m typhoon reproduce"
+    assert first["runs_ok"] == 1 and first["runs_wall_s"] == 60.0 and first["cells"] == {"ok": 1}
+    assert first["machine"]["cores"] >= 1 and first["machine"]["cpu"] and first["history"] == []
+    assert len(first["commit"]) == 40 and set(first["locks"]) <= set(provenance.LOCK_FILES)
+    # the same invocation writes again after its analysis: replaced, not added to the history
+    again = provenance.write_manifest(tmp_path, "cpu", first["started"], 70.0, ["reproduce"], {}, cells)
+    assert again["history"] == [] and again["wall_s"] == 70.0
+    later = provenance.write_manifest(tmp_path, "cpu", "2026-01-02T00:00:00+00:00", 5.0, ["reproduce"], {}, cells)
+    assert [h["started"] for h in later["history"]] == [first["started"]]
+    assert provenance.read_manifest(tmp_path) == later
+
+
+def test_one_output_folder_holds_one_profile(tmp_path):
+    provenance.write_manifest(tmp_path, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
+    provenance.check_profile(tmp_path, "cpu")
+    provenance.check_profile(tmp_path / "fresh", "smoke")
+    with pytest.raises(ValueError, match=r"holds the 'cpu' profile's results.*outputs/smoke"):
+        provenance.check_profile(tmp_path, "smoke")
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def test_a_finished_cell_is_committed_alone(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    (repo / ".gitignore").write_text("results/**/.*.lock\n")
+    (repo / "other.txt").write_text("staged by someone else\n")
+    git(repo, "add", ".gitignore", "other.txt")
+    out = repo / "results" / "cpu"
+    config = GRID[0]
+    finish(out, config, "bf16")
+    (out / config.relative_dir()).with_name(f".{config.relative_dir().name}.lock").write_text("123")
+    row = records.status_row(config, "ok", notebook=None)
+    assert provenance.commit_cell(out, row)
+    committed = git(repo, "show", "--name-only", "--format=%s", "HEAD").split()
+    assert any(name.endswith("seed0/metrics.json") for name in committed)
+    assert "other.txt" not in committed and not any(name.endswith(".lock") for name in committed)
+    assert "other.txt" in git(repo, "diff", "--cached", "--name-only")  # still staged, untouched
+    assert not provenance.commit_cell(out, row)  # nothing new: no empty commit
+    with pytest.raises(ValueError, match="not inside a git work tree"):
+        provenance.check_git_repo(tmp_path / "elsewhere")

@@ -1,0 +1,113 @@
+"""The report: what a reader sees (header, claims, contents, prose and outputs without code, stderr or
+this machine's paths; math as MathML; figures with their captions as alt text; tables in scroll boxes),
+checked on a small executed notebook, and in headless Chromium where it is installed."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import nbformat
+import pandas as pd
+import pytest
+from test_findings import make_output
+
+from typhoon import browser, plots, provenance, report
+
+LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
+
+
+def executed_notebook(out, name="20_statistics.ipynb"):
+    """An executed notebook as papermill leaves it: markdown with math, parameters, stderr, progress,
+    a figure made by typhoon.plots, a wide table, stdout naming the output folder."""
+    fig = plots.new_figure(4, 3)
+    fig.subplots().plot([0, 1], [0, 1])
+    png = plots.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
+    wide = pd.DataFrame([[0.123456] * 40], columns=[f"a_rather_long_column_name_{i}" for i in range(40)])
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(f"# 20 · Statistics\n\nThe identity {LATEX} and `$TYPHOON_GLUE_DIR` "
+                                      "stays code; MRPC's \"bought it for $ 2. 5 billion, sold for $ 3\" is "
+                                      "money, not math.\n\n## Section one\n\n"
+                                      "$$\\tfrac12 \\theta^\\top M_\\pi \\theta$$"),
+        nbformat.v4.new_code_cell("out_dir = None", metadata={"tags": ["parameters"]},
+                                  outputs=[nbformat.v4.new_output("stream", name="stdout", text="PARAMETERS\n")]),
+        nbformat.v4.new_code_cell("x = 1", outputs=[
+            nbformat.v4.new_output("stream", name="stderr", text="TqdmWarning: IProgress not found\n"),
+            nbformat.v4.new_output("stream", name="stdout", text=f"wrote {out}/stats/summary.csv\n"),
+            nbformat.v4.new_output("display_data", data={
+                "image/png": base64.b64encode(png.read_bytes()).decode(), "text/plain": "<Image>"}),
+            nbformat.v4.new_output("execute_result", data={"text/html": wide.to_html(), "text/plain": "wide"},
+                                   execution_count=1),
+            nbformat.v4.new_output("display_data", data={"text/markdown": "**Conclusion:** $p = 0.15$."}),
+        ]),
+    ]
+    path = out / "notebooks" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture()
+def page(tmp_path):
+    out = tmp_path / "out"
+    make_output(out, profile="smoke")
+    provenance.write_manifest(out, "smoke", provenance.now(), 90.0, ["reproduce", "--profile", "smoke"],
+                              {"fp32 on cpu": 18}, pd.DataFrame())
+    path = report.render_report(out, [executed_notebook(out)], "smoke")
+    return out, path, path.read_text()
+
+
+def test_the_report_reads_without_code_noise_or_local_paths(page):
+    out, path, html = page
+    assert path == out / "report.html"
+    assert "<title>Which tokens to mask? Typhoon reproduction — profile “smoke”</title>" in html
+    for item in ("Commit", "Machine", "Numerics", "Wall time", "fp32 on cpu (18 runs)", "1.5 min"):
+        assert item in html
+    assert "Pipeline check, not findings" in html and html.count("Pipeline check: the numbers") == 1
+    assert "The paper’s claims, checked" in html and "not comparable" in html
+    assert '<a href="#nb0">20 · Statistics</a>' in html and '<h3 id="nb0-1">Section one</h3>' in html
+    assert "PARAMETERS" not in html and "out_dir = None" not in html and "x = 1" not in html  # no code
+    assert "IProgress" not in html and "TqdmWarning" not in html  # no stderr
+    assert str(out) not in html and "wrote stats/summary.csv" in html
+    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/1998/Math/MathML", "")
+
+
+def test_math_is_mathml_and_code_stays_code():
+    html = report.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
+    assert html.count("<math") == 2 and 'display="block"' in html and "$" not in html.replace("<code>$5</code>", "")
+    assert "<code>$5</code>" in html
+    assert report.markdown_html("# Title\n\n## Sub") == "<h1>Title</h1>\n<h2>Sub</h2>\n"
+    assert report.markdown_html("# Title", shift=1).startswith("<h2>")
+
+
+def test_figures_carry_their_caption_and_tables_scroll(page):
+    _, _, html = page
+    assert 'alt="A rising line, for the test."' in html and "<figcaption>A rising line, for the test." in html
+    assert re.search(r'<div class="table-wrap rendered-html">\s*<table border="1" class="dataframe">', html)
+
+
+def test_the_browser_sees_a_clean_page(page):
+    chromium = browser.find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium (Debian: apt-get install chromium); CI installs it in .ci/run")
+    _, path, _ = page
+    assert browser.check_page(path, chromium) == []
+    seen = browser.measure_page(path, chromium)
+    assert seen["mathml"] >= 3 and seen["images"] and all(img["loaded"] for img in seen["images"])
+
+
+def test_the_browser_check_can_fail(tmp_path):
+    """The check finds raw TeX, a page wider than the window, and images missing or without alt text."""
+    chromium = browser.find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium (Debian: apt-get install chromium)")
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><p>raw $x_i \\mid y$ here</p><div style="width: 3000px">wide</div>'
+                   '<img src="missing.png" alt="a figure"><img src="data:image/png;base64,'
+                   + base64.b64encode((tmp_path / "x.png").write_bytes(b"") or b"").decode() + '"></body></html>')
+    problems = browser.check_page(bad, chromium)
+    assert any("raw TeX" in p for p in problems)
+    assert any("wider than" in p for p in problems)
+    assert any("image not shown" in p for p in problems)
+    assert any("without alt text" in p for p in problems)

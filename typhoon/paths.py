@@ -1,0 +1,82 @@
+"""Where things are on disk: the repository, each profile's output folder, and paths as a reader sees them.
+
+Every profile has its own output folder, ``<repo>/outputs/<profile>/`` (so a smoke run never overwrites
+the cpu run's report), and committed reference runs live in ``<repo>/results/<profile>/`` with the same
+layout. "repo" is the repository root found from the package's location, whatever the working directory:
+a notebook opened in JupyterLab from ``notebooks/`` resolves its ``out_dir`` to the same folder as
+``make reproduce`` does. A package installed outside a checkout (no ``notebooks/`` beside it) uses the
+working directory instead.
+
+Executed notebooks and the report show paths relative to the output folder or the repository
+(:func:`shown`), never a machine's absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+ENV_FOLDERS = ("TYPHOON_GLUE_DIR", "HF_HOME", "TYPHOON_NOTEBOOKS")  # shown by the variable's name
+
+
+def repo_root() -> Path:
+    """The repository root: the folder above the package when it is a checkout, else the working directory."""
+    return PACKAGE_ROOT if (PACKAGE_ROOT / "notebooks").is_dir() else Path.cwd()
+
+
+def output_dir(profile: str) -> Path:
+    """A profile's default output folder: ``<repo>/outputs/<profile>``."""
+    _check_profile_name(profile)
+    return repo_root() / "outputs" / profile
+
+
+def reference_dir(profile: str) -> Path:
+    """A profile's committed reference run: ``<repo>/results/<profile>``."""
+    _check_profile_name(profile)
+    return repo_root() / "results" / profile
+
+
+def resolve_out_dir(out_dir: str | os.PathLike | None, profile: str) -> Path:
+    """``out_dir`` as an absolute path; None means the profile's default output folder."""
+    return output_dir(profile) if out_dir is None else Path(out_dir).resolve()
+
+
+def _check_profile_name(profile: str) -> None:
+    if not isinstance(profile, str) or not profile or "/" in profile or profile.startswith("."):
+        raise ValueError(f"bad profile name {profile!r} for an output folder")
+
+
+def shown(path: str | os.PathLike, base: str | os.PathLike | None = None) -> str:
+    """``path`` as a reader should see it: relative to ``base`` (e.g. the output folder) when inside it,
+    else relative to the repository, else with the home folder, the Python environment, the installed
+    packages and the folders named by :data:`ENV_FOLDERS` replaced by ``~``, ``<python>``,
+    ``<site-packages>`` and ``$VARIABLE``."""
+    return redact(os.fspath(path), base)
+
+
+def redact(text: str, base: str | os.PathLike | None = None) -> str:
+    """``text`` with this machine's absolute paths made relative (see :func:`shown`).
+
+    The longest known prefix is replaced first, so ``<out>/runs/x`` becomes ``runs/x`` even when the
+    output folder lies inside the repository.
+    """
+    prefixes = []
+    if base is not None:
+        prefixes.append((Path(base).resolve(), ""))
+    prefixes.append((repo_root().resolve(), ""))
+    site = [Path(p) for p in sys.path if p.endswith("site-packages")]
+    prefixes += [(p.resolve(), "<site-packages>/") for p in site if p.is_dir()]
+    prefixes.append((Path(sys.prefix).resolve(), "<python>/"))
+    prefixes.append((Path.home().resolve(), "~/"))
+    prefixes += [(Path(os.environ[var]).resolve(), f"${var}/") for var in ENV_FOLDERS if os.environ.get(var)]
+    for prefix, replacement in sorted(prefixes, key=lambda item: -len(str(item[0]))):
+        root = str(prefix).rstrip("/")
+        if root in ("", "/"):
+            continue
+        # a whole path component only: /root must not eat the start of /rootfs
+        text = re.sub(re.escape(root) + r"/", replacement, text)
+        text = re.sub(re.escape(root) + r"(?![\w.-])", replacement.rstrip("/") or ".", text)
+    return text
