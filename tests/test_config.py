@@ -229,3 +229,13 @@ def test_a_record_written_before_the_saliency_field_is_the_same_run():
     config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="typhoon", seed=0))
     old = {k: v for k, v in config.to_dict().items() if k != "saliency"}
     assert RunConfig.from_dict(old).identity() == config.identity()
+
+
+def test_the_bottleneck_profile_shares_the_cpu_profiles_random_and_typhoon_runs():
+    cpu = {(c.task, c.strategy, c.seed): c for c in get_profile("cpu").grid()}
+    bottleneck = get_profile("bottleneck").grid()
+    shared = [c for c in bottleneck if c.strategy in ("random", "typhoon")]
+    assert len(shared) == 12 and all(c.identity() == cpu[(c.task, c.strategy, c.seed)].identity() for c in shared)
+    softmax = [c for c in bottleneck if c.strategy == "typhoon_softmax"]
+    assert softmax and all(c.tau == 0.5 and "tau" in c.identity() for c in softmax)
+    assert {c.strategy for c in bottleneck} == {"random", "typhoon", "typhoon_rank", "typhoon_softmax", "typhoon_task"}

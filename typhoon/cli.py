@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--allow-mixed-precision", action="store_true",
                      help="resume a grid whose finished records used other numerics (precision, device kind) than "
                      "this machine would; the tables and the report then say the mix")
+    rep.add_argument("--no-reuse", action="store_true",
+                     help="train every missing cell here, even one whose resolved config equals a finished run of "
+                     "another profile (by default that record is copied, marked reused_from)")
     rep.add_argument("--commit-records", action="store_true",
                      help="git-commit each finished cell's record as it completes, then the tables and report "
                      "(for a reference run under results/<profile>)")
@@ -105,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             executor = dask_executor(args.scheduler) if args.scheduler else None
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor,
-                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records)
+                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
+                                reuse=not args.no_reuse)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.findings import update_readme
