@@ -29,9 +29,13 @@ if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the tabl
 # The tables' schema. A run is named by RUN_KEYS in every table (strategy = the config's label, which
 # adds a non-fixed schedule); results.csv has a row per run, the grid's status table a row per cell.
 RUN_KEYS = ["task", "backbone", "strategy", "seed"]
+# Typhoon-family runs: how their masking was calibrated, from which loss's saliency, and how far their final
+# masking distribution is from uniform masking (budget moved = TV, KL in nats/token: metrics["masking"]).
+# Empty for the other strategies.
+MASKING_COLUMNS = ["calibration", "saliency", "budget_moved", "kl_to_uniform"]
 RESULT_COLUMNS = [
     *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
-    "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", "mlm_wall_s", "ft_wall_s", "wall_s",
+    "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
 ]
 STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
@@ -325,13 +329,17 @@ def run_keys(config: RunConfig) -> dict:
 def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dict:
     """The results-table row of a run (RESULT_COLUMNS) from its config and metrics; metrics None: missing."""
     metrics = metrics if metrics is not None else {"status": "missing"}
-    final, timing = metrics.get("final", {}), metrics.get("timing", {})
+    final, timing, masking = metrics.get("final", {}), metrics.get("timing", {}), metrics.get("masking") or {}
     primary = metrics.get("primary_metric")
     row = {
         **run_keys(config), "profile": config.profile,
         "status": metrics.get("status"), "primary_metric": primary,
         "primary_value": final.get(f"dev_{primary}"), "majority_value": metrics.get("majority_value"),
         "dev_accuracy": final.get("dev_accuracy"), "dev_f1": final.get("dev_f1"), "dev_mcc": final.get("dev_mcc"),
+        "calibration": masking.get("calibration"),
+        # records written before the saliency source existed computed it from the MLM loss
+        "saliency": masking.get("saliency", "mlm") if "calibration" in masking else None,
+        "budget_moved": masking.get("budget_moved"), "kl_to_uniform": masking.get("kl_to_uniform"),
         **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
         "device": metrics.get("device"), "precision": metrics.get("precision"), "record_path": record_path,
         "error": metrics.get("error"),
