@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=strategy_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
     run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
-    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | ...")
+    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | typhoon_softmax | typhoon_task")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
