@@ -308,6 +308,10 @@ def test_verdict_with_too_few_seeds_and_without_bottleneck_runs():
         _results({"random": RANDOM_F1[:1], "typhoon_rank": [0.9]}, {"typhoon_rank": 0.07}), **FAST)
     assert list(table["outcome"]) == ["too few seeds"] and sentence.startswith("Too few seeds to tell")
     assert table.iloc[0]["diff"] == pytest.approx(0.9 - RANDOM_F1[0]) and np.isnan(table.iloc[0]["seeds_for_power"])
+    same = [0.81] * 3  # every run the same score (a model stuck at the majority class): no spread to test
+    table, sentence = budget_spread.bottleneck_verdict(_results({"random": same, "typhoon": same}, {"typhoon": 0.01}),
+                                                       **FAST)
+    assert list(table["outcome"]) == ["cannot be tested"] and sentence.startswith("Cannot tell")
     table, sentence = budget_spread.bottleneck_verdict(_results({"random": RANDOM_F1, "whole_word": RANDOM_F1}, {}))
     assert table.empty and sentence.startswith("No bottleneck runs")
 

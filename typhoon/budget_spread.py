@@ -388,7 +388,7 @@ def masking_source(strategy: str) -> tuple[str, str]:
 
 def _outcome(row) -> str:
     if row["verdict"] == stats.UNTESTABLE:
-        return "too few seeds"
+        return "too few seeds" if not row["n"] >= 2 else "cannot be tested"
     if row["significant"] and not row["equivalent"]:
         return "helps" if row["diff"] > 0 else "hurts"
     if row["equivalent"]:
@@ -408,8 +408,8 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
     needed for ``power`` at a true difference of ``margin`` from the measured paired sd
     (``seeds_for_power``: ``stats.seeds_needed``), ``verdict`` (``stats.paired_comparisons``') and
     ``outcome``: "helps" / "hurts" (Holm-significant and not within the margin), "no difference that
-    matters" (TOST-equivalent), "inconclusive", or "too few seeds" (fewer than 2 pairs, or differences
-    without spread). ``calibration`` and ``saliency`` come from the results columns when present, else
+    matters" (TOST-equivalent), "inconclusive", "too few seeds" (fewer than 2 pairs) or "cannot be
+    tested" (differences without spread across seeds, e.g. runs that all predict the majority class). ``calibration`` and ``saliency`` come from the results columns when present, else
     from the strategy name (:func:`masking_source`).
 
     Returns (the table, one sentence). An empty table (no typhoon-family strategy beside the reference)
@@ -468,10 +468,15 @@ def _verdict_sentence(table: pd.DataFrame, margin: float, reference: str, power:
                          if np.isfinite(r.budget_moved) else f"{r.strategy} on {r.task} ({r.diff:+.3f})"
                          for r in rows.itertuples())
 
-    testable = table[table["outcome"] != "too few seeds"]
+    untestable = table["outcome"].isin(["too few seeds", "cannot be tested"])
+    testable = table[~untestable]
     if testable.empty:
-        return (f"Too few seeds to tell: none of the {len(table)} comparison(s) with {reference} can be tested "
-                "(a paired test needs at least 2 seeds whose differences vary).")
+        if (table["outcome"] == "too few seeds").all():
+            return (f"Too few seeds to tell: none of the {len(table)} comparison(s) with {reference} can be tested "
+                    "(a paired test needs at least 2 paired seeds).")
+        return (f"Cannot tell: none of the {len(table)} comparison(s) with {reference} can be tested: the differences "
+                "do not vary across seeds (e.g. every run predicts the majority class) or there are fewer than 2 "
+                "paired seeds.")
     helps, hurts = table[table["outcome"] == "helps"], table[table["outcome"] == "hurts"]
     moved = table["budget_moved"].max()
     spread_txt = f" (up to {moved:.0%} of the budget moved)" if np.isfinite(moved) else ""
