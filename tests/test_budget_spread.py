@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as st
 
 from typhoon import budget_spread
 from typhoon.masking import calibrate
@@ -255,3 +256,70 @@ def test_notebooks_smoke_one_seed_no_states(tmp_path):
     executed = json.dumps(json.loads((tmp_path / "executed_30_budget_spread.ipynb").read_text()))
     assert "No saved Typhoon masking states" in executed
     assert (out / "figures" / "budget_sweep_synthetic.png").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# bottleneck_verdict: does moving the budget help? (synthetic results tables)
+
+
+def _results(values: dict[str, list[float]], moved: dict[str, float], task="mrpc") -> pd.DataFrame:
+    rows = []
+    for strategy, scores in values.items():
+        for seed, score in enumerate(scores):
+            rows.append(dict(task=task, backbone="minilm-l6", strategy=strategy, seed=seed, status="ok",
+                             primary_metric="f1", primary_value=score, budget_moved=moved.get(strategy),
+                             kl_to_uniform=None if strategy not in moved else moved[strategy] / 3))
+    return pd.DataFrame(rows)
+
+
+RANDOM_F1 = [0.80, 0.83, 0.79, 0.84, 0.81, 0.82, 0.78, 0.85]
+FAST = dict(bootstrap_resamples=199, aso_iterations=20)
+
+
+def test_verdict_when_moving_the_budget_helps():
+    noise = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, -0.0005, 0.001]
+    softmax = [r + 0.05 + e for r, e in zip(RANDOM_F1, noise, strict=True)]
+    table, sentence = budget_spread.bottleneck_verdict(
+        _results({"random": RANDOM_F1, "typhoon_softmax": softmax}, {"typhoon_softmax": 0.37}), **FAST)
+    row = table.iloc[0]
+    d = np.array(softmax) - np.array(RANDOM_F1)
+    lo, hi = st.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=d.std(ddof=1) / np.sqrt(len(d)))
+    assert (row.strategy, row.calibration, row.saliency, row.n) == ("typhoon_softmax", "softmax", "mlm", 8)
+    assert row["diff"] == pytest.approx(d.mean()) and (row.ci_low, row.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+    assert row.budget_moved == pytest.approx(0.37) and row.outcome == "helps"
+    assert sentence.startswith("Moving the budget helps") and "typhoon_softmax on mrpc (+0.050, moving 37%)" in sentence
+
+
+def test_verdict_when_moving_the_budget_does_not_help():
+    tiny = [0.0005, -0.0004, 0.0003, -0.0002, 0.0001, -0.0003, 0.0004, -0.0001]
+    values = {"random": RANDOM_F1, "typhoon": [r + e for r, e in zip(RANDOM_F1, tiny, strict=True)],
+              "typhoon_task": [r - e for r, e in zip(RANDOM_F1, tiny, strict=True)]}
+    table, sentence = budget_spread.bottleneck_verdict(_results(values, {"typhoon": 0.005, "typhoon_task": 0.2}),
+                                                       margin=0.01, **FAST)
+    assert list(table["strategy"]) == ["typhoon", "typhoon_task"]
+    assert list(table["saliency"]) == ["mlm", "task"] and list(table["calibration"]) == ["minmax", "minmax"]
+    assert (table["outcome"] == "no difference that matters").all() and (table["tost_p"] < 0.05).all()
+    assert sentence.startswith("Moving the budget does not help (up to 20% of the budget moved)")
+    assert (table["seeds_for_power"] >= 2).all()
+
+
+def test_verdict_with_too_few_seeds_and_without_bottleneck_runs():
+    table, sentence = budget_spread.bottleneck_verdict(
+        _results({"random": RANDOM_F1[:1], "typhoon_rank": [0.9]}, {"typhoon_rank": 0.07}), **FAST)
+    assert list(table["outcome"]) == ["too few seeds"] and sentence.startswith("Too few seeds to tell")
+    assert table.iloc[0]["diff"] == pytest.approx(0.9 - RANDOM_F1[0]) and np.isnan(table.iloc[0]["seeds_for_power"])
+    same = [0.81] * 3  # every run the same score (a model stuck at the majority class): no spread to test
+    table, sentence = budget_spread.bottleneck_verdict(_results({"random": same, "typhoon": same}, {"typhoon": 0.01}),
+                                                       **FAST)
+    assert list(table["outcome"]) == ["cannot be tested"] and sentence.startswith("Cannot tell")
+    table, sentence = budget_spread.bottleneck_verdict(_results({"random": RANDOM_F1, "whole_word": RANDOM_F1}, {}))
+    assert table.empty and sentence.startswith("No bottleneck runs")
+
+
+def test_verdict_is_inconclusive_with_noisy_small_differences():
+    noisy = [0.03, -0.02, 0.01, -0.03, 0.02, -0.01, 0.025, -0.02]
+    table, sentence = budget_spread.bottleneck_verdict(
+        _results({"random": RANDOM_F1, "typhoon_rank": [r + e for r, e in zip(RANDOM_F1, noisy, strict=True)]},
+                 {"typhoon_rank": 0.07}), **FAST)
+    assert table.iloc[0]["outcome"] == "inconclusive" and sentence.startswith("Inconclusive")
+    assert f"about {int(table.iloc[0]['seeds_for_power'])} seeds" in sentence

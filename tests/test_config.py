@@ -203,3 +203,39 @@ def test_identity_is_what_the_run_computes():
     typhoon = config.replace(strategy="typhoon")
     assert typhoon.replace(delta=0.9).run_id() != typhoon.run_id()  # typhoon does take delta
     assert len(config.run_id()) == 16 and config.run_id() == RunConfig.from_json(config.to_json()).run_id()
+
+
+def test_identity_leaves_out_parameters_the_calibration_does_not_use():
+    typhoon = resolve("cpu", dict(task="mrpc", strategy="typhoon", seed=0))
+    # min-max (and rank) Typhoon never reads tau; softmax never reads delta
+    assert "tau" not in typhoon.identity() and typhoon.replace(tau=0.5).run_id() == typhoon.run_id()
+    rank = typhoon.replace(strategy="typhoon_rank")
+    assert rank.replace(tau=0.5).run_id() == rank.run_id() and rank.replace(delta=0.9).run_id() != rank.run_id()
+    softmax = typhoon.replace(strategy="typhoon_softmax")
+    assert "delta" not in softmax.identity() and softmax.replace(delta=0.9).run_id() == softmax.run_id()
+    assert softmax.replace(tau=0.5).run_id() != softmax.run_id()
+    explicit = typhoon.replace(calibration="softmax")  # the same rule without the alias
+    assert explicit.replace(delta=0.9).run_id() == explicit.run_id() and "tau" in explicit.identity()
+    # the saliency source is a Typhoon parameter: random runs ignore it, Typhoon runs differ by it
+    random = typhoon.replace(strategy="random")
+    assert random.replace(saliency="task").run_id() == random.run_id()
+    assert typhoon.replace(saliency="task").run_id() != typhoon.run_id()
+    task = typhoon.replace(strategy="typhoon_task")
+    assert "saliency" not in task.identity() and task.run_id() != typhoon.run_id()
+
+
+def test_a_record_written_before_the_saliency_field_is_the_same_run():
+    """A config.json without ``saliency`` (written before the field existed) ran with the default (mlm)."""
+    config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="typhoon", seed=0))
+    old = {k: v for k, v in config.to_dict().items() if k != "saliency"}
+    assert RunConfig.from_dict(old).identity() == config.identity()
+
+
+def test_the_bottleneck_profile_shares_the_cpu_profiles_random_and_typhoon_runs():
+    cpu = {(c.task, c.strategy, c.seed): c for c in get_profile("cpu").grid()}
+    bottleneck = get_profile("bottleneck").grid()
+    shared = [c for c in bottleneck if c.strategy in ("random", "typhoon")]
+    assert len(shared) == 12 and all(c.identity() == cpu[(c.task, c.strategy, c.seed)].identity() for c in shared)
+    softmax = [c for c in bottleneck if c.strategy == "typhoon_softmax"]
+    assert softmax and all(c.tau == 0.5 and "tau" in c.identity() for c in softmax)
+    assert {c.strategy for c in bottleneck} == {"random", "typhoon", "typhoon_rank", "typhoon_softmax", "typhoon_task"}

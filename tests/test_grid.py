@@ -91,3 +91,84 @@ def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monke
     with pytest.raises(ValueError, match=r"unknown analysis setting\(s\) \['quik'\]"):
         grid.reproduce("smoke", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Reuse of equal runs across profiles
+
+
+def _tiny_profile(name, strategies, **settings):
+    from typhoon.config import Profile
+
+    base = dict(max_train_examples=32, max_eval_examples=32, max_length=32, batch_size=16, eval_batch_size=32,
+                mlm_epochs=1, ft_epochs=1, precision="fp32", num_threads=1)
+    return Profile(name=name, description=name, tasks=["mrpc"], backbones=["tiny-random"], strategies=strategies,
+                   seeds=[0], settings={**base, **settings})
+
+
+def _in_process_cell(config, out_dir, nb_dir, device=None, threads=None):
+    """run_cell without papermill (the same pipeline.run the 10_run notebook calls): fast enough for CI."""
+    from typhoon import pipeline, records
+
+    pipeline.run(config, out_dir, progress=False)
+    return records.status_row(config, "ok")
+
+
+def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp_path):
+    import json
+
+    from typhoon import records
+
+    first = _tiny_profile("first", ["random", "typhoon"])
+    # the second profile sets tau for its softmax cells: its random and min-max cells are still the same runs
+    second = _tiny_profile("second", ["random", "typhoon", "typhoon_softmax"], tau=0.5)
+    third = _tiny_profile("third", ["random"], ft_lr=1e-3)  # not the same run: trains its own
+    table = {p.name: p for p in (first, second, third)}
+    monkeypatch.setattr(grid, "get_profile", lambda name: table[name])
+    trained = []
+
+    def run_cell(config, *args, **kwargs):
+        trained.append((config.profile, config.strategy))
+        return _in_process_cell(config, *args, **kwargs)
+
+    monkeypatch.setattr(grid, "run_cell", run_cell)
+
+    grid.reproduce("first", tmp_path / "first", analysis=False)
+    assert trained == [("first", "random"), ("first", "typhoon")]
+    trained.clear()
+    summary = grid.reproduce("second", tmp_path / "second", analysis=False)
+    assert trained == [("second", "typhoon_softmax")] and summary.ok  # only the new cell trained
+    for strategy in ("random", "typhoon"):
+        config = second.grid()[["random", "typhoon"].index(strategy)]
+        source, copy = (tmp_path / name / config.relative_dir() for name in ("first", "second"))
+        assert records.is_complete(copy, config)  # a complete record of the second profile's cell
+        metrics = json.loads((copy / "metrics.json").read_text())
+        assert metrics["reused_from"]["profile"] == "first" and metrics["reused_from"]["record"].endswith(
+            config.relative_dir().as_posix())
+        assert metrics["final"] == json.loads((source / "metrics.json").read_text())["final"]
+        assert records.read_config(copy).profile == "second" and records.read_config(copy).tau == 1.0  # what ran
+    assert (tmp_path / "second" / second.grid()[1].relative_dir() / "masking_state.npz").is_file()
+    results = records.collect_results(tmp_path / "second", second.grid())
+    assert list(results["status"]) == ["ok"] * 3 and set(results["profile"]) == {"second"}
+
+    trained.clear()
+    grid.reproduce("third", tmp_path / "third", analysis=False, reuse=True)
+    assert trained == [("third", "random")]
+    trained.clear()  # with reuse off, an equal run trains anyway
+    table["fourth"] = _tiny_profile("fourth", ["random"])
+    grid.reproduce("fourth", tmp_path / "fourth", analysis=False, reuse=False)
+    assert trained == [("fourth", "random")]
+
+
+def test_records_of_the_same_profile_elsewhere_are_not_reused(tmp_path):
+    from typhoon import records
+
+    config = _tiny_profile("first", ["random"]).grid()[0]
+    records.write_record(tmp_path / "reference" / config.relative_dir(), config, {"status": "ok", "final": {}})
+    assert records.find_equal_record(config, tmp_path / "fresh") is None  # a fresh check of the same profile
+    other = config.replace(profile="other")
+    assert records.find_equal_record(other, tmp_path / "fresh") == (tmp_path / "reference" / config.relative_dir()).resolve()
+    assert records.find_equal_record(other.replace(seed=1), tmp_path / "fresh") is None  # another run
+    failed = config.replace(profile="failed", p=0.2)
+    records.write_record(tmp_path / "failed" / failed.relative_dir(), failed, {"status": "failed"})
+    assert records.find_equal_record(failed.replace(profile="x"), tmp_path / "fresh") is None  # only ok records

@@ -23,7 +23,7 @@ from typhoon.masking import (
     strategy_names,
 )
 
-NAMES = ["random", "whole_word", "span", "typhoon", "typhoon_rank", "typhoon_softmax"]
+NAMES = ["random", "whole_word", "span", "typhoon", "typhoon_rank", "typhoon_softmax", "typhoon_task"]
 FAST = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -210,3 +210,21 @@ def test_style_does_not_leak_into_the_callers_matplotlib(tmp_path):
     before = dict(matplotlib.rcParams)
     P.plot_metric_per_seed(_results(), tmp_path / "m")
     assert dict(matplotlib.rcParams) == before
+
+
+def test_budget_vs_difference_is_readable(tmp_path, saved_figures):
+    verdict = pd.DataFrame(dict(
+        task=["mrpc"] * 4 + ["cola"] * 4,
+        strategy=["typhoon", "typhoon_rank", "typhoon_softmax", "typhoon_task"] * 2,
+        saliency=["mlm", "mlm", "mlm", "task"] * 2, budget_moved=[0.004, 0.07, 0.37, np.nan] * 2,
+        diff=[0.002, -0.004, 0.012, 0.0] * 2, ci_low=[-0.01, -0.02, -0.005, np.nan] * 2,
+        ci_high=[0.014, 0.012, 0.03, np.nan] * 2))
+    _check(P.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01))
+    (fig,) = saved_figures
+    assert fig.get_size_inches()[0] <= P.MAX_WIDTH_IN + 1e-9
+    assert not [t.get_text() for t in _texts(fig) if t.get_fontsize() < P.MIN_FONT_PT]
+    renderer = fig.canvas.get_renderer()
+    assert not [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
+                or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
+    with pytest.raises(ValueError, match="budget_moved"):
+        P.plot_budget_vs_difference(verdict.drop(columns="budget_moved"), tmp_path / "bad")

@@ -94,3 +94,15 @@ def test_status_rows_share_the_run_keys():
     assert list(row) == records.STATUS_COLUMNS
     assert {k: row[k] for k in records.RUN_KEYS} == records.run_keys(CONFIG)
     assert row["record_path"] == "runs/mrpc/tiny-random/random+uniform/seed1" and row["seconds"] == 0.0
+
+
+def test_typhoon_rows_carry_their_calibration_saliency_and_budget_moved():
+    typhoon = CONFIG.replace(strategy="typhoon_softmax", schedule="fixed")
+    masking = {"name": "typhoon_softmax", "calibration": "softmax", "saliency": "task", "budget_moved": 0.37,
+               "kl_to_uniform": 0.13}
+    row = records.result_row(typhoon, {"status": "ok", "masking": masking}, "x")
+    assert (row["calibration"], row["saliency"], row["budget_moved"], row["kl_to_uniform"]) == ("softmax", "task", 0.37, 0.13)
+    older = {k: v for k, v in masking.items() if k != "saliency"}  # written before the saliency source existed
+    assert records.result_row(typhoon, {"status": "ok", "masking": older}, "x")["saliency"] == "mlm"
+    plain = records.result_row(CONFIG, {"status": "ok"}, "x")
+    assert all(plain[c] is None for c in records.MASKING_COLUMNS)

@@ -181,3 +181,96 @@ def test_update_shape_mismatch_and_unprepared():
     strategy.prepare(np.ones(VOCAB))
     with pytest.raises(ValueError, match="must match"):
         strategy.update(batch, torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2))
+
+
+# --------------------------------------------------------------------------------------------------
+# Task-loss saliency (typhoon.task_saliency): the gradient of the phase-1 task loss alone
+
+
+def _task_model(mlm, num_labels=2, seed=3):
+    from typhoon.task_saliency import MaskedLMWithTask
+
+    return MaskedLMWithTask(mlm, num_labels, seed=seed).double().eval()
+
+
+@pytest.mark.parametrize("make_model", [tiny_bert, tiny_distilbert], ids=["bert", "distilbert"])
+def test_task_saliency_equals_one_hot_autograd_of_the_task_loss(make_model):
+    """Reference: a one-hot input matrix requiring grad, times the embedding matrix, fed as inputs_embeds;
+    the task loss alone is back-propagated and its one-hot gradient read at the ORIGINAL tokens."""
+    from typhoon.models import MaskedLM
+    from typhoon.task_saliency import backward_with_task_saliency
+
+    torch.manual_seed(0)
+    model = _task_model(MaskedLM(make_model()))
+    batch = synthetic_batch(5)
+    masked_ids, labels = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(1),
+                                                       mask_token_id=MASK_ID, vocab_size=VOCAB)
+    task_labels = torch.tensor([0, 1, 1, 0])
+    inputs = {"input_ids": masked_ids, "attention_mask": batch["attention_mask"]}
+    mlm_loss, task_loss, hooked = backward_with_task_saliency(model, inputs, labels, task_labels, batch["input_ids"])
+    param_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    weight = model.mlm.input_embeddings().weight
+    one_hot = torch.nn.functional.one_hot(masked_ids, VOCAB).double().requires_grad_(True)
+    ref_mlm, ref_task = model(inputs_embeds=one_hot @ weight, attention_mask=batch["attention_mask"], labels=labels,
+                              task_labels=task_labels)
+    ref_task.backward(retain_graph=True)
+    explicit = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)
+    assert hooked.dtype == torch.float64 and explicit.abs().max() > 0
+    torch.testing.assert_close(hooked, explicit, rtol=1e-10, atol=1e-10 * explicit.abs().max().item())
+    torch.testing.assert_close(task_loss, ref_task, rtol=1e-12, atol=0)
+
+    # ... and it is the task's gradient, not the sum's: the MLM loss's own saliency differs
+    one_hot.grad = None
+    ref_mlm.backward()
+    mlm_part = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)
+    assert not torch.allclose(hooked, mlm_part + hooked)
+
+    # the parameters got the gradient of MLM + task (one backward of the sum as the reference)
+    model.zero_grad()
+    sum_mlm, sum_task = model(labels=labels, task_labels=task_labels, **inputs)
+    (sum_mlm + sum_task).backward()
+    for name, param in model.named_parameters():
+        if param.grad is not None:
+            torch.testing.assert_close(param_grads[name], param.grad, rtol=1e-10, atol=1e-12, msg=name)
+    assert any(n.startswith("task_head.") for n in param_grads) and any(n.startswith("mlm.") for n in param_grads)
+
+
+def test_task_saliency_through_every_family(saved_backbone, family_batch):
+    """Every backbone family: the hook equals the one-hot autograd of the task loss (reference built by
+    replacing the embedding output with ``one_hot @ W``, as the MLM test above)."""
+    from typhoon.task_saliency import backward_with_task_saliency
+
+    backbone = load_backbone(str(saved_backbone.folder))
+    model = _task_model(backbone.mlm_model())
+    batch = {k: v[:4] for k, v in family_batch.items()}
+    tokenizer = backbone.tokenizer
+    masked_ids, labels = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(0),
+                                                       mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
+    inputs = backbone.model_inputs({**batch, "input_ids": masked_ids})
+    _, _, hooked = backward_with_task_saliency(model, inputs, labels, batch["labels"], batch["input_ids"])
+
+    model.zero_grad()
+    embedding = model.mlm.input_embeddings()
+    one_hot = torch.nn.functional.one_hot(masked_ids, embedding.num_embeddings).double().requires_grad_(True)
+    handle = embedding.register_forward_hook(lambda module, args, output: one_hot @ module.weight)
+    try:
+        model(labels=labels, task_labels=batch["labels"], **inputs)[1].backward()
+    finally:
+        handle.remove()
+    explicit = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)
+    assert explicit.abs().max() > 0
+    torch.testing.assert_close(hooked, explicit, rtol=1e-10, atol=1e-10 * explicit.abs().max().item())
+
+
+def test_task_head_needs_classes_and_the_alias_asks_for_task_saliency():
+    from typhoon.task_saliency import TaskHead
+
+    with pytest.raises(ValueError, match="num_labels >= 2"):
+        TaskHead(8, 1)
+    strategy = get_strategy("typhoon_task")
+    assert strategy.saliency == "task" and strategy.calibration == "minmax" and strategy.name == "typhoon_task"
+    assert get_strategy("typhoon", saliency="task", calibration="rank").name == "typhoon_rank_task"
+    with pytest.raises(ValueError, match="saliency must be one of"):
+        get_strategy("typhoon", saliency="loss")

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=strategy_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
     run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
-    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | ...")
+    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | typhoon_softmax | typhoon_task")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--allow-mixed-precision", action="store_true",
                      help="resume a grid whose finished records used other numerics (precision, device kind) than "
                      "this machine would; the tables and the report then say the mix")
+    rep.add_argument("--no-reuse", action="store_true",
+                     help="train every missing cell here, even one whose resolved config equals a finished run of "
+                     "another profile (by default that record is copied, marked reused_from)")
     rep.add_argument("--commit-records", action="store_true",
                      help="git-commit each finished cell's record as it completes, then the tables and report "
                      "(for a reference run under results/<profile>)")
@@ -105,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             executor = dask_executor(args.scheduler) if args.scheduler else None
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor,
-                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records)
+                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
+                                reuse=not args.no_reuse)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.findings import update_readme

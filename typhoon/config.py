@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.masking import STRATEGIES, parameters_of
+from typhoon.masking import STRATEGIES, inactive_parameters, parameters_of
 from typhoon.schedules import SCHEDULES
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
@@ -57,6 +57,7 @@ class RunConfig:
     lam: float = 0.8  # typhoon: EMA rate of the saliency weights
     calibration: str = "minmax"  # typhoon: minmax (paper) | rank | softmax
     tau: float = 1.0  # typhoon softmax temperature
+    saliency: str = "mlm"  # typhoon: gradient of the mlm loss (paper) | of a task loss in phase 1 (typhoon_task)
     geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
     max_span: int = 10  # span: longest span, in words
     schedule: str = "fixed"  # per-sequence masking rate: fixed | uniform | mixture
@@ -124,12 +125,18 @@ class RunConfig:
 
     def identity(self) -> dict:
         """The fields that decide what the run computes: all of them but the profile's name, the
-        execution fields (device, threads) and the masking parameters the chosen strategy does not take.
+        execution fields (device, threads), the masking parameters the chosen strategy does not take and
+        those its other values make irrelevant (``tau`` of min-max Typhoon, ``delta`` of softmax Typhoon:
+        ``masking.inactive_parameters``).
 
         Two configs with the same identity give the same record (on one kind of device), whatever
-        profile they came from.
+        profile they came from: a profile that sets ``tau`` for its softmax cells shares its random and
+        min-max cells with one that does not. Identities are always computed by this code, from the
+        stored config on both sides (records hold no identity hash), so a record written before a field
+        existed (it ran with the field's default) or before a parameter became inactive still matches.
         """
-        unused = STRATEGY_FIELDS - {param.name for param in parameters_of(self.strategy)}
+        params = self.strategy_params()
+        unused = (STRATEGY_FIELDS - set(params)) | inactive_parameters(self.strategy, params)
         skip = {"profile", *EXECUTION_FIELDS, *unused}
         return {k: v for k, v in self.to_dict().items() if k not in skip}
 

@@ -299,7 +299,7 @@ def preflight(configs: list[RunConfig]) -> None:
 
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
               overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None,
-              allow_mixed_precision: bool = False, commit_records: bool = False) -> Summary:
+              allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
     ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed
@@ -308,6 +308,9 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     settings, notebooks, data, backbones, the folder's profile and numerics) before anything is written.
     ``commit_records``: git-commit each finished cell's record and notebook as it completes, then the
     tables, figures and report (a reference run that resumes from its commits on any machine).
+    ``reuse``: a cell with no complete record here first copies the record of an equal run (the same
+    ``RunConfig.identity``) of another profile, from a sibling output folder, ``outputs/`` or ``results/``
+    (:func:`typhoon.records.reuse_equal_records`; the copy's ``metrics.json`` says ``reused_from``).
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
@@ -321,6 +324,8 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     provenance.check_profile(out_dir, spec.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+        for copied in records.reuse_equal_records(configs, out_dir) if reuse else []:
+            print(f"reused {copied['record_path']} from {paths.shown(copied['reused_from'])}")
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)

@@ -44,6 +44,7 @@ from typhoon.metrics import glue_metrics, majority_baseline
 from typhoon.models import Backbone, MaskedLM, load_backbone
 from typhoon.progressbar import progress_bar
 from typhoon.schedules import sample_rates
+from typhoon.task_saliency import MaskedLMWithTask, backward_with_task_saliency
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
 GRAD_CLIP = 1.0
@@ -217,10 +218,14 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
 
     lengths = [len(x["input_ids"]) for x in train]
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    optimizer = make_optimizer(mlm, config.mlm_lr, config.weight_decay)
+    # Task-loss saliency trains a task head alongside the MLM head (typhoon.task_saliency); the head is
+    # dropped after this phase, so fine-tuning starts from the adapted encoder as for every strategy.
+    task_saliency = strategy.needs_saliency and getattr(strategy, "saliency", "mlm") == "task"
+    model = MaskedLMWithTask(mlm, ctx.task.num_labels, seed=config.seed) if task_saliency else mlm
+    optimizer = make_optimizer(model, config.mlm_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
     embeddings = mlm.input_embeddings()
-    rows, tokens, step = [], 0, 0
+    rows, tokens, step, task_losses = [], 0, 0, {}
     meter = hardware.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.mlm_epochs + 1):
         mlm.train()
@@ -233,15 +238,22 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
             if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
                 continue
             inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
-            with SaliencyProbe(embeddings) if strategy.needs_saliency else contextlib.nullcontext() as probe:
-                with ctx.autocast():
-                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
-                loss.backward()
+            if task_saliency:  # gradient of the task loss; the parameters get MLM + task
+                loss, task_loss, saliency = backward_with_task_saliency(
+                    model, ctx.backbone.model_inputs(inputs), labels.to(ctx.device), inputs["labels"],
+                    batch["input_ids"].to(ctx.device), ctx.autocast)
+                task_losses.setdefault(epoch, []).append(task_loss.item())
+            else:
+                with SaliencyProbe(embeddings) if strategy.needs_saliency else contextlib.nullcontext() as probe:
+                    with ctx.autocast():
+                        loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
+                    loss.backward()
+                if strategy.needs_saliency:
+                    # saliency w.r.t. the one-hot of the *original* token at every position
+                    saliency = probe.saliency(batch["input_ids"].to(ctx.device))
             if strategy.needs_saliency:
-                # saliency w.r.t. the one-hot of the *original* token at every position
-                saliency = probe.saliency(batch["input_ids"].to(ctx.device)).float().cpu()
-                strategy.update(batch, labels != -100, saliency)
-            optimizer_step(mlm, optimizer, scheduler)
+                strategy.update(batch, labels != -100, saliency.float().cpu())
+            optimizer_step(model, optimizer, scheduler)
             step += 1
             tokens += int(batch["attention_mask"].sum())
             meter.add(batch["attention_mask"], selected=int((labels != -100).sum()))
@@ -252,8 +264,12 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
             meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
     meter.stop()
     wall = meter.wall_s
-    return rows, {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
-                  **meter.summary("mlm")}
+    timing = {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
+              **meter.summary("mlm")}
+    if task_saliency:  # did the phase-1 task head learn? (its mean training loss per epoch)
+        timing["mlm_task_loss_by_epoch"] = [float(np.mean(task_losses[e])) if e in task_losses else None
+                                            for e in range(1, config.mlm_epochs + 1)]
+    return rows, timing
 
 
 @torch.no_grad()
@@ -375,6 +391,8 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
     }
     if strategy.needs_saliency:
         metrics["masking"] = strategy.meta()
+    if "mlm_task_loss_by_epoch" in timing:  # task-loss saliency: the phase-1 task head's training loss
+        metrics["mlm_task_loss_by_epoch"] = timing.pop("mlm_task_loss_by_epoch")
     return metrics, loss_rows, strategy
 
 

@@ -29,9 +29,13 @@ if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the tabl
 # The tables' schema. A run is named by RUN_KEYS in every table (strategy = the config's label, which
 # adds a non-fixed schedule); results.csv has a row per run, the grid's status table a row per cell.
 RUN_KEYS = ["task", "backbone", "strategy", "seed"]
+# Typhoon-family runs: how their masking was calibrated, from which loss's saliency, and how far their final
+# masking distribution is from uniform masking (budget moved = TV, KL in nats/token: metrics["masking"]).
+# Empty for the other strategies.
+MASKING_COLUMNS = ["calibration", "saliency", "budget_moved", "kl_to_uniform"]
 RESULT_COLUMNS = [
     *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
-    "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", "mlm_wall_s", "ft_wall_s", "wall_s",
+    "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
 ]
 STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
@@ -185,6 +189,95 @@ def is_complete(run_dir: Path, config: RunConfig) -> bool:
     return record_status(run_dir, config) == "ok"
 
 
+# --------------------------------------------------------------------------------------------------
+# Reuse: a cell whose resolved config equals a finished run of ANOTHER profile copies that record
+
+
+def reuse_candidates(out_dir: Path) -> list[Path]:
+    """Output folders where another profile's records may lie, in the order they are searched:
+    ``out_dir``'s siblings, then ``<repo>/outputs/*``, then the committed ``<repo>/results/*``."""
+    from typhoon import paths
+
+    out_dir = Path(out_dir).resolve()
+    parents = [out_dir.parent, paths.repo_root() / "outputs", paths.repo_root() / "results"]
+    found: list[Path] = []
+    for parent in parents:
+        if not parent.is_dir():
+            continue
+        for folder in sorted(p.resolve() for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if folder != out_dir and folder not in found and (folder / "runs").is_dir():
+                found.append(folder)
+    return found
+
+
+def find_equal_record(config: RunConfig, out_dir: Path) -> Path | None:
+    """The first complete record of another profile that computed the same run as ``config`` (the same
+    :meth:`RunConfig.identity`), under :func:`reuse_candidates`; None if there is none.
+
+    Records of the same profile in other folders are never taken: they are separate reproductions of
+    the same grid (e.g. a fresh check of a committed reference), which must run for themselves.
+    """
+    for folder in reuse_candidates(out_dir):
+        run_dir = folder / config.relative_dir()
+        stored = read_config(run_dir)
+        if stored is None or stored.profile == config.profile or stored.identity() != config.identity():
+            continue
+        metrics = read_json(run_dir / "metrics.json")
+        if metrics and metrics.get("status") == "ok":
+            return run_dir
+    return None
+
+
+def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
+    """Copy the record in ``source`` to ``config``'s folder under ``out_dir``, atomically (staging folder,
+    one rename). Its stored config keeps what actually ran, under this profile's name (so it is a
+    complete record of this cell, :func:`is_complete`); ``metrics.json`` gains ``reused_from``
+    (the source profile and folder, shown relative to the repository). The source's executed cell
+    notebook is copied too, when there is one."""
+    from typhoon import paths
+
+    out_dir, source = Path(out_dir), Path(source)
+    run_dir = out_dir / config.relative_dir()
+    stored, metrics = read_config(source), read_json(source / "metrics.json")
+    if stored is None or metrics is None or stored.identity() != config.identity():
+        raise ValueError(f"{source} is not a complete record of the run {config.describe()}")
+    with record_lock(run_dir):
+        staging = staging_dir(run_dir)
+        try:
+            shutil.copytree(source, staging, dirs_exist_ok=True)
+            atomic_write_json(staging / "config.json", stored.replace(profile=config.profile).to_dict())
+            metrics["reused_from"] = {"profile": stored.profile, "record": paths.shown(source)}
+            atomic_write_json(staging / "metrics.json", metrics)
+            publish_dir(staging, run_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    rel = config.relative_dir()
+    notebook = source.parents[len(rel.parts) - 1] / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+    if notebook.is_file():
+        atomic_write_bytes(out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb", notebook.read_bytes())
+
+
+def reuse_equal_records(configs: list[RunConfig], out_dir: Path) -> list[dict]:
+    """For every cell without a complete record in ``out_dir``, copy an equal run's record of another
+    profile if there is one (:func:`find_equal_record`, :func:`reuse_record`). Returns one
+    ``{"record_path", "reused_from"}`` per copied record."""
+    reused = []
+    for config in configs:
+        run_dir = Path(out_dir) / config.relative_dir()
+        if is_complete(run_dir, config):
+            continue
+        source = find_equal_record(config, out_dir)
+        if source is None:
+            continue
+        try:
+            reuse_record(config, out_dir, source)
+        except LockedError:
+            continue  # someone is writing this cell right now: let the grid see what they leave
+        reused.append({"record_path": config.relative_dir().as_posix(), "reused_from": str(source)})
+    return reused
+
+
 class LockedError(RuntimeError):
     """Another process holds the lock."""
 
@@ -236,13 +329,17 @@ def run_keys(config: RunConfig) -> dict:
 def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dict:
     """The results-table row of a run (RESULT_COLUMNS) from its config and metrics; metrics None: missing."""
     metrics = metrics if metrics is not None else {"status": "missing"}
-    final, timing = metrics.get("final", {}), metrics.get("timing", {})
+    final, timing, masking = metrics.get("final", {}), metrics.get("timing", {}), metrics.get("masking") or {}
     primary = metrics.get("primary_metric")
     row = {
         **run_keys(config), "profile": config.profile,
         "status": metrics.get("status"), "primary_metric": primary,
         "primary_value": final.get(f"dev_{primary}"), "majority_value": metrics.get("majority_value"),
         "dev_accuracy": final.get("dev_accuracy"), "dev_f1": final.get("dev_f1"), "dev_mcc": final.get("dev_mcc"),
+        "calibration": masking.get("calibration"),
+        # records written before the saliency source existed computed it from the MLM loss
+        "saliency": masking.get("saliency", "mlm") if "calibration" in masking else None,
+        "budget_moved": masking.get("budget_moved"), "kl_to_uniform": masking.get("kl_to_uniform"),
         **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
         "device": metrics.get("device"), "precision": metrics.get("precision"), "record_path": record_path,
         "error": metrics.get("error"),

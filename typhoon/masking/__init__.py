@@ -3,8 +3,11 @@
 ``get_strategy(name, **params)`` builds a validated strategy; see docs/CONTRACTS.md for the
 interface (``select``, ``__call__``, ``prepare``, ``update``, state). Names: ``random``,
 ``whole_word``, ``span``, ``typhoon`` (saliency masking, :mod:`.saliency`; calibration via
-``calibration=...``), and the aliases ``typhoon_minmax``, ``typhoon_rank``, ``typhoon_softmax``.
-Each strategy class declares its parameters (``PARAMS``); :func:`parameters_of` lists them for a name.
+``calibration=...``, saliency source via ``saliency=...``), and the aliases ``typhoon_minmax``,
+``typhoon_rank``, ``typhoon_softmax`` and ``typhoon_task`` (min-max calibration of the task-loss
+saliency, :mod:`typhoon.task_saliency`). Each strategy class declares its parameters (``PARAMS``);
+:func:`parameters_of` lists them for a name, :func:`inactive_parameters` those that given values make
+irrelevant (left out of a run's identity).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from .calibration import (
     spread,
 )
 from .random import RandomMasking, random_token_mask
-from .saliency import SaliencyProbe, TyphoonMasking, batch_weight_estimate, ema_update
+from .saliency import SALIENCY_SOURCES, SaliencyProbe, TyphoonMasking, batch_weight_estimate, ema_update
 from .span import SpanMasking, sample_span_lengths, span_length_pmf, span_mask
 from .whole_word import WholeWordMasking, whole_word_mask
 
@@ -37,7 +40,8 @@ STRATEGIES: dict[str, type[MaskingStrategy]] = {
 
 # Registry aliases: a name fixing some parameters of a strategy.
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS
+    **{f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS},
+    "typhoon_task": ("typhoon", {"saliency": "task"}),
 }
 
 def strategy_names() -> list[str]:
@@ -59,6 +63,13 @@ def parameters_of(name: str) -> tuple[Param, ...]:
     return tuple(param for param in STRATEGIES[base].PARAMS if param.name not in fixed)
 
 
+def inactive_parameters(name: str, params: dict[str, Any]) -> set[str]:
+    """The parameters of :func:`parameters_of` that do not change what strategy ``name`` does with these
+    ``params`` (its declared values; an alias's fixed values are added here)."""
+    base, fixed = _resolve_alias(name)
+    return STRATEGIES[base].inactive_params({**params, **fixed}) - set(fixed)
+
+
 def get_strategy(name: str, **params: Any) -> MaskingStrategy:
     """Build the masking strategy ``name`` with validated parameters.
 
@@ -76,10 +87,10 @@ def get_strategy(name: str, **params: Any) -> MaskingStrategy:
 
 
 __all__ = [
-    "ALIASES", "BudgetSolver", "CALIBRATIONS", "CORRUPTIONS", "IGNORE_INDEX", "STRATEGIES",
+    "ALIASES", "BudgetSolver", "CALIBRATIONS", "CORRUPTIONS", "IGNORE_INDEX", "SALIENCY_SOURCES", "STRATEGIES",
     "MaskingStrategy", "Param", "RandomMasking", "SaliencyProbe", "SpanMasking", "TyphoonMasking", "WholeWordMasking",
     "batch_weight_estimate", "budget_moved", "calibrate", "calibrate_budget", "corrupt", "ema_update",
-    "get_strategy", "kl_to_uniform", "load_state", "maskable_positions", "masked_distribution_kl",
+    "get_strategy", "inactive_parameters", "kl_to_uniform", "load_state", "maskable_positions", "masked_distribution_kl",
     "parameters_of", "preference", "random_token_mask", "sample_span_lengths", "span_length_pmf", "span_mask", "spread",
     "strategy_names", "whole_word_mask",
 ]

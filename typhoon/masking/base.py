@@ -191,6 +191,13 @@ class MaskingStrategy:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
 
+    @classmethod
+    def inactive_params(cls, values: dict[str, Any]) -> set[str]:
+        """The declared parameters that do not change what the strategy does, given the values of all
+        of them (e.g. Typhoon's ``tau`` unless it calibrates with softmax). A run's identity leaves
+        them out, so two configs differing only there are the same run."""
+        return set()
+
     # -- the interface of docs/CONTRACTS.md ------------------------------------------------------
     def prepare(self, token_counts: np.ndarray | None) -> None:
         """Corpus token counts f_v; only Typhoon uses them."""

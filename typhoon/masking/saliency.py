@@ -32,6 +32,14 @@ budget is (k, beta, floor): the k most preferred types get 1, the others max(min
 :class:`~typhoon.masking.calibration.BudgetSolver`); one ``searchsorted`` per row gives it, and the
 token probabilities are then a lookup of (b, rank) at the batch's ids. Rate 1 masks everything,
 rate 0 nothing.
+
+Saliency source
+---------------
+``saliency="mlm"`` (the paper's) feeds :meth:`TyphoonMasking.update` the gradient of the MLM loss;
+``saliency="task"`` the gradient of a task (classification) loss trained alongside it in phase 1
+(:mod:`typhoon.task_saliency`, which says how and why). The strategy does not compute saliency itself:
+it declares where it wants it from (``saliency``) and the MLM phase provides it; the weights, signs and
+calibrations above are the same for both sources.
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ from .calibration import (
     preference,
     spread,
 )
+
+SALIENCY_SOURCES = ("mlm", "task")  # which loss the saliency is the gradient of
 
 
 class SaliencyProbe:
@@ -143,7 +153,8 @@ class TyphoonMasking(MaskingStrategy):
     """Saliency-weighted token masking with an exact expected budget (see the module docstring).
 
     Parameters: ``p`` budget in (0, 1); ``delta`` band width in [0, 1]; ``lam`` EMA rate in (0, 1];
-    ``calibration`` in {minmax, rank, softmax}; ``tau`` > 0 (softmax temperature); ``corruption``.
+    ``calibration`` in {minmax, rank, softmax}; ``tau`` > 0 (softmax temperature); ``saliency`` in
+    {mlm, task} (which loss's gradient :meth:`update` receives); ``corruption``.
     """
 
     needs_saliency = True
@@ -151,15 +162,18 @@ class TyphoonMasking(MaskingStrategy):
               Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]"),
               Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]"),
               Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)"),
-              Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"))
+              Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"),
+              Param("saliency", str, "mlm", f"typhoon: saliency from the {' | '.join(SALIENCY_SOURCES)} loss "
+                                            "(mlm is the paper's; task: typhoon.task_saliency)"))
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
-                 calibration: str = "minmax", tau: float = 1.0):
+                 calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm"):
         super().__init__(p=p, corruption=corruption)
         self.delta = check_in_interval("delta", delta, 0.0, 1.0, low_open=False, high_open=False)
         self.lam = check_in_interval("lam", lam, 0.0, 1.0, low_open=True, high_open=False)
         self.calibration = check_choice("calibration", calibration, CALIBRATIONS)
         self.tau = check_positive("tau", tau)
+        self.saliency = check_choice("saliency", saliency, SALIENCY_SOURCES)
         self.steps = 0
         self.counts: np.ndarray | None = None
         self.weights: np.ndarray | None = None
@@ -170,7 +184,13 @@ class TyphoonMasking(MaskingStrategy):
 
     @property
     def name(self) -> str:
-        return "typhoon" if self.calibration == "minmax" else f"typhoon_{self.calibration}"
+        name = "typhoon" if self.calibration == "minmax" else f"typhoon_{self.calibration}"
+        return name if self.saliency == "mlm" else f"{name}_{self.saliency}"
+
+    @classmethod
+    def inactive_params(cls, values: dict[str, Any]) -> set[str]:
+        """softmax does not use ``delta``; minmax and rank do not use ``tau``."""
+        return {"delta"} if values.get("calibration", "minmax") == "softmax" else {"tau"}
 
     @property
     def vocab_size(self) -> int | None:
