@@ -64,14 +64,14 @@ def describe_os_error(error: OSError, out_dir: str | os.PathLike | None = None) 
     """What went wrong writing a path and what to do about it, for the user (see :class:`OutputPathError`)."""
     path = error.filename or out_dir or "?"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = Path(out_dir or path)
-        while not where.exists() and where != where.parent:
-            where = where.parent
+        folder = existing = Path(out_dir or path)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent  # the output folder may be gone again (nothing was left in it)
         try:
-            free = f" ({shutil.disk_usage(where).free / 2**20:,.0f} MiB free now)"
+            free = f" ({shutil.disk_usage(existing).free / 2**20:,.0f} MiB free now)"
         except OSError:
             free = ""
-        return (f"no space left on the device writing {path}: free space on the file system that holds {where}"
+        return (f"no space left on the device writing {path}: free space on the file system that holds {folder}"
                 f"{free}, e.g. by removing old outputs/ folders or ~/.cache, then rerun the same command "
                 "(finished records are kept; nothing half-written was left)")
     if error.errno in (errno.ENOTDIR, errno.EEXIST):
