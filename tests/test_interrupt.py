@@ -185,11 +185,13 @@ def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
     notebook_tmp = tmp_path / "notebooks" / "runs" / "mrpc" / f".seed1.tmp-{os.getpid()}-1.ipynb"
     notebook_tmp.parent.mkdir(parents=True)
     notebook_tmp.write_text("{}")  # this process's own stopped notebook
+    (tmp_path / f".results.csv.tmp-{dead}-abcd").write_text("task")  # a table half-written by a killed batch
 
     interrupt.clean_after_stop(tmp_path)
     assert records.is_complete(run_dir, config)
     assert sorted(p.name for p in folder.iterdir()) == sorted(["seed0", live.name])
     assert not (tmp_path / "runs" / "cola").exists() and not (tmp_path / "notebooks").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
 
 def test_resume_command_and_exit_codes():

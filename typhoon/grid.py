@@ -186,7 +186,7 @@ def clean_stale_staging(out_dir: Path, own: bool = False) -> None:
     except this process's own when ``own`` (after a stop, once its cells have ended).
     """
     leftovers = [*(out_dir / "runs").glob("*/*/*/.seed*.tmp-*"), *(out_dir / "runs").glob("*/*/*/.seed*.old-*"),
-                 *(out_dir / "notebooks").rglob(".*.tmp-*.ipynb")]
+                 *(out_dir / "notebooks").rglob(".*.tmp-*"), *out_dir.glob(".*.tmp-*")]
     for path in leftovers:
         pid = path.name.split(".tmp-", 1)[1].split("-", 1)[0] if ".tmp-" in path.name else ""
         if pid.isdigit() and _alive(int(pid)) and not (own and int(pid) == os.getpid()):
@@ -399,8 +399,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                 provenance.commit_cell(out_dir, row)
 
         try:
-            cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done,
-                             progress.GridMonitor(out_dir, todo, len(configs) - len(todo)))
+            cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done)
             results = records.collect_results(out_dir, configs)
             results_csv = out_dir / "results.csv"
             records.atomic_write_csv(results_csv, results)

@@ -182,6 +182,25 @@ def exit_now_if_threads_linger(code: int, join_s: float = 2.0) -> None:
     for thread in others:
         thread.join(timeout=join_s / max(1, len(others)))
     if any(t.is_alive() for t in others):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        _exit(code)
+
+
+def exit_stopped(code: int, join_s: float = 2.0) -> None:
+    """End a stopped command now, once its threads are done or ``join_s`` has passed.
+
+    Everything the command owns is cleaned up by then (records, locks, temp files, kernels), so the
+    interpreter's own teardown is skipped: with torch, transformers and datasets loaded it takes about
+    3 s on a loaded 2-core machine, which is half the time a stop takes. Output streams and logging are
+    flushed first.
+    """
+    exit_now_if_threads_linger(code, join_s)
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
