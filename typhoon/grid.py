@@ -311,11 +311,13 @@ def check_analysis_settings(settings: dict, profile: str) -> None:
                          f"take {sorted(known)}")
 
 
-def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None) -> Path:
+def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None,
+                 on_notebook: Callable[[str], None] | None = None) -> Path:
     """Execute the walkthrough and analysis notebooks on the collected results and render the HTML report.
 
     ``settings``: the profile's analysis settings; each notebook gets those it declares, and ``profile``
-    (which says, e.g., whether its numbers are a pipeline check). The executed
+    (which says, e.g., whether its numbers are a pipeline check); ``on_notebook`` is told each notebook's
+    name as it starts (the batch shows and logs it). The executed
     copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
     """
     settings = settings or {}
@@ -324,6 +326,8 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
         params = {"out_dir": str(out_dir), **({"profile": profile} if profile else {}),
                   **{k: settings[k] for k in nb.settings if k in settings}}
         target = out_dir / "notebooks" / nb.name
+        if on_notebook is not None:
+            on_notebook(nb.name)
         try:
             execute_notebook(nb_dir / nb.name, target, params)
         finally:
@@ -407,9 +411,12 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                                       cells, code)
             report = None
             if analysis:
-                log.write("analysis started: " + ", ".join(nb.name for nb in ANALYSIS_NOTEBOOKS))
+                def on_notebook(name: str) -> None:  # a sign of life between the grid and the report
+                    print(f"analysis: {name}", flush=True)
+                    log.write(f"analysis: {name}")
+
                 try:
-                    report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name)
+                    report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name, on_notebook)
                     log.write(f"analysis ok: report {report}")
                 except Exception as err:
                     if as_file_system_error(err) is not None:
@@ -448,7 +455,9 @@ def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: 
     complete = sum(records.is_complete(out_dir / c.relative_dir(), c) for c in configs)
     if isinstance(error, KeyboardInterrupt):
         result = interrupt.as_interrupted(error)
-        result.details = (f"{complete} of {len(configs)} cells complete (their records are kept); the cells that "
+        result.details = (f"all {complete} cells complete; the analysis was stopped before the report"
+                          if complete == len(configs) else
+                          f"{complete} of {len(configs)} cells complete (their records are kept); the cells that "
                           "were running were stopped and left no record")
         message = f"stopped by {result.signal_name}: {result.details}"
     else:

@@ -99,6 +99,7 @@ def stop_on_signals():
             print(f"typhoon: {signal.Signals(signum).name} again: already stopping, please wait", file=sys.stderr)
             return
         _stop.set()
+        _terminate_children()
         raise Interrupted(signum)
 
     for signum in STOP_SIGNALS:
@@ -124,6 +125,16 @@ def child_processes() -> list:
         return psutil.Process().children(recursive=True)
     except psutil.Error:
         return []
+
+
+def _terminate_children() -> None:
+    """SIGTERM every descendant at once, from the signal handler: before the exception unwinds through a
+    notebook client, which would otherwise ask its kernel to shut down mid-cell (the kernel then prints
+    a ZMQ traceback on the way out). Waiting for them is :func:`stop_child_processes`' job."""
+    with contextlib.suppress(Exception):
+        for child in child_processes():
+            with contextlib.suppress(Exception):
+                child.terminate()
 
 
 def stop_child_processes(grace_s: float = KILL_GRACE_S) -> list[int]:
