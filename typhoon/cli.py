@@ -1,6 +1,10 @@
 """Command line: ``python -m typhoon run ...`` (one cell) and ``python -m typhoon reproduce ...`` (a grid).
 
 Every bad value is refused with a message naming it, before anything is written, and a non-zero exit.
+An output path that cannot be written (a file in the way, no permission, a full disk) exits 2 with a
+message naming the path. Ctrl-C (SIGINT) or SIGTERM stops ``run`` and ``reproduce`` cleanly: no partial
+record, lock or temp file is left, the command that resumes is printed, and the exit status is 130 / 143
+(:mod:`typhoon.interrupt`).
 """
 
 from __future__ import annotations
@@ -8,7 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from typhoon import interrupt
 from typhoon.config import load_profiles, parse_overrides, resolve
+from typhoon.paths import OutputPathError, describe_os_error, is_file_system_error, resolve_out_dir
 from typhoon.records import LockedError
 
 
@@ -80,6 +86,56 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("run", "reproduce"):
+        with interrupt.stop_on_signals():
+            return _stoppable(args, argv)
+    return _dispatch(args)
+
+
+def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``run`` / ``reproduce`` with Ctrl-C / SIGTERM and file-system errors turned into a message and an
+    exit status (130 / 143, 2) instead of a traceback."""
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt as err:
+        stop = interrupt.as_interrupted(err)
+        details = getattr(stop, "details", None) or getattr(err, "details", None)
+        print(f"\ntyphoon: stopped by {stop.signal_name}" + (f": {details}" if details else ""), file=sys.stderr)
+        print(f"typhoon: resume with: {interrupt.resume_command(argv)}", file=sys.stderr)
+        return stop.exit_code
+    except OSError as err:
+        if not is_file_system_error(err):
+            raise
+        out = args.out or resolve_out_dir(None, args.profile)
+        print(f"typhoon: error: {describe_os_error(err, out)}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, overrides: dict) -> int:
+    """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
+    it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
+    from typhoon.pipeline import run
+
+    cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
+    config = resolve(args.profile, cell, overrides)
+    out = resolve_out_dir(args.out, config.profile)
+    existed = out.exists()
+    try:
+        record = run(config, out, force=args.force)
+    except BaseException as err:
+        if isinstance(err, KeyboardInterrupt):
+            err.details = f"run {config.relative_dir().as_posix()} not finished; no record written"
+        if isinstance(err, KeyboardInterrupt) or is_file_system_error(err):
+            interrupt.remove_empty_folders((out / config.relative_dir()).parent, out)
+            if not existed:
+                interrupt.remove_empty_folders(out, out.parent)
+        raise
+    print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
+    print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
+    return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "profiles":
             for name, profile in load_profiles().items():
@@ -93,13 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         overrides = parse_overrides(getattr(args, "set", None))
         if args.command == "run":
-            from typhoon.pipeline import run
-
-            cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
-            record = run(resolve(args.profile, cell, overrides), args.out, force=args.force)
-            print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
-            print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
-            return 0
+            return _run(args, overrides)
         if args.command == "reproduce":
             from typhoon.grid import dask_executor, reproduce
 
@@ -123,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             problems = check_page(args.report)
             print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")
             return 1 if problems else 0
-    except (ValueError, FileNotFoundError, LockedError, ConnectionError) as err:
+    except (ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError) as err:
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -4,11 +4,13 @@ Inactive unless ``TYPHOON_FAULT_INJECT`` holds a JSON object (or a list of them)
 ``{"stage": "record_write", "match": "typhoon/seed1", "action": "kill", "pid": "parent"}``:
 at ``stage`` of every run whose record path contains ``match``, either raise ``InjectedFault``
 (``"raise"``, the default) or SIGKILL process ``pid`` (a number, or ``"parent"``: the process that
-started this one, i.e. the batch) and then this process (``"kill"``: a machine lost mid-write).
+started this one, i.e. the batch) and then this process (``"kill"``: a machine lost mid-write), or
+raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being written).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -20,7 +22,7 @@ class InjectedFault(RuntimeError):
     """The failure a test asked for."""
 
 
-def maybe_inject(stage: str, record_path: str) -> None:
+def maybe_inject(stage: str, record_path: str, path: str | os.PathLike | None = None) -> None:
     raw = os.environ.get(ENV)
     if not raw:
         return
@@ -33,4 +35,6 @@ def maybe_inject(stage: str, record_path: str) -> None:
             if pid:
                 os.kill(os.getppid() if pid == "parent" else int(pid), signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault.get("action") == "enospc":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path or record_path))
         raise InjectedFault(f"injected fault at {stage} of {record_path}")

@@ -12,24 +12,30 @@ gets a ``MANIFEST.json`` (machine, commit, lock, wall time: :mod:`typhoon.proven
 
 One ``reproduce`` at a time may use an output folder (a lock refuses a second one); each run record
 also has its own lock, so a record never has two writers.
+
+While cells run, the batch shows each running cell's phase and step from its progress file and logs
+every event to ``reproduce.log`` (:mod:`typhoon.progress`). Ctrl-C or SIGTERM stops the kernels within
+seconds, leaves no partial record, temp notebook or lock, and says how to resume (:mod:`typhoon.interrupt`);
+an output folder that cannot be written, or a disk that fills up, stops the grid with a message naming
+the path (:class:`typhoon.paths.OutputPathError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
-import sys
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
 
-from typhoon import paths, provenance, records
+from typhoon import interrupt, paths, progress, provenance, records
 from typhoon.config import RunConfig, get_profile
 from typhoon.report import render_report
 
@@ -96,7 +102,9 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
         papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=KERNEL,
                                    progress_bar=False, cwd=str(source.parent))
     finally:
-        if tmp.exists():
+        if tmp.exists() and interrupt.stopping():
+            tmp.unlink()  # a stopped notebook is no result: the rerun executes it again
+        elif tmp.exists():
             os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
 
 
@@ -115,7 +123,12 @@ def cell_parameters(config: RunConfig, out_dir: Path, device: str | None = None,
 
 def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, device: str | None = None,
              threads: int | None = None) -> dict:
-    """Execute ``10_run`` for one cell; returns its status row (never raises for a cell failure)."""
+    """Execute ``10_run`` for one cell; returns its status row (never raises for a cell failure).
+
+    Two outcomes are not a cell's failure and are not recorded as one: the grid being stopped (the row
+    says ``stopped``), and a file-system error such as a full disk, which every other cell would meet
+    too: it raises :class:`typhoon.paths.OutputPathError`, which ends the grid.
+    """
     rel = config.relative_dir()
     target = out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
     started = time.perf_counter()
@@ -123,10 +136,33 @@ def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, device: str | None 
         execute_notebook(nb_dir / RUN_NOTEBOOK, target, cell_parameters(config, out_dir, device, threads))
         status, error = "ok", None
     except Exception as err:  # a cell's failure is recorded; the grid goes on
+        if interrupt.stopping():
+            return records.status_row(config, "stopped", seconds=time.perf_counter() - started)
+        file_system_error = as_file_system_error(err)
+        if file_system_error is not None:
+            raise paths.OutputPathError(paths.describe_os_error(file_system_error, out_dir)) from None
         status, error = "failed", f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
         _ensure_failed_record(config, out_dir, error, target)
     return records.status_row(config, status, error=error, seconds=time.perf_counter() - started,
                               notebook=target.relative_to(out_dir).as_posix())
+
+
+_ERRNO_IN_MESSAGE = re.compile(r"\[Errno (\d+)\] ([^:']+)(?::\s*'(.*)')?")
+
+
+def as_file_system_error(error: BaseException) -> OSError | None:
+    """The file-system error (:data:`typhoon.paths.FILE_SYSTEM_ERRNOS`) behind a cell's failure, if that is
+    what it was: raised here (writing the notebook) or in the kernel (papermill reports it as text, e.g.
+    ``[Errno 28] No space left on device: '/out/runs/...'``); else None."""
+    if paths.is_file_system_error(error):
+        return error
+    if getattr(error, "ename", None) in ("OSError", "PermissionError", "NotADirectoryError", "FileExistsError",
+                                         "IsADirectoryError"):
+        found = _ERRNO_IN_MESSAGE.search(str(getattr(error, "evalue", "")))
+        if found:
+            os_error = OSError(int(found[1]), found[2].strip(), found[3])
+            return os_error if paths.is_file_system_error(os_error) else None
+    return None
 
 
 def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook: Path) -> None:
@@ -143,16 +179,17 @@ def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook
         pass  # another process is writing this record right now; it will record its own outcome
 
 
-def clean_stale_staging(out_dir: Path) -> None:
+def clean_stale_staging(out_dir: Path, own: bool = False) -> None:
     """Remove temp folders and files left by processes that died mid-write (never read as records).
 
-    Temp names carry the writer's pid (``.<name>.tmp-<pid>-...``); those of live processes are kept.
+    Temp names carry the writer's pid (``.<name>.tmp-<pid>-...``); those of live processes are kept,
+    except this process's own when ``own`` (after a stop, once its cells have ended).
     """
     leftovers = [*(out_dir / "runs").glob("*/*/*/.seed*.tmp-*"), *(out_dir / "runs").glob("*/*/*/.seed*.old-*"),
-                 *(out_dir / "notebooks").rglob(".*.tmp-*.ipynb")]
+                 *(out_dir / "notebooks").rglob(".*.tmp-*"), *out_dir.glob(".*.tmp-*")]
     for path in leftovers:
         pid = path.name.split(".tmp-", 1)[1].split("-", 1)[0] if ".tmp-" in path.name else ""
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and _alive(int(pid)) and not (own and int(pid) == os.getpid()):
             continue
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -210,37 +247,59 @@ def cell_threads(config: RunConfig, workers: int, gpus: list[str]) -> int | None
 
 
 def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int = 1,
-             executor: Executor | None = None, on_done: Callable[[dict], None] | None = None) -> pd.DataFrame:
+             executor: Executor | None = None, on_done: Callable[[dict], None] | None = None,
+             monitor: progress.GridMonitor | None = None) -> pd.DataFrame:
     """Run every incomplete cell (in parallel with ``workers`` > 1); returns one status row per cell.
 
-    ``on_done`` is called with each cell's status row as the cell finishes (in this thread).
+    ``on_done`` is called with each cell's status row as the cell finishes (in this thread). ``monitor``
+    shows the running cells' progress (default: a :class:`typhoon.progress.GridMonitor` on stdout).
+    Anything that ends the grid early -- Ctrl-C / SIGTERM (``KeyboardInterrupt``), a full disk -- stops
+    the cells still running (:func:`stop_cells`) and is re-raised.
     """
     todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)]
     rows = [records.status_row(c, "skipped") for c in configs if c not in todo]
     gpus = gpu_devices()
-    bar = tqdm(total=len(configs), initial=len(rows), desc="grid", unit="cell", file=sys.stdout)
-    bar.set_postfix(done=len(rows), failed=0, remaining=len(todo))
+    monitor = monitor or progress.GridMonitor(out_dir, todo, len(rows))
     own_executor = executor is None
     executor = executor or ThreadPoolExecutor(max_workers=workers)  # each cell is its own kernel process
+    futures = []
     try:
         futures = [executor.submit(run_cell, c, out_dir, nb_dir,
                                    gpus[i % len(gpus)] if gpus and workers > 1 else None,
                                    cell_threads(c, workers, gpus))
                    for i, c in enumerate(todo)]
-        for future in as_completed(futures):
-            rows.append(future.result())
-            if on_done is not None:
-                on_done(rows[-1])
-            failed = sum(r["status"] == "failed" for r in rows)
-            bar.update(1)
-            bar.set_postfix(done=len(rows) - failed, failed=failed, remaining=len(configs) - len(rows))
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=progress.POLL_INTERVAL_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                rows.append(future.result())
+                monitor.finished(rows[-1])
+                if on_done is not None:
+                    on_done(rows[-1])
+            monitor.poll()
+    except BaseException:
+        stop_cells(futures, executor if own_executor else None)
+        raise
     finally:
-        if own_executor:
-            executor.shutdown(wait=True, cancel_futures=True)
-        bar.close()
+        monitor.close()
+    if own_executor:
+        executor.shutdown(wait=True)
     order = {c.relative_dir().as_posix(): i for i, c in enumerate(configs)}
     table = pd.DataFrame(rows, columns=records.STATUS_COLUMNS)
     return table.sort_values("record_path", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def stop_cells(futures: list, executor: Executor | None) -> None:
+    """Stop a grid now: no new cell starts, the running kernels (this process's children) get SIGTERM,
+    then SIGKILL after a grace period, and their threads are given a moment to see it
+    (:mod:`typhoon.interrupt`). Cells on a Dask cluster's machines are cancelled, not killed."""
+    interrupt.request_stop()
+    for future in futures:
+        future.cancel()
+    if executor is not None:
+        executor.shutdown(wait=False, cancel_futures=True)
+    interrupt.stop_child_processes()
+    wait(futures, timeout=interrupt.KILL_GRACE_S)
 
 
 def check_analysis_settings(settings: dict, profile: str) -> None:
@@ -252,11 +311,13 @@ def check_analysis_settings(settings: dict, profile: str) -> None:
                          f"take {sorted(known)}")
 
 
-def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None) -> Path:
+def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None,
+                 on_notebook: Callable[[str], None] | None = None) -> Path:
     """Execute the walkthrough and analysis notebooks on the collected results and render the HTML report.
 
     ``settings``: the profile's analysis settings; each notebook gets those it declares, and ``profile``
-    (which says, e.g., whether its numbers are a pipeline check). The executed
+    (which says, e.g., whether its numbers are a pipeline check); ``on_notebook`` is told each notebook's
+    name as it starts (the batch shows and logs it). The executed
     copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
     """
     settings = settings or {}
@@ -265,6 +326,8 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
         params = {"out_dir": str(out_dir), **({"profile": profile} if profile else {}),
                   **{k: settings[k] for k in nb.settings if k in settings}}
         target = out_dir / "notebooks" / nb.name
+        if on_notebook is not None:
+            on_notebook(nb.name)
         try:
             execute_notebook(nb_dir / nb.name, target, params)
         finally:
@@ -322,46 +385,90 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     if commit_records:
         provenance.check_git_repo(out_dir)
     provenance.check_profile(out_dir, spec.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    paths.check_writable(out_dir)  # a file in the way, no permission, a full disk: said now, not mid-grid
+    interrupt.clear_stop()
+    log = progress.RunLog(out_dir / "reproduce.log")
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
         for copied in records.reuse_equal_records(configs, out_dir) if reuse else []:
             print(f"reused {copied['record_path']} from {paths.shown(copied['reused_from'])}")
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)
-        def on_done(row: dict) -> None:  # as each cell finishes: its notebook made fit to share, then committed
+        command = provenance.invocation()
+        todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)]
+        log.write(f"reproduce started: profile {spec.name}, {len(configs)} cells ({len(todo)} to run, "
+                  f"{len(configs) - len(todo)} complete already), {workers} at once, output {out_dir}\n"
+                  f"command: {'python -m typhoon ' + ' '.join(command) if command else 'typhoon.grid.reproduce (Python)'}")
+
+        def on_done(row: dict) -> None:  # as each cell finishes: logged, its notebook made fit to share, committed
+            log.cell(row)
             if row.get("notebook") and (out_dir / row["notebook"]).is_file():
                 scrub_notebook(out_dir / row["notebook"], out_dir)
             if commit_records and row["status"] == "ok":
                 provenance.commit_cell(out_dir, row)
 
-        cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done)
-        results = records.collect_results(out_dir, configs)
-        results_csv = out_dir / "results.csv"
-        records.atomic_write_csv(results_csv, results)
-        command = provenance.invocation()
-        provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics, cells,
-                                  code)
-        report = None
-        if analysis:
-            try:
-                report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name)
-            except Exception as err:
-                traceback.print_exc()
-                cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
-                                                         "error": f"{type(err).__name__}: {err}"}])])
+        try:
+            cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done)
+            results = records.collect_results(out_dir, configs)
+            results_csv = out_dir / "results.csv"
+            records.atomic_write_csv(results_csv, results)
             provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics,
                                       cells, code)
+            report = None
+            if analysis:
+                def on_notebook(name: str) -> None:  # a sign of life between the grid and the report
+                    print(f"analysis: {name}", flush=True)
+                    log.write(f"analysis: {name}")
+
+                try:
+                    report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name, on_notebook)
+                    log.write(f"analysis ok: report {report}")
+                except Exception as err:
+                    if as_file_system_error(err) is not None:
+                        raise
+                    traceback.print_exc()
+                    log.write(f"analysis failed: {type(err).__name__}: {err}")
+                    cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
+                                                             "error": f"{type(err).__name__}: {err}"}])])
+                provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command,
+                                          numerics, cells, code)
+        except BaseException as err:
+            raise stopped(err, out_dir, configs, log) from None
         summary = Summary(cells, results_csv, report)
-        log_summary(out_dir, started, summary)
+        log.write(f"reproduce finished in {time.perf_counter() - clock:.0f} s\n{summary.table()}"
+                  + (f"\nreport: {report}" if report else ""))
         if commit_records:
             provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir],
                                     f"{paths.shown(out_dir)}: tables, figures, notebooks and report")
     print(summary.table())
+    if report:
+        print(f"report: {report}")
+    print(f"log: {log.path}")
     return summary
 
 
-def log_summary(out_dir: Path, started: str, summary: Summary) -> None:
-    """Append this invocation's summary to ``<out_dir>/reproduce.log`` (one block per ``reproduce``)."""
-    with open(out_dir / "reproduce.log", "a", encoding="utf-8") as log:
-        log.write(f"reproduce started {started}, finished {provenance.now()}\n{summary.table()}\n\n")
+def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: progress.RunLog) -> BaseException:
+    """After the grid or the analysis was cut short: stop what still runs, remove what it left
+    (:func:`typhoon.interrupt.clean_after_stop`), log it, and return the exception to raise.
+
+    Ctrl-C / SIGTERM come back as :class:`typhoon.interrupt.Interrupted` with ``details`` (what finished);
+    a file-system error as :class:`typhoon.paths.OutputPathError`; anything else as it was.
+    """
+    interrupt.request_stop()
+    interrupt.stop_child_processes()  # an analysis kernel; the grid's kernels were stopped by run_grid
+    interrupt.clean_after_stop(out_dir)
+    complete = sum(records.is_complete(out_dir / c.relative_dir(), c) for c in configs)
+    if isinstance(error, KeyboardInterrupt):
+        result = interrupt.as_interrupted(error)
+        result.details = (f"all {complete} cells complete; the analysis was stopped before the report"
+                          if complete == len(configs) else
+                          f"{complete} of {len(configs)} cells complete (their records are kept); the cells that "
+                          "were running were stopped and left no record")
+        message = f"stopped by {result.signal_name}: {result.details}"
+    else:
+        os_error = as_file_system_error(error)
+        result = paths.OutputPathError(paths.describe_os_error(os_error, out_dir)) if os_error is not None else error
+        message = f"stopped by an error: {type(result).__name__}: {result}\n{complete} of {len(configs)} cells complete"
+    with contextlib.suppress(OSError):  # a full disk may refuse the log line too
+        log.write(message)
+    return result

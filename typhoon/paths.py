@@ -13,8 +13,10 @@ Executed notebooks and the report show paths relative to the output folder or th
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -42,6 +44,60 @@ def reference_dir(profile: str) -> Path:
 def resolve_out_dir(out_dir: str | os.PathLike | None, profile: str) -> Path:
     """``out_dir`` as an absolute path; None means the profile's default output folder."""
     return output_dir(profile) if out_dir is None else Path(out_dir).resolve()
+
+
+class OutputPathError(Exception):
+    """An output path that cannot be written (a file where a folder should be, no permission, a full
+    disk); the message names the path and what to do. The command line exits 2 with it."""
+
+
+# Errors of the file system rather than of the program: each gets a message naming the path, never a traceback.
+FILE_SYSTEM_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                      errno.EEXIST, errno.EISDIR}
+
+
+def is_file_system_error(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in FILE_SYSTEM_ERRNOS
+
+
+def describe_os_error(error: OSError, out_dir: str | os.PathLike | None = None) -> str:
+    """What went wrong writing a path and what to do about it, for the user (see :class:`OutputPathError`)."""
+    path = error.filename or out_dir or "?"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        folder = existing = Path(out_dir or path)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent  # the output folder may be gone again (nothing was left in it)
+        try:
+            free = f" ({shutil.disk_usage(existing).free / 2**20:,.0f} MiB free now)"
+        except OSError:
+            free = ""
+        return (f"no space left on the device writing {path}: free space on the file system that holds {folder}"
+                f"{free}, e.g. by removing old outputs/ folders or ~/.cache, then rerun the same command "
+                "(finished records are kept; nothing half-written was left)")
+    if error.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"cannot write {path}: a file is in the way where a folder must be ({error.strerror})"
+    if error.errno == errno.EROFS:
+        return f"cannot write {path}: the file system is read-only"
+    return f"cannot write {path}: {error.strerror or error}"
+
+
+def check_writable(folder: str | os.PathLike) -> Path:
+    """Make sure ``folder`` exists and can be written, before any work starts: create it, write and remove
+    a probe file. Raises :class:`OutputPathError` naming the path otherwise (a file in the way, no
+    permission, a read-only or full file system)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise OutputPathError(f"output folder {folder} is a file, not a folder: choose another --out")
+    probe = folder / f".typhoon-write-probe-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"probe")
+        probe.unlink()
+    except OSError as err:
+        if err.filename is None:
+            err.filename = str(probe)
+        raise OutputPathError(f"output folder {folder}: " + describe_os_error(err, folder)) from None
+    return folder
 
 
 def _check_profile_name(profile: str) -> None:

@@ -42,6 +42,7 @@ from typhoon.data import (
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy
 from typhoon.metrics import glue_metrics, majority_baseline
 from typhoon.models import Backbone, MaskedLM, load_backbone
+from typhoon.progress import ProgressFile
 from typhoon.progressbar import progress_bar
 from typhoon.schedules import sample_rates
 from typhoon.task_saliency import MaskedLMWithTask, backward_with_task_saliency
@@ -172,6 +173,12 @@ class RunContext:
     rng: np.random.Generator  # data order, both phases in turn
     mask_generator: torch.Generator  # masks (drawn on the CPU)
     progress: bool = True  # tqdm bars
+    progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/progress.py)
+
+    def report(self, phase: str, **state) -> None:
+        """Note the run's phase and step in its progress file (throttled there; nothing without one)."""
+        if self.progress_file is not None:
+            self.progress_file.update(phase, **state)
 
     @property
     def kernels(self) -> dict:
@@ -259,6 +266,9 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
             meter.add(batch["attention_mask"], selected=int((labels != -100).sum()))
             rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
             bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
+            ctx.report("mlm", step=step, steps=steps_per_epoch * config.mlm_epochs, epoch=epoch,
+                       epochs=config.mlm_epochs, tokens=tokens)
+        ctx.report("eval", epoch=epoch, epochs=config.mlm_epochs)
         rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
         for batch in dev_batches:
             meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
@@ -301,7 +311,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
     dev_batches = eval_batches(dev, config, pad)
-    epochs, tokens, num_labels = [], 0, classifier.config.num_labels
+    epochs, tokens, step, num_labels = [], 0, 0, classifier.config.num_labels
     meter = hardware.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.ft_epochs + 1):
         classifier.train()
@@ -319,6 +329,10 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
             meter.add(batch["attention_mask"], num_labels=num_labels)
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            step += 1
+            ctx.report("finetune", step=step, steps=steps_per_epoch * config.ft_epochs, epoch=epoch,
+                       epochs=config.ft_epochs, tokens=tokens)
+        ctx.report("eval", epoch=epoch, epochs=config.ft_epochs)
         metrics = evaluate(ctx, classifier, dev_batches)
         for batch in dev_batches:
             meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
@@ -402,22 +416,33 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
     (``out_dir`` None: the profile's own output folder, ``<repo>/outputs/<profile>``).
 
     A complete record of the same run is reused unless ``force``. Bad inputs fail before anything
-    is written. A run that fails while training leaves a record with status ``failed``, its error and
-    traceback, and re-raises.
+    is written; so does an output folder that cannot be written (:func:`typhoon.paths.check_writable`).
+    A run that fails while training leaves a record with status ``failed``, its error and traceback, and
+    re-raises. A run stopped by Ctrl-C / SIGTERM (``KeyboardInterrupt``) or by a full disk records
+    nothing: the old record (or none) stays. While it runs, its progress file says where it is
+    (:mod:`typhoon.progress`); the file is removed when the run ends, however it ends.
     """
-    run_dir = paths.resolve_out_dir(out_dir, config.profile) / config.relative_dir()
+    out = paths.resolve_out_dir(out_dir, config.profile)
+    run_dir = out / config.relative_dir()
     if not force and records.is_complete(run_dir, config):
         return records.read_record(run_dir, skipped=True)
-    ctx = set_up(config, progress)
-    with records.record_lock(run_dir, wait_s=LOCK_WAIT_S):
-        if not force and records.is_complete(run_dir, config):  # finished while we waited
-            return records.read_record(run_dir, skipped=True)
-        try:
-            metrics, loss_rows, strategy = train_and_evaluate(ctx)
-        except Exception as err:
-            records.write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
-                                                   "primary_metric": ctx.task.metric},
-                                 traceback_text=traceback.format_exc())
-            raise
-        records.write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+    ctx = set_up(config, progress)  # bad data or an unknown backbone fail here, before anything is written
+    paths.check_writable(out)  # ... and an output folder that cannot be written, before any training
+    progress_file = ctx.progress_file = ProgressFile(run_dir, config.relative_dir().as_posix())
+    try:
+        progress_file.update("setup")  # until the first MLM step: the lock, the kernel peak, the models
+        with records.record_lock(run_dir, wait_s=LOCK_WAIT_S):
+            if not force and records.is_complete(run_dir, config):  # finished while we waited
+                return records.read_record(run_dir, skipped=True)
+            try:
+                metrics, loss_rows, strategy = train_and_evaluate(ctx)
+            except Exception as err:
+                records.write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
+                                                       "primary_metric": ctx.task.metric},
+                                     traceback_text=traceback.format_exc())
+                raise
+            ctx.report("write")
+            records.write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+    finally:
+        progress_file.close()
     return records.read_record(run_dir)

@@ -43,10 +43,14 @@ LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename."""
+    """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename.
+
+    The temp name carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up can tell a
+    live writer's temp file from one a dead process left (``grid.clean_stale_staging``).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -134,19 +138,24 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
     """Write every file of a record into a staging folder, then publish it with one rename.
 
     ``strategy`` (a masking strategy) saves its state when it learns one (``needs_saliency``);
-    ``traceback_text`` goes to ``traceback.txt``, named in the metrics.
+    ``traceback_text`` goes to ``traceback.txt``, named in the metrics. Whatever stops the writing (a full
+    disk, Ctrl-C) removes the staging folder: the record stays as it was, never half-written.
     """
     staging = staging_dir(run_dir)
-    atomic_write_json(staging / "config.json", config.to_dict())
-    pd.DataFrame(loss_rows or [], columns=LOSS_COLUMNS).to_csv(staging / "mlm_loss.csv", index=False)
-    if strategy is not None and strategy.needs_saliency:
-        strategy.save(staging / "masking_state.npz")
-    if traceback_text:
-        (staging / "traceback.txt").write_text(traceback_text)
-        metrics["traceback"] = "traceback.txt"
-    atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
-    faults.maybe_inject("record_write", config.relative_dir().as_posix())
-    publish_dir(staging, run_dir)
+    try:
+        atomic_write_json(staging / "config.json", config.to_dict())
+        pd.DataFrame(loss_rows or [], columns=LOSS_COLUMNS).to_csv(staging / "mlm_loss.csv", index=False)
+        if strategy is not None and strategy.needs_saliency:
+            strategy.save(staging / "masking_state.npz")
+        if traceback_text:
+            (staging / "traceback.txt").write_text(traceback_text)
+            metrics["traceback"] = "traceback.txt"
+        atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
+        faults.maybe_inject("record_write", config.relative_dir().as_posix(), staging / "metrics.json")
+        publish_dir(staging, run_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when the publishing rename happened
+        raise
 
 
 def read_config(run_dir: Path) -> RunConfig | None:
@@ -290,6 +299,12 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
     the lock when the holder dies, so a killed run never leaves a stale lock. The holder's pid goes to
     ``<path>.pid`` (beside the lock, not in it: the lock file's contents belong to the lock) so that a
     refused process can say who holds it; it is removed on release.
+
+    On POSIX the lock file itself is removed too, while the lock is still held, so a finished or
+    interrupted process leaves no ``.lock`` file behind. That is safe with ``flock``: a waiter that then
+    gets the lock on the unlinked file sees it has no name left and retries on a fresh file (filelock
+    checks ``st_nlink``). Windows' filelock removes the file itself once it is unlocked. A process that
+    was killed leaves its lock file (unlocked); :func:`remove_stale_lock` clears it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,7 +323,25 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
         yield
     finally:
         holder_file.unlink(missing_ok=True)
+        if os.name == "posix":
+            path.unlink(missing_ok=True)
         lock.release()
+
+
+def remove_stale_lock(path: Path) -> bool:
+    """Remove the lock file ``path`` (and its ``.pid`` file) if no live process holds it; True if removed.
+
+    Taken with :func:`exclusive_lock` (no wait), so a lock in use is never touched.
+    """
+    path = Path(path)
+    if not path.exists():
+        return False
+    try:
+        with exclusive_lock(path, f"lock {path}"):
+            pass  # released and removed on exit
+    except LockedError:
+        return False
+    return True
 
 
 def record_lock(run_dir: Path, wait_s: float = 0.0):

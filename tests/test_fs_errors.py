@@ -1,0 +1,136 @@
+"""File-system errors: an output path that is a file or lies under one, a folder without write permission,
+a disk that fills up while a record is written. Each exits 2 with a message naming the path, without a
+traceback; the record stays absent, never half-written.
+
+Tests run as root in CI, where ``chmod`` does not stop a write; "no permission" and "disk full" are
+therefore the real ``OSError`` raised at the real write (monkeypatched in this process, or injected in
+the notebook kernel with ``TYPHOON_FAULT_INJECT``), and "a file in the way" is a real file.
+"""
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from typhoon import grid, paths, records
+from typhoon.cli import main
+from typhoon.config import resolve
+
+RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke",
+       "--set", "max_train_examples=32", "--set", "max_eval_examples=16"]
+
+
+def no_leftovers(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                  if p.name.startswith(".") or p.name.endswith((".lock", ".pid")))
+
+
+def test_check_writable_names_the_path(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(paths.OutputPathError, match=f"output folder {blocker} is a file"):
+        paths.check_writable(blocker)
+    with pytest.raises(paths.OutputPathError, match=f"{blocker / 'out'}.*a file is in the way"):
+        paths.check_writable(blocker / "out")
+
+    def refuse(self, data):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)
+    with pytest.raises(paths.OutputPathError, match=f"cannot write {tmp_path / 'ro'}/.typhoon-write-probe-.*Permission denied"):
+        paths.check_writable(tmp_path / "ro")
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(paths.OutputPathError, match="no space left on the device writing .* free space on the file system"):
+        paths.check_writable(tmp_path / "full")
+
+
+@pytest.mark.parametrize("command", ["run", "reproduce"])
+def test_output_under_a_file_exits_2_before_any_training(capsys, tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    argv = RUN if command == "run" else ["reproduce", "--profile", "smoke", "--no-analysis"]
+    code = main([*argv, "--out", str(blocker / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"typhoon: error: output folder {blocker / 'out'}" in err and "a file is in the way" in err
+    assert "Traceback" not in err
+    assert blocker.read_text() == "x"
+
+
+def test_run_into_an_unwritable_folder_exits_2(capsys, tmp_path, monkeypatch):
+    def refuse(self, data):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)  # what chmod a-w does to a non-root user's write
+    code = main([*RUN, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot write {tmp_path / 'out'}" in err and "Permission denied" in err, err
+
+
+def test_disk_full_while_writing_the_record_exits_2_and_leaves_no_record(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    write_json = records.atomic_write_json
+
+    def full_at_metrics(path, obj):
+        if Path(path).name == "metrics.json":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write_json(path, obj)
+
+    monkeypatch.setattr(records, "atomic_write_json", full_at_metrics)
+    code = main([*RUN, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "no space left on the device writing " + str(out / "runs/mrpc/tiny-random/random") in err
+    assert f"free space on the file system that holds {out}" in err and "rerun the same command" in err
+    assert "Traceback" not in err
+    assert not out.exists() or no_leftovers(out) == [] and not list(out.rglob("metrics.json"))
+
+
+def test_a_kernel_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, monkeypatch):
+    """A cell whose kernel hit a full disk is not a failed cell (every cell would fail alike): the grid ends
+    with the path named, and no record is written for it."""
+    from papermill.exceptions import PapermillExecutionError
+
+    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
+    where = str(tmp_path / "runs/mrpc/tiny-random/random/.seed0.tmp-1-2/metrics.json")
+
+    def kernel_out_of_space(source, target, parameters):
+        raise PapermillExecutionError(3, 1, "pipeline.run(...)", "OSError",
+                                      f"[Errno 28] No space left on device: '{where}'", [])
+
+    monkeypatch.setattr(grid, "execute_notebook", kernel_out_of_space)
+    with pytest.raises(paths.OutputPathError, match=f"no space left on the device writing {where}"):
+        grid.run_cell(config, tmp_path, grid.notebooks_dir())
+    assert not (tmp_path / config.relative_dir()).exists()
+
+    def kernel_bug(source, target, parameters):
+        raise PapermillExecutionError(3, 1, "x", "OSError", "[Errno 2] No such file or directory: 'a'", [])
+
+    monkeypatch.setattr(grid, "execute_notebook", kernel_bug)  # not the file system's fault: a failed cell
+    assert grid.run_cell(config, tmp_path, grid.notebooks_dir())["status"] == "failed"
+
+
+def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):
+    """The real grid: the first cell's kernel meets ENOSPC while publishing its record."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO),
+           "TYPHOON_FAULT_INJECT": json.dumps({"stage": "record_write", "match": "random/seed0", "action": "enospc"})}
+    env.pop("TYPHOON_NOTEBOOKS", None)
+    proc = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out),
+                           "--no-analysis", "--set", "max_train_examples=32", "--set", "max_eval_examples=16"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "typhoon: error: no space left on the device writing " + str(out / "runs/mrpc/tiny-random/random") in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "runs/mrpc/tiny-random/random/seed0").exists()
+    assert no_leftovers(out) == []
+    assert "stopped by an error: OutputPathError: no space left" in (out / "reproduce.log").read_text()

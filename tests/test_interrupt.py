@@ -1,0 +1,201 @@
+"""Stopping cleanly: Ctrl-C / SIGTERM to the real ``reproduce`` and ``run`` commands, and the locks that
+leave no file behind.
+
+The signal tests start the real command, wait until a cell is training (its progress file says so), send
+the signal to the command's process only -- as a terminal's Ctrl-C reaches the batch but not the kernels
+in their own sessions -- and check what is left: the exit status, the time it took, no process, lock,
+temp file, progress file or partial record.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import REPO
+
+from typhoon import interrupt, records
+
+SMALL = ["--set", "max_train_examples=64", "--set", "max_eval_examples=32"]
+
+
+def start(argv: list[str], tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
+    env.pop("TYPHOON_FAULT_INJECT", None)
+    env.pop("TYPHOON_NOTEBOOKS", None)
+    log = open(tmp_path / f"command-{time.monotonic_ns()}.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "typhoon", *argv], cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log = log
+    return proc
+
+
+def output(proc) -> str:
+    proc.log.seek(0)
+    return proc.log.read()
+
+
+def wait_until_training(proc, out: Path, timeout: float = 300) -> dict:
+    """The first progress file that says a cell is in its MLM or fine-tuning phase."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the command ended before training: {output(proc)[-3000:]}"
+        for path in out.glob("runs/*/*/*/.seed*.progress.json"):
+            state = records.read_json(path)
+            if state and state.get("phase") in ("mlm", "finetune"):
+                return state
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"no cell reached training in {timeout} s: {output(proc)[-3000:]}")
+
+
+def stop_and_time(proc, signum: int, timeout: float = 30) -> tuple[int, float, list[int]]:
+    """Send ``signum`` to the command alone; return its exit status, the seconds to exit and the pids
+    of every process it had started (listed before the signal)."""
+    children = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
+    started = time.monotonic()
+    os.kill(proc.pid, signum)
+    code = proc.wait(timeout=timeout)
+    return code, time.monotonic() - started, children
+
+
+def alive(pids: list[int]) -> list[int]:
+    left = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def leftovers(out: Path) -> list[str]:
+    """Lock, pid, temp, progress and staging files anywhere under ``out``."""
+    patterns = ["*.lock", "*.pid", "*.tmp-*", ".*tmp*", "*.progress.json", ".*.old-*"]
+    return sorted({p.relative_to(out).as_posix() for pattern in patterns for p in out.rglob(pattern)})
+
+
+def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_path):
+    out = tmp_path / "out"
+    argv = ["reproduce", "--profile", "smoke", "--out", str(out), "--no-analysis", *SMALL]
+    proc = start(argv, tmp_path)
+    state = wait_until_training(proc, out)
+    running = out / state["record_path"]
+    assert state["pid"] != proc.pid  # the cell trains in a kernel process, not in the batch
+
+    code, seconds, children = stop_and_time(proc, signal.SIGINT)
+    text = output(proc)
+    assert code == 130, text[-3000:]
+    assert seconds < 15, f"took {seconds:.1f} s to stop"
+    assert state["pid"] in children and not alive(children), "a kernel outlived the batch"
+    assert leftovers(out) == []
+    assert not running.exists(), "the stopped cell must leave no record"
+    for run_dir in out.glob("runs/*/*/*/seed*"):  # anything published is whole
+        assert records.read_json(run_dir / "metrics.json")["status"] == "ok"
+    assert "Traceback" not in text
+    assert "stopped by SIGINT" in text
+    assert "resume with: python -m typhoon " + " ".join(argv) in text
+    assert "stopped by SIGINT" in (out / "reproduce.log").read_text()
+    print(f"reproduce: SIGINT to exit {seconds:.2f} s")
+
+
+def test_sigterm_stops_run_and_leaves_no_lock_record_or_folder(tmp_path):
+    out = tmp_path / "out"
+    argv = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke", "--out", str(out), *SMALL]
+    proc = start(argv, tmp_path)
+    wait_until_training(proc, out)
+
+    code, seconds, _ = stop_and_time(proc, signal.SIGTERM)
+    text = output(proc)
+    assert code == 143, text[-3000:]
+    assert seconds < 10, f"took {seconds:.1f} s to stop"
+    assert "Traceback" not in text
+    assert "stopped by SIGTERM: run runs/mrpc/tiny-random/random/seed0 not finished; no record written" in text
+    assert "resume with: python -m typhoon " + " ".join(argv) in text
+    assert not out.exists(), f"left behind: {sorted(p.as_posix() for p in out.rglob('*'))}"
+    print(f"run: SIGTERM to exit {seconds:.2f} s")
+
+
+# --------------------------------------------------------------------------------------------------
+# Locks leave no file behind; a dead holder's file is cleared, a live holder's never
+
+
+def test_a_released_lock_leaves_no_file(tmp_path):
+    lock = tmp_path / ".seed0.lock"
+    with records.exclusive_lock(lock, "x"):
+        assert lock.exists() and lock.with_name(".seed0.lock.pid").read_text() == str(os.getpid())
+    assert sorted(tmp_path.iterdir()) == []
+    with pytest.raises(KeyboardInterrupt), records.exclusive_lock(lock, "x"):
+        raise KeyboardInterrupt
+    assert sorted(tmp_path.iterdir()) == []
+    with records.exclusive_lock(lock, "x"):  # and it can be taken again
+        pass
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from typhoon import records
+    with records.exclusive_lock(Path(sys.argv[1]), "test"):
+        print("held", flush=True)
+        time.sleep(120)
+""")
+
+
+def test_stale_lock_of_a_killed_holder_is_removed_a_live_one_kept(tmp_path):
+    lock = tmp_path / ".seed0.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert not records.remove_stale_lock(lock) and lock.exists()  # in use: untouched
+        with pytest.raises(records.LockedError):
+            with records.exclusive_lock(lock, "x"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock.exists()  # a killed holder cannot clean up ...
+    assert records.remove_stale_lock(lock)  # ... the next clean-up does
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
+    """What a stopped grid leaves is removed; complete records and a live process's files are not."""
+    from typhoon.config import resolve
+
+    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
+    run_dir = tmp_path / config.relative_dir()
+    with records.record_lock(run_dir):
+        records.write_record(run_dir, config, {"status": "ok"})
+    folder = run_dir.parent
+    dead = 2**22 + 4321  # above Linux's pid_max: no such process
+    (folder / f".seed1.tmp-{dead}-abcd").mkdir()  # a killed kernel's staging folder
+    (folder / ".seed1.lock").write_text("")  # ... its lock
+    records.atomic_write_json(folder / ".seed1.progress.json", {"pid": dead})  # ... its progress file
+    live = folder / f".seed2.tmp-{os.getppid()}-abcd"  # a live process's staging (our parent is alive)
+    live.mkdir()
+    (tmp_path / "runs" / "cola" / "tiny-random" / "random").mkdir(parents=True)  # made for a record never written
+    notebook_tmp = tmp_path / "notebooks" / "runs" / "mrpc" / f".seed1.tmp-{os.getpid()}-1.ipynb"
+    notebook_tmp.parent.mkdir(parents=True)
+    notebook_tmp.write_text("{}")  # this process's own stopped notebook
+    (tmp_path / f".results.csv.tmp-{dead}-abcd").write_text("task")  # a table half-written by a killed batch
+
+    interrupt.clean_after_stop(tmp_path)
+    assert records.is_complete(run_dir, config)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["seed0", live.name])
+    assert not (tmp_path / "runs" / "cola").exists() and not (tmp_path / "notebooks").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_resume_command_and_exit_codes():
+    assert interrupt.resume_command(["reproduce", "--out", "a b"]) == "python -m typhoon reproduce --out 'a b'"
+    assert interrupt.Interrupted(signal.SIGINT).exit_code == 130
+    assert interrupt.Interrupted(signal.SIGTERM).exit_code == 143
+    assert interrupt.as_interrupted(KeyboardInterrupt()).signal_name == "SIGINT"

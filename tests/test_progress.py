@@ -1,0 +1,125 @@
+"""Live progress: the run's progress file (throttled, atomic, removed at the end, never a record), what the
+batch prints from it with and without a terminal, and the reproduce log's lines."""
+
+import io
+import json
+
+from typhoon import progress, records
+from typhoon.config import resolve
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_file_is_throttled_and_says_phase_step_and_speed(tmp_path):
+    clock = Clock()
+    run_dir = tmp_path / "runs" / "mrpc" / "tiny-random" / "random" / "seed0"
+    file = progress.ProgressFile(run_dir, "runs/mrpc/tiny-random/random/seed0", interval_s=1.0, clock=clock)
+    assert file.path == run_dir.with_name(".seed0.progress.json")
+
+    file.update("mlm", step=1, steps=10, epoch=1, epochs=1, tokens=0)
+    first = json.loads(file.path.read_text())
+    clock.now += 0.5
+    file.update("mlm", step=2, steps=10, epoch=1, epochs=1, tokens=1000)  # within the interval: not written
+    assert json.loads(file.path.read_text()) == first
+    clock.now += 0.5
+    file.update("mlm", step=3, steps=10, epoch=1, epochs=1, tokens=2000)
+    state = json.loads(file.path.read_text())
+    assert (state["phase"], state["step"], state["steps"]) == ("mlm", 3, 10)
+    assert state["tokens_per_s"] == 2000 / 1.0 and state["elapsed_s"] == 1.0
+    clock.now += 0.1
+    file.update("finetune", step=1, steps=5, epoch=1, epochs=2, tokens=0)  # a new phase is written at once
+    assert json.loads(file.path.read_text())["phase"] == "finetune"
+    assert progress.describe(json.loads(file.path.read_text())) == "finetune 1/2 step 1/5 · 1 s"
+    assert not list(run_dir.parent.glob(".*.tmp-*"))  # written atomically: no temp file stays
+
+    file.close()
+    assert not file.path.exists()
+
+
+def test_a_progress_file_is_never_a_record(tmp_path):
+    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
+    run_dir = tmp_path / config.relative_dir()
+    progress.ProgressFile(run_dir, config.relative_dir().as_posix()).update("mlm", step=1, steps=2)
+    assert not records.is_complete(run_dir, config)
+    assert records.collect_results(tmp_path).empty
+    assert list(records.collect_results(tmp_path, [config])["status"]) == ["missing"]
+
+
+def test_unwritable_progress_never_stops_a_run(tmp_path):
+    blocker = tmp_path / "runs"
+    blocker.write_text("a file where the runs folder should be")
+    file = progress.ProgressFile(blocker / "mrpc" / "b" / "s" / "seed0", "x")
+    file.update("mlm", step=1, steps=2)  # no exception
+    file.close()
+
+
+def test_stale_progress_files_are_removed_live_ones_kept(tmp_path):
+    folder = tmp_path / "runs" / "mrpc" / "b" / "s"
+    folder.mkdir(parents=True)
+    live, dead = folder / ".seed0.progress.json", folder / ".seed1.progress.json"
+    records.atomic_write_json(live, {"pid": __import__("os").getpid()})
+    records.atomic_write_json(dead, {"pid": 2**22 + 12345})  # above Linux's pid_max: no such process
+    progress.remove_stale_progress(tmp_path)
+    assert live.exists() and not dead.exists()
+
+
+def _configs(n):
+    return [resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": s})
+            for s in range(n)]
+
+
+def test_grid_monitor_without_a_terminal_prints_a_line_per_change_at_most_every_30_s(tmp_path):
+    clock, stream = Clock(), io.StringIO()
+    todo = _configs(2)
+    monitor = progress.GridMonitor(tmp_path, todo, skipped=1, stream=stream, tty=False, clock=clock)
+    assert stream.getvalue().splitlines() == ["grid: 3 cells, 1 already complete, 2 to run"]
+
+    file = progress.ProgressFile(tmp_path / todo[0].relative_dir(), "x", interval_s=0.0)
+    file.update("mlm", step=1, steps=10, epoch=1, epochs=1)
+    for _ in range(100):  # polled every second for 100 s with a new step each time
+        monitor.poll()
+        clock.now += 1.0
+        file.update("mlm", step=int(clock.now) % 10, steps=10, epoch=1, epochs=1)
+    lines = stream.getvalue().splitlines()[1:]
+    assert 3 <= len(lines) <= 4, lines  # 100 s / 30 s, not 100 lines
+    assert all("running mrpc/tiny-random/random/seed0: mlm 1/1 step" in line for line in lines)
+
+    monitor.poll()  # unchanged and too soon: nothing
+    before = len(stream.getvalue().splitlines())
+    file.close()
+    monitor.finished(records.status_row(todo[0], "ok", seconds=12.3))
+    assert stream.getvalue().splitlines()[before:] == [
+        "grid: 2/3 done (0 failed): ok runs/mrpc/tiny-random/random/seed0 in 12 s"]
+    monitor.close()
+
+
+def test_grid_monitor_in_a_terminal_redraws_one_bar(tmp_path):
+    stream = io.StringIO()
+    todo = _configs(1)
+    monitor = progress.GridMonitor(tmp_path, todo, skipped=0, stream=stream, tty=True)
+    progress.ProgressFile(tmp_path / todo[0].relative_dir(), "x").update("finetune", step=4, steps=8, epoch=1,
+                                                                          epochs=2)
+    monitor.poll()
+    assert "mrpc/tiny-random/random/seed0: finetune 1/2 step 4/8" in stream.getvalue()
+    assert "\n" not in stream.getvalue().rstrip("\n")  # redrawn in place with \r, not a line per poll
+    monitor.close()
+
+
+def test_run_log_lines(tmp_path):
+    log = progress.RunLog(tmp_path / "reproduce.log")
+    config = _configs(1)[0]
+    log.write("reproduce started: x")
+    log.cell(records.status_row(config, "ok", seconds=3.0))
+    log.cell(records.status_row(config, "failed", error="ValueError: boom", seconds=1.0, notebook="notebooks/a.ipynb"))
+    text = (tmp_path / "reproduce.log").read_text()
+    lines = text.splitlines()
+    assert lines[0].endswith("Z reproduce started: x")
+    assert lines[1].endswith("cell ok: runs/mrpc/tiny-random/random/seed0 (3.0 s)")
+    assert lines[2].endswith("cell failed: runs/mrpc/tiny-random/random/seed0 (1.0 s)")
+    assert lines[3:] == ["    ValueError: boom", "    notebook: notebooks/a.ipynb"]
