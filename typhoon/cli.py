@@ -1,6 +1,8 @@
 """Command line: ``python -m typhoon run ...`` (one cell) and ``python -m typhoon reproduce ...`` (a grid).
 
 Every bad value is refused with a message naming it, before anything is written, and a non-zero exit.
+``--help`` and ``profiles`` answer without importing torch, transformers, pandas or papermill (seconds
+of imports): those are imported inside the commands that use them (tests/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -9,19 +11,7 @@ import argparse
 import sys
 
 from typhoon.config import load_profiles, parse_overrides, resolve
-from typhoon.records import LockedError
-
-
-def strategy_help() -> str:
-    """The strategies and the parameters each takes (``--set name=value``), from their declarations."""
-    from typhoon.masking import ALIASES, STRATEGIES
-
-    lines = ["masking strategies and their parameters (--set NAME=VALUE):"]
-    for name, cls in STRATEGIES.items():
-        lines.append(f"  {name}")
-        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in cls.PARAMS]
-    lines.append("  aliases: " + ", ".join(f"{alias} = {base} with {fixed}" for alias, (base, fixed) in ALIASES.items()))
-    return "\n".join(lines)
+from typhoon.strategy_params import strategy_help
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,12 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors that mean bad input (a message and exit 2, no traceback). The records module, which
+    defines LockedError, is imported here, when an error happens, not for every ``--help``."""
+    from typhoon.records import LockedError
+
+    return ValueError, FileNotFoundError, LockedError, ConnectionError
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "profiles":
             for name, profile in load_profiles().items():
-                print(f"{name:10s} {len(profile.grid()):3d} runs  {profile.description}")
+                print(f"{name:10s} {len(profile.cells()):3d} runs  {profile.description}")
             return 0
         if args.command == "data":
             from typhoon.data import fetch_glue
@@ -119,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             problems = check_page(args.report)
             print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")
             return 1 if problems else 0
-    except (ValueError, FileNotFoundError, LockedError, ConnectionError) as err:
+    except Exception as err:
+        if not isinstance(err, user_errors()):
+            raise
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -26,8 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.masking import STRATEGIES, parameters_of
-from typhoon.schedules import SCHEDULES
+from typhoon.strategy_params import SCHEDULES, STRATEGY_PARAMS, parameters_of
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -179,7 +178,7 @@ class RunConfig:
 
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
 # Fields that are some strategy's parameter (only the chosen strategy's count for a run's identity).
-STRATEGY_FIELDS = frozenset(param.name for cls in STRATEGIES.values() for param in cls.PARAMS)
+STRATEGY_FIELDS = frozenset(param.name for params in STRATEGY_PARAMS.values() for param in params)
 
 
 def coerce(key: str, raw) -> object:

@@ -43,7 +43,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .base import MaskingStrategy, Param, check_choice, check_in_interval, check_positive, maskable_positions
+from typhoon.strategy_params import STRATEGY_PARAMS
+
+from .base import MaskingStrategy, check_choice, check_in_interval, check_positive, maskable_positions
 from .calibration import (
     CALIBRATIONS,
     BudgetSolver,
@@ -147,11 +149,7 @@ class TyphoonMasking(MaskingStrategy):
     """
 
     needs_saliency = True
-    PARAMS = (*MaskingStrategy.PARAMS,
-              Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]"),
-              Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]"),
-              Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)"),
-              Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"))
+    PARAMS = STRATEGY_PARAMS["typhoon"]  # declared in typhoon.strategy_params
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
                  calibration: str = "minmax", tau: float = 1.0):
