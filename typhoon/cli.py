@@ -36,6 +36,23 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: the profile's `workers`; on CPU they share the cores)")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
     rep.add_argument("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
+    rep.add_argument("--cluster", choices=("slurm", "local"),
+                     help="run the cells as jobs of a SLURM cluster (dask-jobqueue; one cell per job, the jobs' "
+                     "resources from the profile's [<profile>.cluster] table and the flags below), or of a local "
+                     "Dask cluster (to try the set-up)")
+    rep.add_argument("--partition", help="--cluster: SLURM partition")
+    rep.add_argument("--account", help="--cluster: SLURM account")
+    rep.add_argument("--gpus", type=int, help="--cluster: GPUs per job")
+    rep.add_argument("--cpus", type=int, help="--cluster: CPU cores per job")
+    rep.add_argument("--memory", help="--cluster: memory per job, e.g. 32GB")
+    rep.add_argument("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
+    rep.add_argument("--jobs", type=int, help="--cluster: jobs (cells at once)")
+    rep.add_argument("--job-script", action="store_true",
+                     help="--cluster slurm: print the batch script each job would run, and exit")
+    rep.add_argument("--estimate", action="store_true",
+                     help="calibrate on this machine (under a minute), print the expected time per cell and for the "
+                     "grid, and exit without running (every reproduce prints it first)")
+    rep.add_argument("--no-estimate", action="store_true", help="skip the estimate that reproduce prints first")
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
     rep.add_argument("--allow-mixed-precision", action="store_true",
                      help="resume a grid whose finished records used other numerics (precision, device kind) than "
@@ -63,6 +80,29 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--url", help="download from this zip instead of the official address (a mirror)")
     fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
     return parser
+
+
+def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
+    """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.cluster`)."""
+    from typhoon import cluster
+    from typhoon.config import get_profile
+    from typhoon.grid import reproduce
+
+    if args.scheduler:
+        raise ValueError("give --cluster or --scheduler, not both")
+    flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs")}
+    spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
+    if args.job_script:
+        if spec.kind != "slurm":
+            raise ValueError("--job-script needs --cluster slurm")
+        print(cluster.job_script(spec))
+        return 0
+    print(cluster.describe(spec), flush=True)
+    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
+        summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
+                            executor=executor, allow_mixed_precision=args.allow_mixed_precision,
+                            commit_records=args.commit_records, estimate=False)
+    return 0 if summary.ok else 1
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -100,10 +140,19 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.workers is not None and args.workers < 1:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
+            if args.estimate:
+                from typhoon.estimate import estimate_only
+
+                print(estimate_only(args.profile, args.out, workers=args.workers, overrides=overrides,
+                                    analysis=not args.no_analysis).text(max_cells=10**6))
+                return 0
+            if args.cluster:
+                return reproduce_on_cluster(args, overrides)
             executor = dask_executor(args.scheduler) if args.scheduler else None
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor,
-                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records)
+                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
+                                estimate=not args.no_estimate)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.findings import update_readme

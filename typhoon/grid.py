@@ -299,7 +299,8 @@ def preflight(configs: list[RunConfig]) -> None:
 
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
               overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None,
-              allow_mixed_precision: bool = False, commit_records: bool = False) -> Summary:
+              allow_mixed_precision: bool = False, commit_records: bool = False,
+              estimate: bool = False) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
     ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed
@@ -308,6 +309,8 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     settings, notebooks, data, backbones, the folder's profile and numerics) before anything is written.
     ``commit_records``: git-commit each finished cell's record and notebook as it completes, then the
     tables, figures and report (a reference run that resumes from its commits on any machine).
+    ``estimate``: first calibrate and print the expected time (:mod:`typhoon.estimate`, under a minute);
+    it goes into ``reproduce.log`` and ``MANIFEST.json``.
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
@@ -324,6 +327,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)
+        plan = estimate_first(spec, configs, out_dir, workers, analysis) if estimate else None
         def on_done(row: dict) -> None:  # as each cell finishes: its notebook made fit to share, then committed
             if row.get("notebook") and (out_dir / row["notebook"]).is_file():
                 scrub_notebook(out_dir / row["notebook"], out_dir)
@@ -336,7 +340,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         records.atomic_write_csv(results_csv, results)
         command = provenance.invocation()
         provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics, cells,
-                                  code)
+                                  code, estimate=plan)
         report = None
         if analysis:
             try:
@@ -346,7 +350,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                 cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
                                                          "error": f"{type(err).__name__}: {err}"}])])
             provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics,
-                                      cells, code)
+                                      cells, code, estimate=plan)
         summary = Summary(cells, results_csv, report)
         log_summary(out_dir, started, summary)
         if commit_records:
@@ -354,6 +358,19 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                                     f"{paths.shown(out_dir)}: tables, figures, notebooks and report")
     print(summary.table())
     return summary
+
+
+def estimate_first(spec, configs: list[RunConfig], out_dir: Path, workers: int, analysis: bool) -> dict:
+    """Print the grid's estimated time (:func:`typhoon.estimate.estimate_grid`) and log it; returns it for
+    the manifest (``estimate``: the figures, and ``estimate.total_s`` beside the real ``wall_s``)."""
+    from typhoon.estimate import estimate_grid
+
+    plan = estimate_grid(spec.name, configs, out_dir, workers, analysis=analysis,
+                         quick_analysis=bool(spec.analysis.get("quick")))
+    print(plan.text(), flush=True)
+    with open(out_dir / "reproduce.log", "a", encoding="utf-8") as log:
+        log.write(f"estimate at {provenance.now()}\n{plan.text(max_cells=10**6)}\n\n")
+    return plan.to_dict()
 
 
 def log_summary(out_dir: Path, started: str, summary: Summary) -> None:
