@@ -252,16 +252,20 @@ def check_analysis_settings(settings: dict, profile: str) -> None:
                          f"take {sorted(known)}")
 
 
-def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None) -> Path:
+def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None,
+                 workers: int = 1) -> Path:
     """Execute the walkthrough and analysis notebooks on the collected results and render the HTML report.
 
     ``settings``: the profile's analysis settings; each notebook gets those it declares, and ``profile``
     (which says, e.g., whether its numbers are a pipeline check). The executed
     copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
+    ``workers`` notebooks run at once (the grid's workers): they are independent -- each reads the
+    results and writes its own tables and figures -- and each pays seconds of kernel start and imports.
+    The first failure (in notebook order) is raised once all have finished.
     """
     settings = settings or {}
-    executed = []
-    for nb in ANALYSIS_NOTEBOOKS:
+
+    def execute(nb: AnalysisNotebook) -> Path:
         params = {"out_dir": str(out_dir), **({"profile": profile} if profile else {}),
                   **{k: settings[k] for k in nb.settings if k in settings}}
         target = out_dir / "notebooks" / nb.name
@@ -270,7 +274,11 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
         finally:
             if target.is_file():
                 scrub_notebook(target, out_dir)
-        executed.append(target)
+        return target
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
+        futures = [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
+    executed = [future.result() for future in futures]
     return render_report(out_dir, executed, profile)
 
 
@@ -344,7 +352,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         report = None
         if analysis:
             try:
-                report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name)
+                report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name, workers)
             except Exception as err:
                 traceback.print_exc()
                 cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
