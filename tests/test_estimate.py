@@ -105,3 +105,23 @@ def test_the_estimate_text_says_kernels_cells_and_total():
     assert "1 of 3 cells to run (2 complete), 2 at once, 1 thread(s) each" in text
     assert "AMX-BF16: bf16 autocast" in text and "MLM 115 steps 100 s" in text and "= 325 s" in text
     assert "about 7 min" in text and plan.to_dict()["total_s"] == 435.0
+
+
+def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
+    from typhoon import cli, grid
+
+    seen = {}
+
+    def fake_estimate_only(profile, out_dir, *, workers, overrides, analysis):
+        seen.update(profile=profile, workers=workers, overrides=overrides, analysis=analysis)
+        return estimate.GridEstimate(profile=profile, cells_total=7, cells_todo=[], workers=2, threads=None,
+                                     kernels="nothing to run", per_cell={}, cell_start_s=0.0, analysis_s=0.0,
+                                     grid_s=0.0, total_s=0.0, calibration_s=0.0, how="")
+
+    monkeypatch.setattr(estimate, "estimate_only", fake_estimate_only)
+    monkeypatch.setattr(grid, "reproduce", lambda *a, **k: pytest.fail("--estimate must not run the grid"))
+    assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--estimate", "--workers", "3",
+                     "--set", "p=0.2", "--no-analysis"]) == 0
+    assert seen == {"profile": "smoke", "workers": 3, "overrides": {"p": 0.2}, "analysis": False}
+    assert "0 of 7 cells to run (7 complete)" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())  # nothing written

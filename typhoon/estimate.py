@@ -53,10 +53,13 @@ from typhoon.config import RunConfig
 MIN_SAMPLE_BATCHES, SAMPLE_BATCHES, PHASE_BUDGET_S = 2, 8, 3.0
 CALIBRATION_BUDGET_S = 45.0  # a calibration process stops sampling more kinds of cell after this long
 PAD_MULTIPLE = 8  # typhoon.pipeline.PAD_MULTIPLE (not imported: that would import torch here)
-# The analysis notebooks after the grid (00, 01, 20, 30, 40), in seconds, with ``quick = true`` and
-# without, measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle was
-# developed on. Not calibrated on this machine: shown as a reference in the estimate.
-ANALYSIS_REFERENCE_S = {True: 110.0, False: 300.0}
+# The analysis notebooks after the grid, in seconds each (papermill's duration, kernel start included), with
+# ``quick = true``: measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle
+# was developed on, shared with other jobs (load average 6-8). Not calibrated on this machine: the estimate
+# shows them as a reference, run ``workers`` at once as reproduce runs them; without ``quick`` the
+# walkthroughs 01 and 40 do more, so the figure is a lower bound there.
+ANALYSIS_REFERENCE_S = {"00_setup.ipynb": 22.1, "01_masking_walkthrough.ipynb": 39.1, "20_statistics.ipynb": 11.7,
+                        "30_budget_spread.ipynb": 21.1, "40_mask_schedules.ipynb": 30.1}
 # What a run's notebook imports (notebooks/10_run.ipynb): timed in a kernel to price a cell's start.
 RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image, display\n"
                         "from typhoon import pipeline, plots\nfrom typhoon.config import RunConfig, resolve\n"
@@ -298,6 +301,9 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     """
     import torch
 
+    from typhoon.progressbar import disable_library_bars
+
+    disable_library_bars()
     if threads:  # the cells' thread count, as grid.cell_parameters hands it to each cell
         torch.set_num_threads(threads)
         configs = [config.replace(num_threads=threads) for config in configs]
@@ -349,6 +355,7 @@ class GridEstimate:
     calibration_s: float
     how: str  # how the rates were measured (concurrency)
     kinds: list = field(default_factory=list)
+    quick_analysis: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -368,7 +375,8 @@ class GridEstimate:
         if len(self.cells_todo) > max_cells:
             lines.append(f"  ... and {len(self.cells_todo) - max_cells} more cells")
         lines.append(f"  grid: {duration(self.grid_s)} for the cells on {self.workers} worker(s)"
-                     + (f" + analysis notebooks ~{duration(self.analysis_s)} (reference figure, not calibrated here)"
+                     + (f" + analysis notebooks ~{duration(self.analysis_s)} (reference figure, not calibrated here"
+                        + ("" if self.quick_analysis else "; at least: quick = false does more") + ")"
                         if self.analysis_s else "")
                      + f" = about {duration(self.total_s)}")
         return "\n".join(lines)
@@ -418,18 +426,21 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
     payload = json.dumps({"configs": [c.to_dict() for c in configs], "threads": threads})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                                       os.environ.get("PYTHONPATH")]))}
+    # stderr to files: a full pipe would stall a process while another is read, and skew the timing
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(processes)]
     procs = [subprocess.Popen([sys.executable, "-m", "typhoon.estimate"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for _ in range(processes)]
+                              stdout=subprocess.PIPE, stderr=log, text=True, env=env) for log in logs]
     for proc in procs:  # write all inputs first, so that the processes calibrate at the same time
         proc.stdin.write(payload)
         proc.stdin.close()
     results = []
-    for proc in procs:
-        out, err = proc.stdout.read(), proc.stderr.read()
+    for proc, log in zip(procs, logs, strict=True):
+        out = proc.stdout.read()
         if proc.wait() != 0:
-            raise RuntimeError(f"the estimate's calibration failed:\n{err[-3000:]}")
+            log.seek(0)
+            raise RuntimeError(f"the estimate's calibration failed:\n{log.read()[-3000:]}")
         results.append(json.loads(out.strip().splitlines()[-1]))
+        log.close()
     return results
 
 
@@ -459,13 +470,14 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
                    f"{first['dropout']} dropout on {first['device']}, {first['threads']} thread(s) per cell")
     paths_todo = [c.relative_dir().as_posix() for c in todo]
     grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers)
-    analysis_s = ANALYSIS_REFERENCE_S[bool(quick_analysis)] if analysis else 0.0
+    analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) if analysis else 0.0
     how = (f"{processes} calibration process(es) at once, as the grid runs its cells, each timing "
            f"{MIN_SAMPLE_BATCHES}-{SAMPLE_BATCHES} batches per phase twice (cold, warm) per kind of cell")
     return GridEstimate(profile=profile, cells_total=len(configs), cells_todo=paths_todo, workers=workers,
                         threads=threads, kernels=kernels, per_cell=per_cell, cell_start_s=start_s,
                         analysis_s=analysis_s, grid_s=grid_s, total_s=grid_s + analysis_s,
-                        calibration_s=time.perf_counter() - started, how=how, kinds=kinds)
+                        calibration_s=time.perf_counter() - started, how=how, kinds=kinds,
+                        quick_analysis=bool(quick_analysis))
 
 
 def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
