@@ -65,7 +65,9 @@ def main() -> None:
         predicted = plan.per_cell.get(row["record_path"], {}).get("total_s")
         metrics = records.read_json(out / row["record_path"] / "metrics.json") or {}
         timing = metrics.get("timing", {})
-        rows.append({"cell": row["record_path"], "status": row["status"], "estimate_s": predicted,
+        share = ((timing.get("mlm_cpu_s", 0) + timing.get("ft_cpu_s", 0))
+                 / max((timing.get("mlm_wall_s", 0) + timing.get("ft_wall_s", 0)) * (metrics.get("threads") or 1), 1e-9))
+        rows.append({"cell": row["record_path"], "status": row["status"], "estimate_s": predicted, "core_share": share,
                      "actual_s": row["seconds"], "run_wall_s": timing.get("wall_s"),
                      "mlm_s": timing.get("mlm_wall_s"), "ft_s": timing.get("ft_wall_s"),
                      "estimate_mlm_s": plan.per_cell.get(row["record_path"], {}).get("mlm_s"),
@@ -76,6 +78,14 @@ def main() -> None:
                   f"{error(predicted, r['actual_s'])}   (MLM {r['estimate_mlm_s']:.0f} vs {r['mlm_s'] or 0:.0f} s, "
                   f"FT {r['estimate_ft_s']:.0f} vs {r['ft_s'] or 0:.0f} s)")
     print(f"  grid: estimate {plan.grid_s:.0f} s, actual {grid_s:.0f} s  {error(plan.grid_s, grid_s)}")
+    # The load of other jobs moves both figures: the estimate at the share of their cores the calibration
+    # processes got, rescaled to the share the real cells got (from their records' CPU and wall time).
+    shares = [r["core_share"] for r in rows if r["core_share"]]
+    run_share = sum(shares) / len(shares) if shares else 1.0
+    rescaled = plan.grid_s * plan.core_share / run_share
+    print(f"  cores' share: calibration {100 * plan.core_share:.0f} %, real cells {100 * run_share:.0f} %; grid "
+          f"estimate at the cells' share {rescaled:.0f} s  {error(rescaled, grid_s)}; on idle cores "
+          f"{plan.grid_s * plan.core_share:.0f} s")
     if analysis_s is not None:
         print(f"  analysis: estimate {plan.analysis_s:.0f} s (reference), actual {analysis_s:.0f} s  "
               f"{error(plan.analysis_s, analysis_s)}")
@@ -83,6 +93,7 @@ def main() -> None:
               f"{error(plan.total_s, grid_s + analysis_s)}")
     if args.json:
         args.json.write_text(json.dumps({"estimate": plan.to_dict(), "cells": rows, "grid_s": grid_s,
+                                         "run_core_share": run_share, "rescaled_grid_s": rescaled,
                                          "analysis_s": analysis_s, "load_before": load_before}, indent=1))
 
 

@@ -18,8 +18,8 @@ The estimate is a short calibration (well under a minute on a 2-core CPU) and ar
    ``cores // workers`` threads and competes with the others for memory bandwidth and caches. So the
    calibration runs as ``workers`` processes *at the same time*, each with the cells' thread count, and the
    rates are their mean: what a step costs while the other workers run theirs.
-4. **Fixed costs are measured** where they can be: a papermill kernel that imports what ``10_run`` imports
-   (kernel start + imports, ``workers`` at once), each cell's set-up (backbone, tokenized data), the
+4. **Fixed costs are measured** where they can be: the calibration kernels start as the cells' do and
+   first import what ``10_run`` imports (kernel start + imports, ``workers`` at once), each cell's set-up (backbone, tokenized data), the
    matmul-peak measurement every run makes, building the two models, the record and its figure. The
    analysis notebooks' time is a reference figure (:data:`ANALYSIS_REFERENCE_S`, measured on the 2-core
    machine the bundle was developed on with ``benchmarks/bench_smoke.py``), said as such in the output.
@@ -28,17 +28,15 @@ The grid's wall time is the cells' times list-scheduled over the workers in grid
 ``run_grid``'s thread pool does), plus the analysis. Only cells without a complete record count.
 ``benchmarks/bench_estimate.py`` compares an estimate with the real grid.
 
-This module imports no torch at the top: the CLI imports it for ``--help``; the calibration runs in
-separate processes (``python -m typhoon.estimate``, JSON on stdin and stdout).
+This module imports no torch at the top: the CLI imports it for ``--help``. The calibration runs in
+papermill kernels, started as the cells' kernels are (:func:`run_calibration`): the time before the
+calibration starts is each cell's kernel start and imports, measured on the way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from typhoon.config import RunConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Training batches timed per phase and kind of cell, each twice (cold, then warm): at least
 # MIN_SAMPLE_BATCHES, more (up to SAMPLE_BATCHES, of distinct widths) while the phase has spent less than
@@ -163,9 +163,10 @@ def _sample_by_width(batches: list, widths: list[int], count: int) -> list:
 def calibrate_kind(config: RunConfig, saliency_kinds: list[bool]) -> tuple:
     """Time a few real steps of one kind of cell (:func:`calibration_key`), in this process.
 
-    Returns (costs, the encoder's shape, tokenized train and dev examples, number of labels). The costs: set-up, matmul peak, model builds, and per phase the seconds per executed
-    GFLOP (warm) and per new padded width (warm-up); the MLM phase once per masking kind asked for
-    (with and without Typhoon's saliency).
+    Returns (costs, the encoder's shape, tokenized train and dev examples, number of labels). The costs:
+    set-up, matmul peak, model builds, and per phase the seconds per executed GFLOP (warm), per new padded
+    width (warm-up) and once (first step); the MLM phase once per masking kind asked for (with and without
+    Typhoon's saliency). The steps mirror ``pipeline.adapt_mlm`` and ``pipeline.fine_tune`` (their helpers).
     """
     import numpy as np
     import torch
@@ -194,20 +195,31 @@ def calibrate_kind(config: RunConfig, saliency_kinds: list[bool]) -> tuple:
     sync = (lambda: torch.cuda.synchronize()) if ctx.device.type == "cuda" else (lambda: None)
 
     def measure(step, flops_of, batches_to_time) -> dict:
-        """Each batch twice, cold then warm. The first batch's cold step also pays what happens once per
-        phase (first backward, optimizer state, allocations): ``first_step_s``; a later batch's (cold -
-        warm) is what a new width costs (``warmup_s``); warm seconds per executed GFLOP is the rate."""
+        """Each batch twice, cold then warm (the first batch's warm step at the end). The first batch's cold
+        step also pays what happens once per phase (first backward, optimizer state, allocations):
+        ``first_step_s``; a later batch's (cold - warm) is what a new width costs (``warmup_s``); warm
+        seconds per executed GFLOP is the rate."""
         cold, warm, gflop = [], [], 0.0
-        phase_started = time.perf_counter()
+        phase_started, phase_cpu = time.perf_counter(), time.process_time()
+        def timed_step(batch) -> float:
+            start = time.perf_counter()
+            step(batch)
+            sync()
+            return time.perf_counter() - start
+
+        timed = []
         for n, batch in enumerate(batches_to_time):
             if n >= MIN_SAMPLE_BATCHES and time.perf_counter() - phase_started > PHASE_BUDGET_S:
                 break  # small models: many batches fit the budget and average the noise; big ones: the minimum
-            for times in (cold, warm):
-                start = time.perf_counter()
-                step(batch)
-                sync()
-                times.append(time.perf_counter() - start)
+            cold.append(timed_step(batch))
+            if n:  # the first batch's warm step comes last: the steps right after the first are still warming up
+                warm.append(timed_step(batch))
+            timed.append(batch)
             gflop += flops_of(batch)
+        warm.insert(0, timed_step(timed[0]))
+        # the share of its cores this process got while timing (below 1: other processes held them)
+        costs["cpu_s"] = costs.get("cpu_s", 0.0) + time.process_time() - phase_cpu
+        costs["core_s"] = costs.get("core_s", 0.0) + (time.perf_counter() - phase_started) * torch.get_num_threads()
         extra = [max(0.0, c - w) for c, w in zip(cold, warm, strict=True)]
         warmup = sum(extra[1:]) / len(extra[1:]) if len(extra) > 1 else 0.0
         return {"s_per_gflop": sum(warm) / gflop, "warmup_s": warmup, "first_step_s": max(0.0, extra[0] - warmup),
@@ -330,7 +342,8 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
                 "mlm_s": seconds["mlm"], "ft_s": seconds["ft"], "eval_s": seconds["eval"],
                 "setup_s": costs["setup_s"] + costs["peak_s"] + costs["build_s"] + record_s,
             }
-    return {"kinds": kinds, "cells": cells, "record_s": record_s}
+    core_share = min(1.0, sum(k["cpu_s"] for k in kinds) / max(sum(k["core_s"] for k in kinds), 1e-9))
+    return {"kinds": kinds, "cells": cells, "record_s": record_s, "core_share": core_share}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -356,6 +369,14 @@ class GridEstimate:
     how: str  # how the rates were measured (concurrency)
     kinds: list = field(default_factory=list)
     quick_analysis: bool = True
+    # The share of their cores the calibration processes got while timing steps (CPU time / (wall x
+    # threads)): below 1 when other jobs share the machine. The estimate is at that load; on idle cores
+    # (the machine to the grid alone) it would be about ``core_share`` times as long (on a CPU).
+    core_share: float = 1.0
+
+    @property
+    def idle_total_s(self) -> float:
+        return self.total_s * self.core_share
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -379,6 +400,9 @@ class GridEstimate:
                         + ("" if self.quick_analysis else "; at least: quick = false does more") + ")"
                         if self.analysis_s else "")
                      + f" = about {duration(self.total_s)}")
+        if self.core_share < 0.9:
+            lines.append(f"  the machine is shared: while calibrating, the cells' processes got {100 * self.core_share:.0f} % "
+                         f"of their cores; on idle cores about {duration(self.idle_total_s)}")
         return "\n".join(lines)
 
 
@@ -399,49 +423,57 @@ def makespan(durations: list[float], workers: int) -> float:
     return max(free) if durations else 0.0
 
 
-def cell_start_cost(workers: int, repo_root: Path) -> float:
-    """Seconds for papermill to start a kernel and run the run notebook's imports, ``workers`` at once
-    (the mean). Each cell of a grid pays this before its run starts."""
+def calibration_notebook(request: Path, result: Path):
+    """A notebook that starts as a cell's does (the run notebook's imports), then calibrates."""
     import nbformat
-    import papermill
 
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(RUN_NOTEBOOK_IMPORTS)])
+    calibrate_cell = (f"from typhoon.estimate import calibrate_files\n"
+                      f"calibrate_files({str(request)!r}, {str(result)!r})\n")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(RUN_NOTEBOOK_IMPORTS),
+                                               nbformat.v4.new_code_cell(calibrate_cell)])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "imports.ipynb"
-        nbformat.write(notebook, source)
-
-        def one(i: int) -> float:
-            return _timed(lambda: papermill.execute_notebook(str(source), str(Path(tmp) / f"out{i}.ipynb"),
-                                                             kernel_name="python3", progress_bar=False,
-                                                             cwd=str(repo_root)))
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            times = list(pool.map(one, range(workers)))
-    return sum(times) / len(times)
+    return notebook
 
 
 def run_calibration(configs: list[RunConfig], threads: int | None, processes: int) -> list[dict]:
-    """``processes`` calibration processes at once (``python -m typhoon.estimate``), each with ``threads``."""
-    payload = json.dumps({"configs": [c.to_dict() for c in configs], "threads": threads})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    # stderr to files: a full pipe would stall a process while another is read, and skew the timing
-    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(processes)]
-    procs = [subprocess.Popen([sys.executable, "-m", "typhoon.estimate"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=log, text=True, env=env) for log in logs]
-    for proc in procs:  # write all inputs first, so that the processes calibrate at the same time
-        proc.stdin.write(payload)
-        proc.stdin.close()
-    results = []
-    for proc, log in zip(procs, logs, strict=True):
-        out = proc.stdout.read()
-        if proc.wait() != 0:
-            log.seek(0)
-            raise RuntimeError(f"the estimate's calibration failed:\n{log.read()[-3000:]}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
-        log.close()
-    return results
+    """``processes`` calibrations at once, each in a papermill kernel started as a cell's kernel is, with
+    ``threads`` torch threads. Each result has ``start_s``: what the kernel took before calibrating
+    (kernel start and the run notebook's imports: what every cell pays before its run starts)."""
+    import nbformat
+    import papermill
+
+    with tempfile.TemporaryDirectory(prefix="typhoon-estimate-") as tmp:
+        folder = Path(tmp)
+        request = folder / "request.json"
+        request.write_text(json.dumps({"configs": [c.to_dict() for c in configs], "threads": threads}))
+
+        def one(i: int) -> dict:
+            source, target, result = folder / f"calibrate{i}.ipynb", folder / f"done{i}.ipynb", folder / f"result{i}.json"
+            nbformat.write(calibration_notebook(request, result), source)
+            started = time.perf_counter()
+            try:
+                papermill.execute_notebook(str(source), str(target), kernel_name="python3", progress_bar=False,
+                                           cwd=str(REPO_ROOT))
+            except Exception as err:
+                raise RuntimeError(f"the estimate's calibration failed: {err}") from err
+            measured = json.loads(result.read_text())
+            measured["start_s"] = measured["calibration_started"] - started
+            return measured
+
+        with ThreadPoolExecutor(max_workers=processes) as pool:  # the kernels calibrate at the same time
+            return list(pool.map(one, range(processes)))
+
+
+def calibrate_files(request: str, result: str) -> None:
+    """The calibration notebook's call: the request (configs, threads) from a JSON file, the measured
+    costs to another, with the moment calibrating started (``time.perf_counter``: the same clock as the
+    process on this machine that started the kernel)."""
+    from typhoon.records import atomic_write_json
+
+    started = time.perf_counter()
+    spec = json.loads(Path(request).read_text())
+    measured = calibrate([RunConfig.from_dict(c) for c in spec["configs"]], spec.get("threads"))
+    atomic_write_json(Path(result), {**measured, "calibration_started": started})
 
 
 def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers: int, *, analysis: bool = True,
@@ -458,8 +490,8 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     processes = 1 if gpus else max(1, min(workers, len(todo)))
     per_cell, kinds, kernels, start_s = {}, [], "nothing to run", 0.0
     if todo:
-        start_s = cell_start_cost(processes, Path(__file__).resolve().parents[1])
         results = run_calibration(todo, threads, processes)
+        start_s = sum(r["start_s"] for r in results) / len(results)
         kinds = results[0]["kinds"]
         for path in results[0]["cells"]:  # mean over the concurrent processes
             parts = {k: sum(r["cells"][path][k] for r in results) / len(results) for k in results[0]["cells"][path]}
@@ -477,7 +509,8 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
                         threads=threads, kernels=kernels, per_cell=per_cell, cell_start_s=start_s,
                         analysis_s=analysis_s, grid_s=grid_s, total_s=grid_s + analysis_s,
                         calibration_s=time.perf_counter() - started, how=how, kinds=kinds,
-                        quick_analysis=bool(quick_analysis))
+                        quick_analysis=bool(quick_analysis),
+                        core_share=(sum(r["core_share"] for r in results) / len(results)) if todo and not gpus else 1.0)
 
 
 def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
@@ -494,14 +527,3 @@ def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: i
     configs = spec.grid(overrides)
     return estimate_grid(spec.name, configs, paths.resolve_out_dir(out_dir, spec.name), workers, analysis=analysis,
                          quick_analysis=bool(spec.analysis.get("quick")))
-
-
-def main() -> None:
-    """The calibration process: a JSON request on stdin, the measured costs as one JSON line on stdout."""
-    request = json.loads(sys.stdin.read())
-    configs = [RunConfig.from_dict(c) for c in request["configs"]]
-    print(json.dumps(calibrate(configs, request.get("threads"))))
-
-
-if __name__ == "__main__":
-    main()
