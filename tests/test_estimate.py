@@ -106,7 +106,7 @@ def test_the_estimate_text_says_kernels_cells_and_total():
     assert "AMX-BF16: bf16 autocast" in text and "MLM 115 steps 100 s" in text and "= 325 s" in text
     assert "about 7 min" in text and plan.to_dict()["total_s"] == 435.0 and "shared" not in text
     plan.core_share = 0.5  # other jobs held half the cores while calibrating
-    assert "got 50 % of their cores; on idle cores about 218 s" in plan.text()
+    assert "got 50 % of their cores; on idle cores about 4 min" in plan.text()
 
 
 def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
