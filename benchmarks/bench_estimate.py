@@ -2,13 +2,16 @@
 
     python benchmarks/bench_estimate.py --profile smoke [--analysis]
     python benchmarks/bench_estimate.py --profile cpu --cells 2 --set max_train_examples=1000 --set ft_epochs=1
+    python benchmarks/bench_estimate.py --manifest outputs/smoke   # after `python -m typhoon reproduce`
 
 Runs :func:`typhoon.estimate.estimate_grid` on the first ``--cells`` cells of the profile's grid (all by
 default), then those cells with :func:`typhoon.grid.run_grid` (``--workers`` at once, default the
 profile's) into a fresh temporary folder, then with ``--analysis`` the analysis notebooks as
 ``reproduce`` runs them. Prints each cell's estimate beside its real notebook time, and the grid's
 (and with ``--analysis`` the whole reproduction's) estimate beside the real wall time, with the error
-in percent. Say the machine and its load with the figures.
+in percent. ``--manifest DIR`` instead compares a finished ``reproduce`` (which estimated first) with
+its estimate: each cell's notebook time (papermill's, from the executed notebook) and the manifest's
+``wall_s`` against its ``estimate``. Say the machine and its load with the figures.
 """
 
 from __future__ import annotations
@@ -24,8 +27,34 @@ from typhoon import estimate, grid, records
 from typhoon.config import get_profile, parse_overrides
 
 
+def error(estimated: float, actual: float) -> str:
+    return f"{100 * (estimated - actual) / actual:+5.0f} %"
+
+
+def compare_manifest(out: Path) -> None:
+    """A finished reproduce's estimate (MANIFEST.json) against what its cells and the whole run took."""
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    plan = manifest.get("estimate")
+    if not plan:
+        raise SystemExit(f"{out}/MANIFEST.json has no estimate (was reproduce run with --no-estimate?)")
+    print(f"{out}: estimate taken in {plan['calibration_s']:.0f} s, cores' share {100 * plan['core_share']:.0f} %")
+    for path, cell in plan["per_cell"].items():
+        rel = Path(path)
+        notebook = out / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+        meta = json.loads(notebook.read_text())["metadata"].get("papermill", {}) if notebook.is_file() else {}
+        if meta.get("duration"):
+            print(f"  {path:45s} estimate {cell['total_s']:6.0f} s  actual {meta['duration']:6.0f} s  "
+                  f"{error(cell['total_s'], meta['duration'])}")
+    # wall_s covers the cells and the analysis, not the estimate's own calibration (taken before the clock
+    # of the grid)
+    actual = manifest["wall_s"] - plan["calibration_s"]
+    print(f"  reproduce after the estimate: estimate {plan['total_s']:.0f} s, actual {actual:.0f} s  "
+          f"{error(plan['total_s'], actual)} (the manifest's wall_s {manifest['wall_s']:.0f} s includes the estimate)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", type=Path, help="compare a finished reproduce's estimate with its run")
     parser.add_argument("--profile", default="smoke")
     parser.add_argument("--cells", type=int, help="only the first N cells of the grid")
     parser.add_argument("--workers", type=int)
@@ -34,6 +63,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if args.manifest:
+        compare_manifest(args.manifest)
+        return
     spec = get_profile(args.profile)
     workers = args.workers or spec.workers
     configs = spec.grid(parse_overrides(args.set))[: args.cells]
@@ -54,9 +86,6 @@ def main() -> None:
         start = time.perf_counter()
         grid.run_analysis(out, grid.notebooks_dir(), spec.analysis, spec.name, workers)
         analysis_s = time.perf_counter() - start
-
-    def error(estimated: float, actual: float) -> str:
-        return f"{100 * (estimated - actual) / actual:+5.0f} %"
 
     rows = []
     print(f"\nestimate vs actual ({len(configs)} cells, {workers} worker(s); load average before "
