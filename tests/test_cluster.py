@@ -78,3 +78,26 @@ def test_a_grid_runs_through_the_cluster_executor_one_cell_per_worker(tmp_path, 
     assert {worker for _, worker, _ in RAN} == {0, 1}  # both workers took cells
     assert RUNNING["most"] <= 2  # one cell per worker at a time
     assert all(threads is None for _, _, threads in RAN)  # threads: the cell's own setting on its node
+
+
+def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path, capsys):
+    seen = {}
+
+    class Done:
+        ok = True
+
+    def fake_reproduce(profile, out, **kwargs):
+        seen.update(profile=profile, out=out, **kwargs)
+        future = kwargs["executor"].submit(sum, [1, 2])  # the executor runs work on the cluster's worker
+        seen["result"] = future.result(timeout=30)
+        return Done()
+
+    monkeypatch.setattr(grid, "reproduce", fake_reproduce)
+    assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--cluster", "local", "--jobs", "1",
+                     "--no-analysis"]) == 0
+    assert seen["profile"] == "smoke" and seen["workers"] == 1 and seen["estimate"] is False
+    assert seen["analysis"] is False and seen["result"] == 3
+    assert "local cluster: 1 job(s)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="not both"):
+        cli.reproduce_on_cluster(cli.build_parser().parse_args(
+            ["reproduce", "--cluster", "local", "--scheduler", "tcp://x:1"]), {})
