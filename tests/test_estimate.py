@@ -127,3 +127,20 @@ def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
     assert seen == {"profile": "smoke", "workers": 3, "overrides": {"p": 0.2}, "analysis": False}
     assert "0 of 7 cells to run (7 complete)" in capsys.readouterr().out
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.slow
+def test_the_estimate_calibrates_in_a_kernel_started_as_a_cells(tmp_path):
+    """The whole path of ``reproduce --estimate`` for one tiny cell: a papermill kernel, the run notebook's
+    imports, the calibration; a complete record elsewhere would not count (here: none)."""
+    config = get_profile("smoke").grid()[0]
+    plan = estimate.estimate_grid("smoke", [config], tmp_path, workers=1, analysis=False)
+    cell = plan.per_cell[config.relative_dir().as_posix()]
+    from typhoon.grid import usable_cores
+
+    assert plan.cells_todo == [config.relative_dir().as_posix()] and plan.threads == usable_cores()  # one worker
+    assert 0 < plan.cell_start_s < plan.calibration_s and 0 < plan.core_share <= 1
+    assert cell["total_s"] == pytest.approx(sum(cell[k] for k in ("mlm_s", "ft_s", "eval_s", "setup_s"))
+                                           + plan.cell_start_s)
+    assert plan.grid_s == pytest.approx(cell["total_s"]) and plan.analysis_s == 0.0
+    assert "fp32 (requested)" in plan.kernels

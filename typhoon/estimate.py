@@ -387,7 +387,7 @@ class GridEstimate:
                  + (f", {self.threads} thread(s) each" if self.threads else ""),
                  f"  kernels: {self.kernels}",
                  f"  calibrated in {self.calibration_s:.0f} s: {self.how}",
-                 f"  per cell: kernel start + imports {self.cell_start_s:.1f} s"]
+                 f"  per cell: kernel start, imports and shutdown {self.cell_start_s:.1f} s"]
         for path in self.cells_todo[:max_cells]:
             c = self.per_cell[path]
             lines.append(f"  {path.removeprefix('runs/')}: MLM {c['mlm_steps']:.0f} steps {c['mlm_s']:.0f} s, fine-tune "
@@ -437,8 +437,9 @@ def calibration_notebook(request: Path, result: Path):
 
 def run_calibration(configs: list[RunConfig], threads: int | None, processes: int) -> list[dict]:
     """``processes`` calibrations at once, each in a papermill kernel started as a cell's kernel is, with
-    ``threads`` torch threads. Each result has ``start_s``: what the kernel took before calibrating
-    (kernel start and the run notebook's imports: what every cell pays before its run starts)."""
+    ``threads`` torch threads. Each result has ``start_s``: what papermill took besides the calibration
+    (kernel start, the run notebook's imports, shutdown, writing the notebook: what every cell pays
+    besides its run)."""
     import nbformat
     import papermill
 
@@ -456,8 +457,10 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
                                            cwd=str(REPO_ROOT))
             except Exception as err:
                 raise RuntimeError(f"the estimate's calibration failed: {err}") from err
+            total = time.perf_counter() - started
             measured = json.loads(result.read_text())
-            measured["start_s"] = measured["calibration_started"] - started
+            # everything but the calibration itself: kernel start, imports, shutdown, writing the notebook
+            measured["start_s"] = total - (measured["calibration_finished"] - measured["calibration_started"])
             return measured
 
         with ThreadPoolExecutor(max_workers=processes) as pool:  # the kernels calibrate at the same time
@@ -467,13 +470,14 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
 def calibrate_files(request: str, result: str) -> None:
     """The calibration notebook's call: the request (configs, threads) from a JSON file, the measured
     costs to another, with the moment calibrating started (``time.perf_counter``: the same clock as the
-    process on this machine that started the kernel)."""
+    process on this machine that started the kernel) and the moment it finished."""
     from typhoon.records import atomic_write_json
 
     started = time.perf_counter()
     spec = json.loads(Path(request).read_text())
     measured = calibrate([RunConfig.from_dict(c) for c in spec["configs"]], spec.get("threads"))
-    atomic_write_json(Path(result), {**measured, "calibration_started": started})
+    atomic_write_json(Path(result), {**measured, "calibration_started": started,
+                                     "calibration_finished": time.perf_counter()})
 
 
 def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers: int, *, analysis: bool = True,
