@@ -51,7 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # MIN_SAMPLE_BATCHES, more (up to SAMPLE_BATCHES, of distinct widths) while the phase has spent less than
 # PHASE_BUDGET_S -- a shared machine's noise averages out over more steps where steps are short.
 MIN_SAMPLE_BATCHES, SAMPLE_BATCHES, PHASE_BUDGET_S = 2, 8, 3.0
-CALIBRATION_BUDGET_S = 45.0  # a calibration process stops sampling more kinds of cell after this long
+CALIBRATION_BUDGET_S = 45.0  # past this, a kind of cell times one MLM masking kind only (the other is priced alike)
 PAD_MULTIPLE = 8  # typhoon.pipeline.PAD_MULTIPLE (not imported: that would import torch here)
 # The analysis notebooks after the grid, in seconds each (papermill's duration, kernel start included), with
 # ``quick = true``: measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle
@@ -307,7 +307,8 @@ def record_cost_s() -> float:
 
 
 def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
-    """Calibrate every kind of cell among ``configs`` and price each cell; run by ``python -m typhoon.estimate``.
+    """Calibrate every kind of cell among ``configs`` and price each cell (in a calibration kernel:
+    :func:`calibrate_files`).
 
     Returns ``{"kinds": [...measured costs...], "cells": {record_path: {...seconds per part...}}}``.
     """
