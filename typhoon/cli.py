@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--job-script", action="store_true",
                      help="--cluster slurm: print the batch script each job would run, and exit")
     rep.add_argument("--estimate", action="store_true",
-                     help="calibrate on this machine (under a minute), print the expected time per cell and for the "
+                     help="calibrate on this machine (about a minute), print the expected time per cell and for the "
                      "grid, and exit without running (every reproduce prints it first)")
     rep.add_argument("--no-estimate", action="store_true", help="skip the estimate that reproduce prints first")
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")

@@ -317,7 +317,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     settings, notebooks, data, backbones, the folder's profile and numerics) before anything is written.
     ``commit_records``: git-commit each finished cell's record and notebook as it completes, then the
     tables, figures and report (a reference run that resumes from its commits on any machine).
-    ``estimate``: first calibrate and print the expected time (:mod:`typhoon.estimate`, under a minute);
+    ``estimate``: first calibrate and print the expected time (:mod:`typhoon.estimate`, about a minute);
     it goes into ``reproduce.log`` and ``MANIFEST.json``.
     """
     spec = get_profile(profile)
