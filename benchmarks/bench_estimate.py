@@ -56,7 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", type=Path, help="compare a finished reproduce's estimate with its run")
     parser.add_argument("--profile", default="smoke")
-    parser.add_argument("--cells", type=int, help="only the first N cells of the grid")
+    parser.add_argument("--cells", type=int, help="only N cells of the grid (from --start)")
+    parser.add_argument("--start", type=int, default=0, help="the first cell taken (its index in the grid)")
     parser.add_argument("--workers", type=int)
     parser.add_argument("--set", action="append", metavar="KEY=VALUE")
     parser.add_argument("--analysis", action="store_true", help="also run the analysis notebooks and compare")
@@ -68,7 +69,7 @@ def main() -> None:
         return
     spec = get_profile(args.profile)
     workers = args.workers or spec.workers
-    configs = spec.grid(parse_overrides(args.set))[: args.cells]
+    configs = spec.grid(parse_overrides(args.set))[args.start:][: args.cells]
     out = args.out or Path(tempfile.mkdtemp(prefix=f"bench_estimate_{args.profile}_"))
     load_before = os.getloadavg()[0]
 
