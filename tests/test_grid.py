@@ -56,7 +56,7 @@ def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path)
         with pytest.raises(_Stop):
             grid.reproduce("cpu", tmp_path, workers=workers, analysis=False)
     assert [w for _, w in seen] == [get_profile("cpu").workers, 3] and seen[0][1] == 2
-    assert get_profile("smoke").workers == 1  # a profile without the key runs one cell at a time
+    assert get_profile("schedules").workers == 1  # a profile without the key runs one cell at a time
 
 
 def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
@@ -172,3 +172,34 @@ def test_records_of_the_same_profile_elsewhere_are_not_reused(tmp_path):
     failed = config.replace(profile="failed", p=0.2)
     records.write_record(tmp_path / "failed" / failed.relative_dir(), failed, {"status": "failed"})
     assert records.find_equal_record(failed.replace(profile="x"), tmp_path / "fresh") is None  # only ok records
+
+
+def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_all(monkeypatch, tmp_path):
+    import threading
+    import time
+
+    running, most, done = [0], [0], []
+    lock = threading.Lock()
+
+    def fake_execute(source, target, params):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.1)
+        with lock:
+            running[0] -= 1
+            done.append(source.name)
+        if source.name == "20_statistics.ipynb":
+            raise RuntimeError("cell failed")
+
+    reported = []
+    monkeypatch.setattr(grid, "execute_notebook", fake_execute)
+    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: reported.append(notebooks))
+    with pytest.raises(RuntimeError, match="cell failed"):
+        grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
+    assert most[0] == 2 and sorted(done) == sorted(nb.name for nb in grid.ANALYSIS_NOTEBOOKS) and not reported
+    done.clear()
+    monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in grid.ANALYSIS_NOTEBOOKS
+                                                          if nb.name != "20_statistics.ipynb"))
+    grid.run_analysis(tmp_path, tmp_path, {}, workers=3)
+    assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in grid.ANALYSIS_NOTEBOOKS]  # in notebook order

@@ -5,6 +5,8 @@ An output path that cannot be written (a file in the way, no permission, a full 
 message naming the path. Ctrl-C (SIGINT) or SIGTERM stops ``run`` and ``reproduce`` cleanly: no partial
 record, lock or temp file is left, the command that resumes is printed, and the exit status is 130 / 143
 (:mod:`typhoon.interrupt`).
+``--help`` and ``profiles`` answer without importing torch, transformers, pandas or papermill (seconds
+of imports): those are imported inside the commands that use them (tests/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -15,19 +17,7 @@ import sys
 from typhoon import interrupt
 from typhoon.config import load_profiles, parse_overrides, resolve
 from typhoon.paths import OutputPathError, describe_os_error, is_file_system_error, resolve_out_dir
-from typhoon.records import LockedError
-
-
-def strategy_help() -> str:
-    """The strategies and the parameters each takes (``--set name=value``), from their declarations."""
-    from typhoon.masking import ALIASES, STRATEGIES
-
-    lines = ["masking strategies and their parameters (--set NAME=VALUE):"]
-    for name, cls in STRATEGIES.items():
-        lines.append(f"  {name}")
-        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in cls.PARAMS]
-    lines.append("  aliases: " + ", ".join(f"{alias} = {base} with {fixed}" for alias, (base, fixed) in ALIASES.items()))
-    return "\n".join(lines)
+from typhoon.strategy_params import strategy_help
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: the profile's `workers`; on CPU they share the cores)")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
     rep.add_argument("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
+    rep.add_argument("--cluster", choices=("slurm", "local"),
+                     help="run the cells as jobs of a SLURM cluster (dask-jobqueue; one cell per job, the jobs' "
+                     "resources from the profile's [<profile>.cluster] table and the flags below), or of a local "
+                     "Dask cluster (to try the set-up)")
+    rep.add_argument("--partition", help="--cluster: SLURM partition")
+    rep.add_argument("--account", help="--cluster: SLURM account")
+    rep.add_argument("--gpus", type=int, help="--cluster: GPUs per job")
+    rep.add_argument("--cpus", type=int, help="--cluster: CPU cores per job")
+    rep.add_argument("--memory", help="--cluster: memory per job, e.g. 32GB")
+    rep.add_argument("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
+    rep.add_argument("--jobs", type=int, help="--cluster: jobs (cells at once)")
+    rep.add_argument("--job-script", action="store_true",
+                     help="--cluster slurm: print the batch script each job would run, and exit")
+    rep.add_argument("--estimate", action="store_true",
+                     help="calibrate on this machine (about a minute), print the expected time per cell and for the "
+                     "grid, and exit without running (every reproduce prints it first)")
+    rep.add_argument("--no-estimate", action="store_true", help="skip the estimate that reproduce prints first")
     rep.add_argument("--no-analysis", action="store_true", help="run the grid only (no statistics notebooks/report)")
     rep.add_argument("--allow-mixed-precision", action="store_true",
                      help="resume a grid whose finished records used other numerics (precision, device kind) than "
@@ -82,6 +89,37 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--url", help="download from this zip instead of the official address (a mirror)")
     fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
     return parser
+
+
+def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
+    """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.cluster`)."""
+    from typhoon import cluster
+    from typhoon.config import get_profile
+    from typhoon.grid import reproduce
+
+    if args.scheduler:
+        raise ValueError("give --cluster or --scheduler, not both")
+    flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs")}
+    spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
+    if args.job_script:
+        if spec.kind != "slurm":
+            raise ValueError("--job-script needs --cluster slurm")
+        print(cluster.job_script(spec))
+        return 0
+    print(cluster.describe(spec), flush=True)
+    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
+        summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
+                            executor=executor, allow_mixed_precision=args.allow_mixed_precision,
+                            commit_records=args.commit_records, estimate=False)
+    return 0 if summary.ok else 1
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors that mean bad input (a message and exit 2, no traceback). The records module, which
+    defines LockedError, is imported here, when an error happens, not for every ``--help``."""
+    from typhoon.records import LockedError
+
+    return ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +177,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "profiles":
             for name, profile in load_profiles().items():
-                print(f"{name:10s} {len(profile.grid()):3d} runs  {profile.description}")
+                print(f"{name:10s} {len(profile.cells()):3d} runs  {profile.description}")
             return 0
         if args.command == "data":
             from typhoon.data import fetch_glue
@@ -155,11 +193,19 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             if args.workers is not None and args.workers < 1:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
+            if args.estimate:
+                from typhoon.estimate import estimate_only
+
+                print(estimate_only(args.profile, args.out, workers=args.workers, overrides=overrides,
+                                    analysis=not args.no_analysis).text(max_cells=10**6))
+                return 0
+            if args.cluster:
+                return reproduce_on_cluster(args, overrides)
             executor = dask_executor(args.scheduler) if args.scheduler else None
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor,
                                 allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
-                                reuse=not args.no_reuse)
+                                reuse=not args.no_reuse, estimate=not args.no_estimate)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.findings import update_readme
@@ -173,7 +219,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             problems = check_page(args.report)
             print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")
             return 1 if problems else 0
-    except (ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError) as err:
+    except Exception as err:
+        if not isinstance(err, user_errors()):
+            raise
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -26,8 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.masking import STRATEGIES, inactive_parameters, parameters_of
-from typhoon.schedules import SCHEDULES
+from typhoon.strategy_params import SCHEDULES, STRATEGY_PARAMS, inactive_parameters, parameters_of
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -186,7 +185,7 @@ class RunConfig:
 
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
 # Fields that are some strategy's parameter (only the chosen strategy's count for a run's identity).
-STRATEGY_FIELDS = frozenset(param.name for cls in STRATEGIES.values() for param in cls.PARAMS)
+STRATEGY_FIELDS = frozenset(param.name for params in STRATEGY_PARAMS.values() for param in params)
 
 
 def coerce(key: str, raw) -> object:
@@ -249,6 +248,7 @@ class Profile:
     workers: int = 1  # cells run at once by `reproduce` unless --workers says otherwise
     analysis: dict = field(default_factory=dict)  # parameters of the analysis notebooks, e.g. quick = true
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
+    cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.cluster)
 
     def cells(self) -> list[dict]:
         """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""
@@ -300,7 +300,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
             seeds=body.pop("seeds"), schedules=body.pop("schedules", ["fixed"]),
             extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
             task_settings=body.pop("task_settings", {}), analysis=body.pop("analysis", {}),
-            pipeline_check=body.pop("pipeline_check", False),
+            pipeline_check=body.pop("pipeline_check", False), cluster=body.pop("cluster", {}),
         )
         if body:
             raise ValueError(f"{path}: profile {name!r} has unknown keys {sorted(body)}")

@@ -312,17 +312,20 @@ def check_analysis_settings(settings: dict, profile: str) -> None:
 
 
 def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None,
-                 on_notebook: Callable[[str], None] | None = None) -> Path:
+                 on_notebook: Callable[[str], None] | None = None, workers: int = 1) -> Path:
     """Execute the walkthrough and analysis notebooks on the collected results and render the HTML report.
 
     ``settings``: the profile's analysis settings; each notebook gets those it declares, and ``profile``
     (which says, e.g., whether its numbers are a pipeline check); ``on_notebook`` is told each notebook's
     name as it starts (the batch shows and logs it). The executed
     copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
+    ``workers`` notebooks run at once (the grid's workers): they are independent -- each reads the
+    results and writes its own tables and figures -- and each pays seconds of kernel start and imports.
+    The first failure (in notebook order) is raised once all have finished.
     """
     settings = settings or {}
-    executed = []
-    for nb in ANALYSIS_NOTEBOOKS:
+
+    def execute(nb: AnalysisNotebook) -> Path:
         params = {"out_dir": str(out_dir), **({"profile": profile} if profile else {}),
                   **{k: settings[k] for k in nb.settings if k in settings}}
         target = out_dir / "notebooks" / nb.name
@@ -333,7 +336,11 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
         finally:
             if target.is_file():
                 scrub_notebook(target, out_dir)
-        executed.append(target)
+        return target
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
+        futures = [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
+    executed = [future.result() for future in futures]
     return render_report(out_dir, executed, profile)
 
 
@@ -362,7 +369,8 @@ def preflight(configs: list[RunConfig]) -> None:
 
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
               overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None,
-              allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True) -> Summary:
+              allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True,
+              estimate: bool = False) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
     ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed
@@ -374,6 +382,8 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     ``reuse``: a cell with no complete record here first copies the record of an equal run (the same
     ``RunConfig.identity``) of another profile, from a sibling output folder, ``outputs/`` or ``results/``
     (:func:`typhoon.records.reuse_equal_records`; the copy's ``metrics.json`` says ``reused_from``).
+    ``estimate``: first calibrate and print the expected time (:mod:`typhoon.estimate`, about a minute);
+    it goes into ``reproduce.log`` and ``MANIFEST.json``.
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
@@ -407,13 +417,16 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             if commit_records and row["status"] == "ok":
                 provenance.commit_cell(out_dir, row)
 
-        try:
+        plan = None
+        try:  # a stop (Ctrl-C) or a full disk from here on is cleaned up by stopped()
+            if estimate:
+                plan = estimate_first(spec, configs, out_dir, workers, analysis, log)
             cells = run_grid(configs, out_dir, nb_dir, workers, executor, on_done)
             results = records.collect_results(out_dir, configs)
             results_csv = out_dir / "results.csv"
             records.atomic_write_csv(results_csv, results)
             provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, numerics,
-                                      cells, code)
+                                      cells, code, estimate=plan)
             report = None
             if analysis:
                 def on_notebook(name: str) -> None:  # a sign of life between the grid and the report
@@ -421,7 +434,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                     log.write(f"analysis: {name}")
 
                 try:
-                    report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name, on_notebook)
+                    report = run_analysis(out_dir, nb_dir, spec.analysis, spec.name, on_notebook, workers)
                     log.write(f"analysis ok: report {report}")
                 except Exception as err:
                     if as_file_system_error(err) is not None:
@@ -431,7 +444,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                     cells = pd.concat([cells, pd.DataFrame([{"record_path": "analysis", "status": "failed",
                                                              "error": f"{type(err).__name__}: {err}"}])])
                 provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command,
-                                          numerics, cells, code)
+                                          numerics, cells, code, estimate=plan)
         except BaseException as err:
             raise stopped(err, out_dir, configs, log) from None
         summary = Summary(cells, results_csv, report)
@@ -472,3 +485,17 @@ def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: 
     with contextlib.suppress(OSError):  # a full disk may refuse the log line too
         log.write(message)
     return result
+
+
+def estimate_first(spec, configs: list[RunConfig], out_dir: Path, workers: int, analysis: bool,
+                   log: progress.RunLog) -> dict:
+    """Print the grid's estimated time (:func:`typhoon.estimate.estimate_grid`) and log it; returns it for
+    the manifest (``estimate``: the figures, and ``estimate.total_s`` beside the real ``wall_s``)."""
+    from typhoon.estimate import estimate_grid
+
+    plan = estimate_grid(spec.name, configs, out_dir, workers, analysis=analysis,
+                         quick_analysis=bool(spec.analysis.get("quick")))
+    print(plan.text(), flush=True)
+    log.write(f"estimate\n{plan.text(max_cells=10**6)}")
+    return plan.to_dict()
+

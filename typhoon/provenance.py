@@ -190,11 +190,13 @@ def check_profile(out_dir: Path, profile: str) -> None:
 
 
 def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
-                   numerics_counts: dict[str, int], cells, code: dict | None = None) -> dict:
+                   numerics_counts: dict[str, int], cells, code: dict | None = None,
+                   estimate: dict | None = None) -> dict:
     """Write ``<out_dir>/MANIFEST.json`` for a ``reproduce`` that started at ``started`` and took ``wall_s``.
 
     ``code``: :func:`git_state` taken when the invocation started (committing records moves HEAD on);
-    None takes it now.
+    None takes it now. ``estimate``: the invocation's estimate (:mod:`typhoon.estimate`), kept beside its
+    real ``wall_s``.
 
     Earlier invocations into the same folder (a grid resumed on another day or machine) are kept under
     ``history``, newest last, so the manifest says every machine and commit the records came from; a
@@ -223,6 +225,7 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
         **(code or git_state()),
         "locks": lock_state(),
         "history": history,
+        **({"estimate": estimate} if estimate else {}),
     }
     records.atomic_write_json(out_dir / MANIFEST, manifest)
     return manifest

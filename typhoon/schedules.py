@@ -33,9 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-#: The schedules a run config can name: every sequence at the budget p; a rate uniform on (0, 1];
-#: the budget p with a whole sequence masked with probability pi0.
-SCHEDULES = ("fixed", "uniform", "mixture")
+from typhoon.strategy_params import SCHEDULES  # noqa: F401 (the names a run config can name; declared torch-free)
 
 
 def _is_real(value) -> bool:

@@ -14,6 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
+# Names, parameters and aliases are declared torch-free in typhoon.strategy_params (re-exported here);
+# each class's PARAMS is its entry of STRATEGY_PARAMS.
+from typhoon.strategy_params import (
+    ALIASES,
+    STRATEGY_PARAMS,
+    inactive_parameters,
+    parameters_of,
+    resolve_alias,
+    strategy_names,
+)
+
 from .base import CORRUPTIONS, IGNORE_INDEX, MaskingStrategy, Param, corrupt, load_state, maskable_positions
 from .calibration import (
     CALIBRATIONS,
@@ -38,44 +49,13 @@ STRATEGIES: dict[str, type[MaskingStrategy]] = {
     "typhoon": TyphoonMasking,
 }
 
-# Registry aliases: a name fixing some parameters of a strategy.
-ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    **{f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS},
-    "typhoon_task": ("typhoon", {"saliency": "task"}),
-}
-
-def strategy_names() -> list[str]:
-    """Every name ``get_strategy`` accepts."""
-    return [*STRATEGIES, *ALIASES]
-
-
-def _resolve_alias(name: str) -> tuple[str, dict[str, Any]]:
-    """(registered strategy, parameters the name fixes)."""
-    base, fixed = ALIASES.get(name, (name, {}))
-    if base not in STRATEGIES:
-        raise ValueError(f"unknown masking strategy {name!r}; choose one of {strategy_names()}")
-    return base, fixed
-
-
-def parameters_of(name: str) -> tuple[Param, ...]:
-    """The parameters ``get_strategy(name, ...)`` takes: the strategy's declarations, less those an alias fixes."""
-    base, fixed = _resolve_alias(name)
-    return tuple(param for param in STRATEGIES[base].PARAMS if param.name not in fixed)
-
-
-def inactive_parameters(name: str, params: dict[str, Any]) -> set[str]:
-    """The parameters of :func:`parameters_of` that do not change what strategy ``name`` does with these
-    ``params`` (its declared values; an alias's fixed values are added here)."""
-    base, fixed = _resolve_alias(name)
-    return STRATEGIES[base].inactive_params({**params, **fixed}) - set(fixed)
-
 
 def get_strategy(name: str, **params: Any) -> MaskingStrategy:
     """Build the masking strategy ``name`` with validated parameters.
 
     Raises ValueError naming the bad name, parameter or value and the valid choices.
     """
-    base, fixed = _resolve_alias(name)
+    base, fixed = resolve_alias(name)
     for key, value in fixed.items():
         if key in params and params[key] != value:
             raise ValueError(f"strategy {name!r} fixes {key}={value!r}, got {key}={params[key]!r}")
@@ -87,7 +67,8 @@ def get_strategy(name: str, **params: Any) -> MaskingStrategy:
 
 
 __all__ = [
-    "ALIASES", "BudgetSolver", "CALIBRATIONS", "CORRUPTIONS", "IGNORE_INDEX", "SALIENCY_SOURCES", "STRATEGIES",
+    "ALIASES", "BudgetSolver", "STRATEGY_PARAMS", "CALIBRATIONS", "CORRUPTIONS", "IGNORE_INDEX", "SALIENCY_SOURCES",
+    "STRATEGIES",
     "MaskingStrategy", "Param", "RandomMasking", "SaliencyProbe", "SpanMasking", "TyphoonMasking", "WholeWordMasking",
     "batch_weight_estimate", "budget_moved", "calibrate", "calibrate_budget", "corrupt", "ema_update",
     "get_strategy", "inactive_parameters", "kl_to_uniform", "load_state", "maskable_positions", "masked_distribution_kl",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -18,31 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-CORRUPTIONS = ("bert", "mask_only")
+# The parameter declarations live in typhoon.strategy_params (torch-free, for the CLI and the config).
+from typhoon.strategy_params import BASE_PARAMS, CORRUPTION, CORRUPTIONS, P, Param  # noqa: F401 (re-exported)
+
 IGNORE_INDEX = -100  # label value the MLM loss skips
 
 # BERT's corruption of the selected tokens: 80% [MASK], 10% a random token, 10% unchanged.
 MASK_REPLACE_PROB = 0.8
 RANDOM_REPLACE_PROB = 0.1
-
-
-# --------------------------------------------------------------------------------------------------
-# Parameter declarations: each strategy lists its parameters once; the registry, the run
-# configuration (typhoon.config.RunConfig) and the command line are checked against these lists.
-
-
-@dataclass(frozen=True)
-class Param:
-    """One constructor parameter of a masking strategy."""
-
-    name: str
-    type: type  # float, int or str: what a configuration value is converted to
-    default: Any
-    doc: str
-
-
-P = Param("p", float, 0.15, "masking budget: expected share of non-special tokens selected")
-CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,7 +157,7 @@ class MaskingStrategy:
 
     name = "base"
     needs_saliency = False
-    PARAMS: tuple[Param, ...] = (P, CORRUPTION)
+    PARAMS: tuple[Param, ...] = BASE_PARAMS
 
     def __init__(self, p: float = P.default, corruption: str = CORRUPTION.default):
         self.p = check_in_interval("p", p, 0.0, 1.0, low_open=True, high_open=True)
@@ -190,13 +172,6 @@ class MaskingStrategy:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
-
-    @classmethod
-    def inactive_params(cls, values: dict[str, Any]) -> set[str]:
-        """The declared parameters that do not change what the strategy does, given the values of all
-        of them (e.g. Typhoon's ``tau`` unless it calibrates with softmax). A run's identity leaves
-        them out, so two configs differing only there are the same run."""
-        return set()
 
     # -- the interface of docs/CONTRACTS.md ------------------------------------------------------
     def prepare(self, token_counts: np.ndarray | None) -> None:

@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import check_choice, check_in_interval, check_positive
+from typhoon.strategy_params import CALIBRATIONS  # noqa: F401 (declared torch-free, re-exported)
 
-CALIBRATIONS = ("minmax", "rank", "softmax")
+from .base import check_choice, check_in_interval, check_positive
 
 
 def _seen_mask(weights: np.ndarray, seen: np.ndarray | None) -> np.ndarray:

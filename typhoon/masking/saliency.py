@@ -51,7 +51,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .base import MaskingStrategy, Param, check_choice, check_in_interval, check_positive, maskable_positions
+from typhoon.strategy_params import SALIENCY_SOURCES, STRATEGY_PARAMS
+
+from .base import MaskingStrategy, check_choice, check_in_interval, check_positive, maskable_positions
 from .calibration import (
     CALIBRATIONS,
     BudgetSolver,
@@ -61,8 +63,6 @@ from .calibration import (
     preference,
     spread,
 )
-
-SALIENCY_SOURCES = ("mlm", "task")  # which loss the saliency is the gradient of
 
 
 class SaliencyProbe:
@@ -158,13 +158,7 @@ class TyphoonMasking(MaskingStrategy):
     """
 
     needs_saliency = True
-    PARAMS = (*MaskingStrategy.PARAMS,
-              Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]"),
-              Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]"),
-              Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)"),
-              Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"),
-              Param("saliency", str, "mlm", f"typhoon: saliency from the {' | '.join(SALIENCY_SOURCES)} loss "
-                                            "(mlm is the paper's; task: typhoon.task_saliency)"))
+    PARAMS = STRATEGY_PARAMS["typhoon"]  # declared in typhoon.strategy_params
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
                  calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm"):
@@ -186,11 +180,6 @@ class TyphoonMasking(MaskingStrategy):
     def name(self) -> str:
         name = "typhoon" if self.calibration == "minmax" else f"typhoon_{self.calibration}"
         return name if self.saliency == "mlm" else f"{name}_{self.saliency}"
-
-    @classmethod
-    def inactive_params(cls, values: dict[str, Any]) -> set[str]:
-        """softmax does not use ``delta``; minmax and rank do not use ``tau``."""
-        return {"delta"} if values.get("calibration", "minmax") == "softmax" else {"tau"}
 
     @property
     def vocab_size(self) -> int | None:

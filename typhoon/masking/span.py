@@ -33,10 +33,10 @@ import math
 
 import torch
 
-from .base import MaskingStrategy, Param, check_in_interval, check_positive_int, word_ids_of
+from typhoon.strategy_params import GEOMETRIC_P, MAX_SPAN_WORDS, STRATEGY_PARAMS
 
-GEOMETRIC_P = 0.2
-MAX_SPAN_WORDS = 10
+from .base import MaskingStrategy, check_in_interval, check_positive_int, word_ids_of
+
 CANDIDATE_OVERSAMPLING = 2.5  # candidate spans drawn per span expected to be needed
 
 
@@ -130,9 +130,7 @@ class SpanMasking(MaskingStrategy):
     """SpanBERT span masking: word-aligned spans, lengths ~ truncated Geometric(0.2) <= 10 words."""
 
     name = "span"
-    PARAMS = (*MaskingStrategy.PARAMS,
-              Param("geometric_p", float, GEOMETRIC_P, "span: parameter of the geometric span-length law, in (0, 1]"),
-              Param("max_span", int, MAX_SPAN_WORDS, "span: longest span, in words"))
+    PARAMS = STRATEGY_PARAMS["span"]  # declared in typhoon.strategy_params
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", geometric_p: float = GEOMETRIC_P,
                  max_span: int = MAX_SPAN_WORDS):

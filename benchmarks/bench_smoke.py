@@ -1,0 +1,88 @@
+"""Where the time of ``reproduce --profile smoke`` goes: preflight, each cell (its notebook's wall time
+against the run's own wall time: the difference is kernel start, imports, set-up and the record's
+figure), and each analysis notebook and the report.
+
+    python benchmarks/bench_smoke.py [--profile smoke] [--workers N] [--set KEY=VALUE ...] [--out DIR]
+
+It runs the grid as ``reproduce`` does (typhoon.grid: run_grid, then run_analysis; each notebook's time
+is the duration papermill records in it), into a fresh temporary folder unless ``--out`` is given, and prints a table. Say the machine
+and its load beside the figures: a shared machine's load moves them a lot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from typhoon import grid, records
+from typhoon.config import get_profile, parse_overrides
+
+
+def papermill_duration(notebook: Path) -> float | None:
+    """The seconds papermill recorded for executing ``notebook`` (its metadata)."""
+    meta = json.loads(notebook.read_text()).get("metadata", {}).get("papermill", {}) if notebook.is_file() else {}
+    return meta.get("duration")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    spec = get_profile(args.profile)
+    workers = args.workers or spec.workers
+    out = args.out or Path(tempfile.mkdtemp(prefix=f"bench_{args.profile}_"))
+    figures = {"profile": args.profile, "workers": workers, "out": str(out), "load_before": os.getloadavg()}
+    total = time.perf_counter()
+
+    start = time.perf_counter()
+    configs = spec.grid(parse_overrides(args.set))
+    grid.preflight(configs)
+    nb_dir = grid.notebooks_dir()
+    figures["preflight_s"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    cells = grid.run_grid(configs, out, nb_dir, workers)
+    figures["grid_s"] = time.perf_counter() - start
+    figures["cells"] = []
+    for row in cells.to_dict("records"):
+        metrics = records.read_json(out / row["record_path"] / "metrics.json") or {}
+        timing = metrics.get("timing", {})
+        figures["cells"].append({"cell": row["record_path"], "status": row["status"], "notebook_s": row["seconds"],
+                                 "run_wall_s": timing.get("wall_s"), "mlm_s": timing.get("mlm_wall_s"),
+                                 "ft_s": timing.get("ft_wall_s"), "threads": metrics.get("threads")})
+    records.atomic_write_csv(out / "results.csv", records.collect_results(out, configs))
+
+    print(f"grid {figures['grid_s']:.1f} s", flush=True)
+    start = time.perf_counter()
+    grid.run_analysis(out, nb_dir, spec.analysis, spec.name, workers)  # as reproduce runs them, report included
+    figures["analysis_s"] = time.perf_counter() - start
+    figures["analysis"] = {nb.name: papermill_duration(out / "notebooks" / nb.name) for nb in grid.ANALYSIS_NOTEBOOKS}
+    figures["total_s"] = time.perf_counter() - total
+    figures["load_after"] = os.getloadavg()
+
+    print(f"profile {args.profile}: {len(configs)} cells, {workers} worker(s); load average before "
+          f"{figures['load_before'][0]:.1f}, after {figures['load_after'][0]:.1f}")
+    print(f"preflight {figures['preflight_s']:.1f} s; grid {figures['grid_s']:.1f} s")
+    for c in figures["cells"]:
+        overhead = c["notebook_s"] - c["run_wall_s"] if c["run_wall_s"] else float("nan")
+        print(f"  {c['cell']:45s} notebook {c['notebook_s']:6.1f} s  run {c['run_wall_s'] or 0:6.1f} s "
+              f"(MLM {c['mlm_s'] or 0:5.1f}, FT {c['ft_s'] or 0:5.1f})  outside the run {overhead:5.1f} s  "
+              f"threads {c['threads']}")
+    for name, seconds in figures["analysis"].items():
+        print(f"  analysis {name:32s} {seconds:6.1f} s (papermill's duration, kernel start included)")
+    print(f"analysis and report {figures['analysis_s']:.1f} s ({workers} notebook(s) at once); "
+          f"total {figures['total_s']:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()
