@@ -57,7 +57,7 @@ def test_check_writable_names_the_path(tmp_path, monkeypatch):
 def test_output_under_a_file_exits_2_before_any_training(capsys, tmp_path, command):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    argv = RUN if command == "run" else ["reproduce", "--profile", "smoke", "--no-analysis"]
+    argv = RUN if command == "run" else ["reproduce", "--profile", "smoke", "--no-analysis", "--no-estimate"]
     code = main([*argv, "--out", str(blocker / "out")])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -126,7 +126,7 @@ def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):
            "TYPHOON_FAULT_INJECT": json.dumps({"stage": "record_write", "match": "random/seed0", "action": "enospc"})}
     env.pop("TYPHOON_NOTEBOOKS", None)
     proc = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out),
-                           "--no-analysis", "--set", "max_train_examples=32", "--set", "max_eval_examples=16"],
+                           "--no-analysis", "--no-estimate", "--set", "max_train_examples=32", "--set", "max_eval_examples=16"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "typhoon: error: no space left on the device writing " + str(out / "runs/mrpc/tiny-random/random") in proc.stderr

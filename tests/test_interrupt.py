@@ -83,7 +83,7 @@ def leftovers(out: Path) -> list[str]:
 
 def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_path):
     out = tmp_path / "out"
-    argv = ["reproduce", "--profile", "smoke", "--out", str(out), "--no-analysis", *SMALL]
+    argv = ["reproduce", "--profile", "smoke", "--out", str(out), "--no-analysis", "--no-estimate", *SMALL]
     proc = start(argv, tmp_path)
     state = wait_until_training(proc, out)
     running = out / state["record_path"]
