@@ -42,6 +42,25 @@ def test_progress_file_is_throttled_and_says_phase_step_and_speed(tmp_path):
     assert not file.path.exists()
 
 
+def test_a_phase_resumed_after_an_evaluation_counts_its_rate_from_its_new_start(tmp_path):
+    """The pipeline reports tokens cumulated over a phase's epochs; an evaluation in between restarts the
+    phase's clock, so the rate must count tokens from the resumed phase's first update only."""
+    clock = Clock()
+    file = progress.ProgressFile(tmp_path / "runs/t/b/s/seed0", "runs/t/b/s/seed0", interval_s=1.0, clock=clock)
+    file.update("finetune", step=1, steps=20, epoch=1, epochs=2, tokens=500)
+    clock.now += 10
+    file.update("finetune", step=10, steps=20, epoch=1, epochs=2, tokens=10_500)
+    assert json.loads(file.path.read_text())["tokens_per_s"] == 10_000 / 10
+    clock.now += 5
+    file.update("eval", epoch=1, epochs=2)
+    clock.now += 1
+    file.update("finetune", step=11, steps=20, epoch=2, epochs=2, tokens=11_500)  # 11,500 cumulated
+    assert json.loads(file.path.read_text())["tokens_per_s"] is None  # no interval measured yet
+    clock.now += 2
+    file.update("finetune", step=13, steps=20, epoch=2, epochs=2, tokens=13_500)
+    assert json.loads(file.path.read_text())["tokens_per_s"] == 2000 / 2  # not 13,500 / 2
+
+
 def test_a_progress_file_is_never_a_record(tmp_path):
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()

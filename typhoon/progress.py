@@ -59,20 +59,27 @@ class ProgressFile:
         self.started = clock()
         self.phase: str | None = None
         self.phase_started = self.started
+        self.rate_start: tuple[float, int] | None = None  # (time, tokens) of the phase's first update
         self.last_write: float | None = None
 
     def update(self, phase: str, *, step: int | None = None, steps: int | None = None, epoch: int | None = None,
                epochs: int | None = None, tokens: int | None = None) -> None:
         """Record the run's state; ``tokens``: tokens processed so far in this phase (for tokens/s)."""
         now = self.clock()
-        if phase != self.phase:
-            self.phase, self.phase_started = phase, now
-        elif self.last_write is not None and now - self.last_write < self.interval_s:
+        changed = phase != self.phase
+        if changed:
+            self.phase, self.phase_started, self.rate_start = phase, now, None
+        if tokens is not None and self.rate_start is None:
+            # the rate counts from the phase's first update: a phase resumed after an evaluation carries
+            # the tokens of its earlier epochs, which its new start time must not divide
+            self.rate_start = (now, tokens)
+        if not changed and self.last_write is not None and now - self.last_write < self.interval_s:
             return
-        in_phase = now - self.phase_started
+        rate = None
+        if tokens is not None and self.rate_start is not None and now > self.rate_start[0]:
+            rate = (tokens - self.rate_start[1]) / (now - self.rate_start[0])
         state = {"pid": os.getpid(), "record_path": self.record_path, "phase": phase, "step": step, "steps": steps,
-                 "epoch": epoch, "epochs": epochs,
-                 "tokens_per_s": tokens / in_phase if tokens and in_phase > 0 else None,
+                 "epoch": epoch, "epochs": epochs, "tokens_per_s": rate or None,
                  "elapsed_s": now - self.started, "updated": time.time()}
         try:
             records.atomic_write_json(self.path, state)
