@@ -189,22 +189,12 @@ def clean_stale_staging(out_dir: Path, own: bool = False) -> None:
                  *(out_dir / "notebooks").rglob(".*.tmp-*"), *out_dir.glob(".*.tmp-*")]
     for path in leftovers:
         pid = path.name.split(".tmp-", 1)[1].split("-", 1)[0] if ".tmp-" in path.name else ""
-        if pid.isdigit() and _alive(int(pid)) and not (own and int(pid) == os.getpid()):
+        if pid.isdigit() and records.pid_alive(int(pid)) and not (own and int(pid) == os.getpid()):
             continue
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def dask_executor(address: str) -> Executor:

@@ -113,23 +113,11 @@ def describe(state: dict) -> str:
     return " · ".join(parts)
 
 
-def _pid_alive(pid) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_progress(out_dir: Path) -> None:
     """Remove progress files whose writer is gone (killed, or stopped before it could remove its own)."""
     for path in Path(out_dir, "runs").glob("*/*/*/.seed*.progress.json"):
         state = read_progress(path)
-        if state is None or not _pid_alive(state.get("pid")):
+        if state is None or not records.pid_alive(state.get("pid")):
             path.unlink(missing_ok=True)
 
 

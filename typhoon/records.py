@@ -328,6 +328,19 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
         lock.release()
 
 
+def pid_alive(pid) -> bool:
+    """Whether a process ``pid`` (an int from a temp name or a progress file) still runs on this machine."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        return True
+    return True
+
+
 def remove_stale_lock(path: Path) -> bool:
     """Remove the lock file ``path`` (and its ``.pid`` file) if no live process holds it; True if removed.
 
