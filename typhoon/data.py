@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import urllib.request
 import warnings
@@ -34,7 +33,7 @@ import datasets
 import numpy as np
 import torch
 
-from typhoon.records import atomic_write_text, publish_dir, staging_dir
+from typhoon.records import atomic_write_text, staged_dir
 
 GLUE_DIR_ENV = "TYPHOON_GLUE_DIR"
 # The bundled official files live inside the package, so any install (editable, wheel, Docker) has them.
@@ -411,14 +410,10 @@ def fetch_glue(task: str, dest: str | os.PathLike | None = None, *, url: str | N
                     archive.write(block)
         except OSError as err:  # URLError, timeouts, refused connections
             raise ConnectionError(f"could not download GLUE {spec.name} from {url}: {err}") from err
-        staging = staging_dir(folder)
-        try:
+        with staged_dir(folder) as staging:  # published whole, or nothing left
             write_checksums(staging, _extract_task_files(archive, staging, url))
             read_glue_split(spec, staging / "train.tsv")  # a broken archive is refused before it is published
             read_glue_split(spec, staging / spec.dev_files[0])
-            publish_dir(staging, folder)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # gone after publishing; a failure leaves nothing
     return folder
 
 

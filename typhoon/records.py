@@ -104,6 +104,20 @@ def staging_dir(final: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def staged_dir(final: Path):
+    """Yield a staging folder (:func:`staging_dir`) to fill; publish it as ``final`` with one rename when
+    the block ends. Whatever stops the block (a full disk, Ctrl-C) removes the staging folder instead, so
+    ``final`` stays as it was, never half-written."""
+    staging = staging_dir(final)
+    try:
+        yield staging
+        publish_dir(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when the publishing rename happened
+        raise
+
+
 def read_json(path: Path) -> dict | None:
     """The JSON object in ``path``, or None if it is missing or unreadable (e.g. truncated)."""
     try:
@@ -141,8 +155,7 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
     ``traceback_text`` goes to ``traceback.txt``, named in the metrics. Whatever stops the writing (a full
     disk, Ctrl-C) removes the staging folder: the record stays as it was, never half-written.
     """
-    staging = staging_dir(run_dir)
-    try:
+    with staged_dir(run_dir) as staging:
         atomic_write_json(staging / "config.json", config.to_dict())
         pd.DataFrame(loss_rows or [], columns=LOSS_COLUMNS).to_csv(staging / "mlm_loss.csv", index=False)
         if strategy is not None and strategy.needs_saliency:
@@ -152,10 +165,6 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
             metrics["traceback"] = "traceback.txt"
         atomic_write_json(staging / "metrics.json", metrics)  # written last: it marks completeness
         faults.maybe_inject("record_write", config.relative_dir().as_posix(), staging / "metrics.json")
-        publish_dir(staging, run_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # gone already when the publishing rename happened
-        raise
 
 
 def read_config(run_dir: Path) -> RunConfig | None:
@@ -250,17 +259,11 @@ def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
     stored, metrics = read_config(source), read_json(source / "metrics.json")
     if stored is None or metrics is None or stored.identity() != config.identity():
         raise ValueError(f"{source} is not a complete record of the run {config.describe()}")
-    with record_lock(run_dir):
-        staging = staging_dir(run_dir)
-        try:
-            shutil.copytree(source, staging, dirs_exist_ok=True)
-            atomic_write_json(staging / "config.json", stored.replace(profile=config.profile).to_dict())
-            metrics["reused_from"] = {"profile": stored.profile, "record": paths.shown(source)}
-            atomic_write_json(staging / "metrics.json", metrics)
-            publish_dir(staging, run_dir)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+    with record_lock(run_dir), staged_dir(run_dir) as staging:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+        atomic_write_json(staging / "config.json", stored.replace(profile=config.profile).to_dict())
+        metrics["reused_from"] = {"profile": stored.profile, "record": paths.shown(source)}
+        atomic_write_json(staging / "metrics.json", metrics)
     rel = config.relative_dir()
     notebook = source.parents[len(rel.parts) - 1] / "notebooks" / rel.parent / f"{rel.name}.ipynb"
     if notebook.is_file():
