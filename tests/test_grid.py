@@ -160,20 +160,6 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     assert trained == [("fourth", "random")]
 
 
-def test_records_of_the_same_profile_elsewhere_are_not_reused(tmp_path):
-    from typhoon import records
-
-    config = _tiny_profile("first", ["random"]).grid()[0]
-    records.write_record(tmp_path / "reference" / config.relative_dir(), config, {"status": "ok", "final": {}})
-    assert records.find_equal_record(config, tmp_path / "fresh") is None  # a fresh check of the same profile
-    other = config.replace(profile="other")
-    assert records.find_equal_record(other, tmp_path / "fresh") == (tmp_path / "reference" / config.relative_dir()).resolve()
-    assert records.find_equal_record(other.replace(seed=1), tmp_path / "fresh") is None  # another run
-    failed = config.replace(profile="failed", p=0.2)
-    records.write_record(tmp_path / "failed" / failed.relative_dir(), failed, {"status": "failed"})
-    assert records.find_equal_record(failed.replace(profile="x"), tmp_path / "fresh") is None  # only ok records
-
-
 def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_all(monkeypatch, tmp_path):
     import threading
     import time

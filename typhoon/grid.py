@@ -28,7 +28,7 @@ import re
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import interrupt, paths, progress, provenance, records
+from typhoon import reuse as record_reuse
 from typhoon.config import RunConfig, get_profile
 from typhoon.report import render_report
 
@@ -360,7 +361,7 @@ def preflight(configs: list[RunConfig]) -> None:
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
               overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None,
               allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True,
-              estimate: bool = False) -> Summary:
+              reuse_from: Sequence[str | Path] = (), estimate: bool = False) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
     ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed
@@ -369,14 +370,16 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     settings, notebooks, data, backbones, the folder's profile and numerics) before anything is written.
     ``commit_records``: git-commit each finished cell's record and notebook as it completes, then the
     tables, figures and report (a reference run that resumes from its commits on any machine).
-    ``reuse``: a cell with no complete record here first copies the record of an equal run (the same
-    ``RunConfig.identity``) of another profile, from a sibling output folder, ``outputs/`` or ``results/``
-    (:func:`typhoon.records.reuse_equal_records`; the copy's ``metrics.json`` says ``reused_from``).
+    ``reuse``: a cell with no complete record here first copies the record of an equal run made with this
+    machine's numerics, from another profile's folder beside this one or under ``outputs/``, or from the
+    folders named in ``reuse_from`` (the committed ``results/`` only so: :mod:`typhoon.reuse`; the copy's
+    ``metrics.json`` says ``reused_from``).
     ``estimate``: first calibrate and print the expected time (:mod:`typhoon.estimate`, about a minute);
     it goes into ``reproduce.log`` and ``MANIFEST.json``.
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
+    reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
     check_analysis_settings(spec.analysis, spec.name)
     workers = spec.workers if workers is None else workers
     nb_dir = notebooks_dir()
@@ -389,8 +392,9 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     interrupt.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
-        for copied in records.reuse_equal_records(configs, out_dir) if reuse else []:
-            print(f"reused {copied['record_path']} from {paths.shown(copied['reused_from'])}")
+        for line in record_reuse.reuse_equal_records(configs, out_dir, reuse_from).lines() if reuse else []:
+            print(line)
+            log.write(line)
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)

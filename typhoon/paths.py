@@ -46,6 +46,16 @@ def resolve_out_dir(out_dir: str | os.PathLike | None, profile: str) -> Path:
     return output_dir(profile) if out_dir is None else Path(out_dir).resolve()
 
 
+def check_reuse_source(folder: str | os.PathLike) -> Path:
+    """A folder named to reuse records from (``--reuse-from``), as an absolute path; ValueError naming it
+    when it holds no run records (no ``runs/`` folder)."""
+    path = Path(folder).resolve()
+    if not (path / "runs").is_dir():
+        raise ValueError(f"--reuse-from {os.fspath(folder)!r}: {shown(path)} holds no run records (no runs/ folder); "
+                         "name an output folder of an earlier reproduce, e.g. results/cpu")
+    return path
+
+
 class OutputPathError(Exception):
     """An output path that cannot be written (a file where a folder should be, no permission, a full
     disk); the message names the path and what to do. The command line exits 2 with it."""
