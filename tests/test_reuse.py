@@ -35,6 +35,10 @@ def repo(tmp_path, monkeypatch):
     return tmp_path
 
 
+class Stop(Exception):
+    pass
+
+
 CPU = get_profile("cpu").grid()[0]  # precision "auto"
 BOTTLENECK = CPU.replace(profile="bottleneck")  # the same run, another profile
 
@@ -101,17 +105,17 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
 
     def fake_grid(configs, out_dir, nb_dir, workers, executor, on_done=None):
         seen.append([c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)])
-        raise KeyboardInterrupt
+        raise Stop
 
     monkeypatch.setattr(grid, "run_grid", fake_grid)
-    with pytest.raises(BaseException):
+    with pytest.raises(Stop):
         grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
     monkeypatch.setattr(provenance, "numerics_here", lambda config: BF16_AMX)
     monkeypatch.setattr(provenance, "planned_numerics", lambda config: BF16_AMX.label)
     seen.clear()
-    with pytest.raises(BaseException):
+    with pytest.raises(Stop):
         grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
     assert seen[0] == []
     copy = json.loads((repo / "outputs" / "cpu" / CPU.relative_dir() / "metrics.json").read_text())

@@ -26,7 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.strategy_params import SCHEDULES, STRATEGY_PARAMS, inactive_parameters, parameters_of, resolve_alias
+from typhoon.strategy_params import (
+    SCHEDULES,
+    STRATEGY_PARAMS,
+    inactive_parameters,
+    parameters_of,
+    resolve_alias,
+)
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
