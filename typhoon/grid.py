@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from typhoon import interrupt, paths, progress, provenance, records
+from typhoon import interrupt, paths, progress, provenance, records, reference
 from typhoon import reuse as record_reuse
 from typhoon.config import RunConfig, get_profile
 from typhoon.report import render_report
@@ -62,12 +62,16 @@ ANALYSIS_NOTEBOOKS = (
     AnalysisNotebook("30_budget_spread.ipynb"),
     AnalysisNotebook("40_mask_schedules.ipynb", settings=("quick",)),
 )
+# Run once the others have finished (it compares their tables with the reference run's); the report shows
+# it after the statistics.
+REFERENCE_NOTEBOOK = AnalysisNotebook("25_reference.ipynb")
 
 
 def notebooks_dir() -> Path:
     """Where the notebooks are: ``$TYPHOON_NOTEBOOKS`` or the repository's ``notebooks/``."""
     path = Path(os.environ.get("TYPHOON_NOTEBOOKS", REPO_NOTEBOOKS))
-    missing = [n for n in (RUN_NOTEBOOK, *(nb.name for nb in ANALYSIS_NOTEBOOKS)) if not (path / n).is_file()]
+    names = (RUN_NOTEBOOK, *(nb.name for nb in (*ANALYSIS_NOTEBOOKS, REFERENCE_NOTEBOOK)))
+    missing = [n for n in names if not (path / n).is_file()]
     if missing:
         raise FileNotFoundError(f"notebooks {missing} not found in {path} (set TYPHOON_NOTEBOOKS)")
     return path
@@ -312,7 +316,8 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
     ``workers`` notebooks run at once (the grid's workers): they are independent -- each reads the
     results and writes its own tables and figures -- and each pays seconds of kernel start and imports.
-    The first failure (in notebook order) is raised once all have finished.
+    The first failure (in notebook order) is raised once all have finished. Then the comparison with the
+    committed reference run (:data:`REFERENCE_NOTEBOOK`, :mod:`typhoon.reference`) runs on their tables.
     """
     settings = settings or {}
 
@@ -332,6 +337,8 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
         futures = [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
     executed = [future.result() for future in futures]
+    after = [i + 1 for i, nb in enumerate(ANALYSIS_NOTEBOOKS) if nb.name == "20_statistics.ipynb"]
+    executed.insert(after[0] if after else len(executed), execute(REFERENCE_NOTEBOOK))
     return render_report(out_dir, executed, profile)
 
 
@@ -448,10 +455,26 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir],
                                     f"{paths.shown(out_dir)}: tables, figures, notebooks and report")
     print(summary.table())
+    against = against_reference(spec.name, out_dir) if report else None
+    if against:
+        print(against)
+        log.write(against)
     if report:
         print(f"report: {report}")
     print(f"log: {log.path}")
     return summary
+
+
+def against_reference(profile: str, out_dir: Path) -> str | None:
+    """The end of a reproduce: how its numbers compare with the committed reference run of the profile
+    (:func:`typhoon.reference.compare_with_reference`), or None where there is none."""
+    ref_dir = reference.reference_for(profile, out_dir)
+    if ref_dir is None:
+        return None
+    try:
+        return reference.compare_with_reference(out_dir, ref_dir).summary()
+    except (FileNotFoundError, ValueError) as err:  # a damaged reference must not hide the run's own result
+        return f"your run against the reference ({paths.shown(ref_dir)}): not compared: {err}"
 
 
 def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: progress.RunLog) -> BaseException:
