@@ -191,3 +191,22 @@ def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_al
     grid.run_analysis(tmp_path, tmp_path, {}, workers=3)
     # in notebook order, the comparison with the reference last (after the statistics when there are any)
     assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, grid.REFERENCE_NOTEBOOK)]
+
+
+def test_a_profile_runs_no_more_cells_at_once_than_there_are_usable_cores(monkeypatch):
+    monkeypatch.setattr(grid, "gpu_devices", lambda: [])
+    assert grid.choose_workers(None, 2, cores=2) == (2, None)
+    workers, note = grid.choose_workers(None, 2, cores=1)
+    assert workers == 1 and "1 usable core(s)" in note and "instead of the profile's 2" in note
+    workers, note = grid.choose_workers(3, 2, cores=2)  # asked for: kept, with a warning
+    assert workers == 3 and "share the cores" in note
+
+
+def test_usable_cores_honour_a_container_quota(tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("150000 100000\n")  # 1.5 CPUs: rounded up
+    assert grid.usable_cores(cpu_max) == min(2, grid.usable_cores(tmp_path / "none"))
+    cpu_max.write_text("50000 100000\n")
+    assert grid.usable_cores(cpu_max) == 1
+    cpu_max.write_text("max 100000\n")
+    assert grid.usable_cores(cpu_max) == grid.usable_cores(tmp_path / "none")

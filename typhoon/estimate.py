@@ -40,7 +40,7 @@ import contextlib
 import json
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -64,6 +64,7 @@ ANALYSIS_REFERENCE_S = {"00_setup.ipynb": 22.1, "01_masking_walkthrough.ipynb": 
 # The comparison with the reference run, after the others (papermill, kernel start included: 8.7 s on the
 # 2-core AVX512-BF16 EPYC, at load about 3).
 REFERENCE_NOTEBOOK_S = 8.7
+HEARTBEAT_S = 20.0  # a line while the calibration runs, so a minute of it is not silence
 # What a run's notebook imports (notebooks/10_run.ipynb): timed in a kernel to price a cell's start.
 RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image, display\n"
                         "from typhoon import pipeline, plots\nfrom typhoon.config import RunConfig, resolve\n"
@@ -378,6 +379,7 @@ class GridEstimate:
     # threads)): below 1 when other jobs share the machine. The estimate is at that load; on idle cores
     # (the machine to the grid alone) it would be about ``core_share`` times as long (on a CPU).
     core_share: float = 1.0
+    cores: int = 0  # usable cores of this machine (0: not known)
 
     @property
     def idle_total_s(self) -> float:
@@ -405,7 +407,11 @@ class GridEstimate:
                         + ("" if self.quick_analysis else "; at least: quick = false does more") + ")"
                         if self.analysis_s else "")
                      + f" = about {duration(self.total_s)}")
-        if self.core_share < 0.9:
+        oversubscribed = self.cores and self.workers * (self.threads or 1) > self.cores
+        if self.core_share < 0.9 and oversubscribed:
+            lines.append(f"  {self.workers} cell(s) x {self.threads or 1} thread(s) on {self.cores} usable core(s): each "
+                         f"process got {100 * self.core_share:.0f} % of a core while calibrating, as the cells will")
+        elif self.core_share < 0.9:
             lines.append(f"  the machine is shared: while calibrating, the cells' processes got {100 * self.core_share:.0f} % "
                          f"of their cores; on idle cores about {duration(self.idle_total_s)}")
         return "\n".join(lines)
@@ -448,6 +454,8 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
     import nbformat
     import papermill
 
+    from typhoon import grid
+
     with tempfile.TemporaryDirectory(prefix="typhoon-estimate-") as tmp:
         folder = Path(tmp)
         request = folder / "request.json"
@@ -458,8 +466,7 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
             nbformat.write(calibration_notebook(request, result), source)
             started = time.perf_counter()
             try:
-                papermill.execute_notebook(str(source), str(target), kernel_name="python3", progress_bar=False,
-                                           cwd=str(REPO_ROOT))
+                papermill.execute_notebook(str(source), str(target), cwd=str(REPO_ROOT), **grid.PAPERMILL_OPTIONS)
             except Exception as err:
                 raise RuntimeError(f"the estimate's calibration failed: {err}") from err
             total = time.perf_counter() - started
@@ -468,8 +475,17 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
             measured["start_s"] = total - (measured["calibration_finished"] - measured["calibration_started"])
             return measured
 
+        print(f"estimate: calibrating in {processes} kernel(s) at once, {threads or 'all'} thread(s) each: real MLM, "
+              f"fine-tuning and evaluation steps of {len(configs)} cell(s) (about a minute; --no-estimate skips it)",
+              flush=True)
+        started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=processes) as pool:  # the kernels calibrate at the same time
-            return list(pool.map(one, range(processes)))
+            futures = [pool.submit(one, i) for i in range(processes)]
+            while not wait(futures, timeout=HEARTBEAT_S).done == set(futures):
+                done = sum(f.done() for f in futures)
+                print(f"estimate: still calibrating ({time.perf_counter() - started:.0f} s, "
+                      f"{done} of {processes} kernel(s) done)", flush=True)
+            return [f.result() for f in futures]
 
 
 def calibrate_files(request: str, result: str) -> None:
@@ -519,18 +535,21 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
                         analysis_s=analysis_s, grid_s=grid_s, total_s=grid_s + analysis_s,
                         calibration_s=time.perf_counter() - started, how=how, kinds=kinds,
                         quick_analysis=bool(quick_analysis),
-                        core_share=(sum(r["core_share"] for r in results) / len(results)) if todo and not gpus else 1.0)
+                        core_share=(sum(r["core_share"] for r in results) / len(results)) if todo and not gpus else 1.0,
+                        cores=grid.usable_cores())
 
 
 def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
                   overrides: dict | None = None, analysis: bool = True) -> GridEstimate:
     """``reproduce --estimate``: the estimate of a profile's grid into ``out_dir`` (default: the profile's
     folder), without running anything or writing into the folder."""
-    from typhoon import paths
+    from typhoon import grid, paths
     from typhoon.config import get_profile
 
     spec = get_profile(profile)
-    workers = spec.workers if workers is None else workers
+    workers, note = grid.choose_workers(workers, spec.workers)
+    if note:
+        print(note, flush=True)
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     configs = spec.grid(overrides)

@@ -23,6 +23,7 @@ the path (:class:`typhoon.paths.OutputPathError`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from jupyter_client.manager import AsyncKernelManager
 
 from typhoon import interrupt, paths, progress, provenance, records, reference
 from typhoon import reuse as record_reuse
@@ -43,6 +45,25 @@ from typhoon.report import render_report
 REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 RUN_NOTEBOOK = "10_run.ipynb"
 KERNEL = "python3"
+
+
+class QuietShutdownKernelManager(AsyncKernelManager):
+    """jupyter_client interrupts (SIGINT) every kernel before shutting it down, in case it is busy. Our
+    kernels are idle by then -- papermill shuts them down after the last cell, and a stopped grid kills
+    them itself (:mod:`typhoon.interrupt`) -- but with two kernels at once one of them would log
+    "ERROR | KeyboardInterrupt caught in kernel" for a run that went well. So no interrupt at shutdown."""
+
+    async def _async_interrupt_kernel(self) -> None:
+        if self.shutting_down:
+            return
+        await super()._async_interrupt_kernel()
+
+
+# How every notebook of the bundle is executed: the venv's python3 kernel, quiet at shutdown, its
+# application log at ERROR (ipykernel warns at every start that it talks to papermill "over TCP without
+# encryption": here that is the loopback, between two of the user's own processes).
+PAPERMILL_OPTIONS = {"kernel_name": KERNEL, "kernel_manager_class": QuietShutdownKernelManager,
+                     "extra_arguments": ["--IPKernelApp.log_level=ERROR"], "progress_bar": False}
 
 
 @dataclass(frozen=True)
@@ -104,8 +125,8 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{time.monotonic_ns()}.ipynb")
     try:
-        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=KERNEL,
-                                   progress_bar=False, cwd=str(source.parent))
+        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, cwd=str(source.parent),
+                                   **PAPERMILL_OPTIONS)
     finally:
         if tmp.exists() and interrupt.stopping():
             tmp.unlink()  # a stopped notebook is no result: the rerun executes it again
@@ -217,16 +238,43 @@ def dask_executor(address: str) -> Executor:
 
 
 def gpu_devices() -> list[str]:
+    """The CUDA devices torch sees (none without CUDA). A broken CUDA install raises here rather than
+    quietly turning a GPU grid into a CPU one."""
+    import torch
+
+    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
+
+
+def usable_cores(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """The cores this process may use: its CPU affinity, capped by a container's CPU quota (cgroup v2
+    ``cpu.max``, rounded up), at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
-        import torch
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota readable: the affinity is the limit
+    return max(1, cores)
 
-        return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    except Exception:
-        return []
 
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def choose_workers(requested: int | None, profile_workers: int, cores: int | None = None) -> tuple[int, str | None]:
+    """How many cells run at once, and a note saying why when it is not what the profile asks: a profile's
+    ``workers`` is capped at the usable cores (a 1-core affinity or container quota runs one cell at a
+    time rather than two cells fighting over one core); an explicit ``--workers`` is kept, with a warning
+    when it exceeds them."""
+    cores = usable_cores() if cores is None else cores
+    if requested is not None:
+        note = (f"--workers {requested} on {cores} usable core(s): the cells share the cores and each runs slower"
+                if requested > cores and not gpu_devices() else None)
+        return requested, note
+    if profile_workers > cores and not gpu_devices():
+        return cores, (f"this machine has {cores} usable core(s) (CPU affinity or container quota): running {cores} "
+                       f"cell(s) at once instead of the profile's {profile_workers}")
+    return profile_workers, None
 
 
 def cell_threads(config: RunConfig, workers: int, gpus: list[str]) -> int | None:
@@ -388,7 +436,9 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     configs = spec.grid(overrides)
     reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
     check_analysis_settings(spec.analysis, spec.name)
-    workers = spec.workers if workers is None else workers
+    workers, workers_note = choose_workers(workers, spec.workers)
+    if workers_note:
+        print(workers_note, flush=True)
     nb_dir = notebooks_dir()
     preflight(configs)
     out_dir = paths.resolve_out_dir(out_dir, spec.name)
