@@ -314,15 +314,17 @@ def analyse_history(differences_by_comparison: Mapping[str, Sequence[float]], de
 
 
 def simulate_design(design: Design, delta: float, sd: float, margin: float, studies: int = 20_000,
-                    seed: int = 0) -> dict:
+                    seed: int = 0, boundaries: pd.DataFrame | None = None) -> dict:
     """Simulate ``studies`` whole sequential studies of one comparison whose paired differences are
     N(``delta``, ``sd``²), with the design's stopping rule (vectorized numpy). Returns the rates of each
     final verdict (``p_different``, ``p_equivalent``, ``p_undecided``), ``p_decided``, the expected and
-    90th-percentile seed count at stopping, and the rate of a "different" of the wrong sign."""
+    90th-percentile seed count at stopping, and the rate of a "different" of the wrong sign.
+    ``boundaries``: other boundaries than the design's (a :func:`design_boundaries` table), e.g. to show
+    what unadjusted repeated testing does."""
     rng = np.random.default_rng(seed)
     x = rng.normal(delta, sd, size=(studies, design.cap))
     csum, csq = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
-    table = design_boundaries(design)
+    table = design_boundaries(design) if boundaries is None else boundaries
     verdict = np.full(studies, "", dtype=object)
     stop_n = np.full(studies, design.cap)
     sign = np.zeros(studies)
