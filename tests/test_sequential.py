@@ -3,7 +3,6 @@ analysis against plain t intervals, and -- the proof -- its error rates by simul
 seed counts and variances (the t approximation is checked, not assumed)."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats as st
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from typhoon import paths, records, sequential
-from typhoon.config import Profile, RunConfig, get_profile, resolve
+from typhoon.config import Profile, RunConfig, get_profile
 
 NOTEBOOK = "50_decisive.ipynb"
 HISTORY_COLUMNS = ["task", "metric", *sequential.LOOK_COLUMNS]

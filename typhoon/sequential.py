@@ -146,7 +146,7 @@ def spending_boundaries(fractions: Sequence[float], alpha: float, spending: str 
     increments = np.diff(np.concatenate([[0.0], cumulative]))
     state, bounds = _start(fractions[0], 0.0), []
     for info, target in zip(fractions, increments, strict=True):
-        def excess(c, info=info, target=target):
+        def excess(c, info=info, target=target, state=state):
             up, down = _exit_probabilities(state, info, 0.0, -c if sides == 2 else -np.inf, c)
             return up + down - target
         c = np.inf if target <= 1e-15 else optimize.brentq(excess, 0.0, 40.0, xtol=1e-10)
