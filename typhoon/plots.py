@@ -604,6 +604,9 @@ def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) ->
                 ax.vlines(r.n_seeds, r.tost_low, r.tost_high, color=colours[r.verdict], lw=0.9)
                 ax.vlines(r.n_seeds, r.ci_low, r.ci_high, color=colours[r.verdict], lw=2.4, alpha=0.6)
                 ax.plot(r.n_seeds, r.difference, "o", color=colours[r.verdict], label=r.verdict)
+            if len(rows):  # the first looks' intervals are huge (2-5 degrees of freedom): clipped to the margin's scale
+                limit = max(4 * margin, 1.5 * float(rows["difference"].abs().max()))
+                ax.set_ylim(-limit, limit)
             ax.set_title(f"{task}: {name}".replace(" - ", " −\n"), fontsize=8)
             ax.tick_params(labelsize=7.5)
             ax.yaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))
