@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("profiles", help="list the profiles and their grid sizes")
 
+    design = sub.add_parser("decisive-design", help="print the pre-registered sequential design of a profile "
+                            "(comparisons, margins, looks, boundaries, cap, simulated power)")
+    design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     fetch = data_sub.add_parser("fetch", help="download a task's official GLUE files (needs a network)")
@@ -190,6 +194,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
             print(f"GLUE {args.task}: {folder}")
             return 0
+        if args.command == "decisive-design":
+            from typhoon.decisive import describe_design, study_design
+
+            print(describe_design(study_design(args.profile)))
+            return 0
         overrides = parse_overrides(getattr(args, "set", None))
         if args.command == "run":
             return _run(args, overrides)
@@ -207,6 +216,13 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.cluster:
                 return reproduce_on_cluster(args, overrides)
             executor = dask_executor(args.scheduler) if args.scheduler else None
+            if load_profiles().get(args.profile) and load_profiles()[args.profile].design:
+                from typhoon.decisive import reproduce_decisive  # a sequential design: seeds look by look
+
+                summary = reproduce_decisive(args.profile, args.out, workers=args.workers, overrides=overrides,
+                                             analysis=not args.no_analysis, executor=executor,
+                                             commit_records=args.commit_records)
+                return 0 if summary.ok else 1
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor,
                                 allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,

@@ -268,6 +268,7 @@ class Profile:
     analysis: dict = field(default_factory=dict)  # parameters of the analysis notebooks, e.g. quick = true
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
     cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.cluster)
+    design: dict = field(default_factory=dict)  # a sequential design (typhoon.decisive): seeds added look by look
 
     def cells(self) -> list[dict]:
         """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""
@@ -320,6 +321,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
             extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
             task_settings=body.pop("task_settings", {}), analysis=body.pop("analysis", {}),
             pipeline_check=body.pop("pipeline_check", False), cluster=body.pop("cluster", {}),
+            design=body.pop("design", {}),
         )
         if body:
             raise ValueError(f"{path}: profile {name!r} has unknown keys {sorted(body)}")

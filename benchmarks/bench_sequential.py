@@ -1,0 +1,53 @@
+"""Expected seeds of the decisive study's sequential design against the fixed design with the same error
+rates (alpha 0.005 per comparison for each decision) and the same power at the planning sd (the smallest
+fixed n that decides with >= 80 % at difference 0 and at the margin), per task, at several true
+differences; then the cells of the whole study when every comparison's truth is the measured one.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_sequential.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from typhoon import decisive, sequential
+
+STUDIES = 20_000
+
+
+def fixed_seeds(study: decisive.StudyDesign, sd: float, margin: float, power: float) -> int:
+    """The smallest one-look design (plain t test + TOST at the same alphas) with the registered power."""
+    for n in range(3, 200):
+        fixed = sequential.fixed_design(n, study.design)
+        if (sequential.simulate_design(fixed, 0.0, sd, margin, STUDIES, 1)["p_equivalent"] >= power and
+                sequential.simulate_design(fixed, margin, sd, margin, STUDIES, 2)["p_different"] >= power):
+            return n
+    raise RuntimeError("no fixed design below 200 seeds")
+
+
+def main() -> None:
+    started = time.perf_counter()
+    study = decisive.study_design("decisive")
+    rows = []
+    for task in study.tasks:
+        sd, margin = study.planning_sd[task], study.margins[task]
+        n_fixed = fixed_seeds(study, sd, margin, study.power)
+        for label, delta, scale in [("0", 0.0, 1), ("margin/2", margin / 2, 1), ("margin", margin, 1),
+                                    ("2 x margin", 2 * margin, 1), ("0, sd / 2", 0.0, 0.5)]:
+            seq = sequential.simulate_design(study.design, delta, sd * scale, margin, STUDIES, 3)
+            fix = sequential.simulate_design(sequential.fixed_design(n_fixed, study.design), delta, sd * scale,
+                                             margin, STUDIES, 3)
+            rows.append({"task": task, "true difference": label, "fixed seeds": n_fixed,
+                         "sequential E[seeds]": seq["expected_seeds"], "sequential p90": seq["seeds_p90"],
+                         "P(decided) sequential": seq["p_decided"], "P(decided) fixed": fix["p_decided"]})
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"\n{time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()

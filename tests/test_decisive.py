@@ -1,0 +1,144 @@
+"""The decisive runner's planning (typhoon/decisive.py) on synthetic records: which cells the next look
+needs, that decided comparisons stop costing cells, stopping when all are decided, capping. No training."""
+
+import zlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from typhoon import decisive, records
+from typhoon.config import get_profile
+
+
+@pytest.fixture(scope="module")
+def study():
+    return decisive.study_design("decisive")
+
+
+def synthetic(study, seeds, value=lambda task, strategy, seed: 0.8, skip=()):
+    """A results table with an ok row per (task, strategy, seed) for seeds in ``seeds[strategy]``."""
+    rows = []
+    for task in study.tasks:
+        for strategy in study.arms:
+            for seed in seeds.get(strategy, seeds.get("*", [])):
+                if (task, strategy, seed) not in skip:
+                    rows.append({"task": task, "backbone": "minilm-l6", "strategy": strategy, "seed": seed,
+                                 "status": "ok", "primary_value": value(task, strategy, seed)})
+    return pd.DataFrame(rows).reindex(columns=records.RESULT_COLUMNS)
+
+
+def noise(scale, offset=0.0):
+    def value(task, strategy, seed):
+        rng = np.random.default_rng(zlib.crc32(f"{task}/{strategy}/{seed}".encode()))
+        return 0.8 + (offset if strategy != "random" else 0.0) + rng.normal(0, scale)
+    return value
+
+
+def test_the_design_is_the_registered_one(study):
+    assert study.design.looks == (3, 6, 10, 13, 16) and study.n_comparisons == 10
+    assert study.design.alpha_different == pytest.approx(0.005) and study.margins == {"mrpc": 0.01, "cola": 0.02}
+    assert get_profile("decisive").seeds == list(range(16))
+
+
+def test_first_plan_reuses_three_seeds_and_starts_the_new_arm(study):
+    """Seeds 0-2 of every arm but typhoon_task exist (results/cpu, results/bottleneck): the next look
+    (6 seeds) needs seeds 3-5 of those arms, and typhoon_task starts at its first look (seeds 0-2)."""
+    results = synthetic(study, {"*": [0, 1, 2], "typhoon_task": []}, noise(0.01))
+    plan = decisive.plan_next_look(results, study)
+    got = plan.groupby(["task", "strategy"])["seed"].apply(list).to_dict()
+    for task in study.tasks:
+        for arm in ("random", "whole_word", "typhoon", "typhoon_softmax"):
+            assert got[(task, arm)] == [3, 4, 5]
+        assert got[(task, "typhoon_task")] == [0, 1, 2]
+    assert len(plan) == 30
+
+
+def test_decided_comparisons_stop_costing_cells(study):
+    """Every arm equal to random up to 1e-5 except typhoon_softmax, which is noisy: at 6 seeds all
+    comparisons but typhoon_softmax - random are equivalent, so the next look trains only its two arms."""
+    def value(task, strategy, seed):
+        return noise(0.05)(task, strategy, seed) if strategy == "typhoon_softmax" else 0.8 + 1e-5 * seed * (strategy == "typhoon")
+    results = synthetic(study, {"*": range(6)}, value)
+    history, verdicts = decisive.analyse(results, study)
+    open_ = verdicts[verdicts["verdict"] == "continue"]
+    assert set(open_["comparison"]) == {"typhoon_softmax - random"}
+    assert (verdicts[verdicts["verdict"] != "continue"]["verdict"] == "equivalent").all()
+    plan = decisive.plan_next_look(results, study)
+    assert set(plan["strategy"]) == {"typhoon_softmax", "random"} and set(plan["seed"]) == {6, 7, 8, 9}
+
+
+def test_nothing_to_train_when_every_comparison_is_decided(study):
+    results = synthetic(study, {"*": range(6)}, lambda task, strategy, seed: 0.8 + 1e-6 * seed)
+    assert decisive.plan_next_look(results, study).empty
+    _, verdicts = decisive.analyse(results, study)
+    assert (verdicts["verdict"] == "equivalent").all() and verdicts["next_look_seeds"].isna().all()
+
+
+def test_a_comparison_is_capped(study):
+    """Differences of about half the margin with a large sd decide nothing: at 16 seeds every comparison is
+    undecided at cap and the plan is empty (nothing beyond the cap is ever trained)."""
+    results = synthetic(study, {"*": range(16)}, noise(0.05))
+    _, verdicts = decisive.analyse(results, study)
+    assert (verdicts["verdict"] == "undecided at cap").all() and (verdicts["n_seeds"] == 16).all()
+    assert decisive.plan_next_look(results, study).empty
+
+
+def test_a_missing_seed_is_planned_again(study):
+    """A failed or missing cell inside a look is what the next plan asks for (resuming)."""
+    results = synthetic(study, {"*": range(6)}, noise(0.01), skip={("cola", "typhoon", 4)})
+    plan = decisive.plan_next_look(results, study)
+    assert ("cola", "typhoon", 4) in set(zip(plan["task"], plan["strategy"], plan["seed"], strict=True))
+
+
+def test_a_bad_design_is_named(study):
+    spec = get_profile("decisive")
+    spec.design = {**spec.design, "margin": {"mrpc": 0.01}}
+    with pytest.raises(ValueError, match=r"\[decisive.design\].*margin"):
+        decisive.study_design(spec)
+
+
+def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
+    from typhoon import provenance
+
+    spec = get_profile("decisive")
+    configs = decisive.grid_configs(spec)
+    monkeypatch.setattr(provenance, "record_numerics",
+                        lambda run_dir: "bf16 on cpu" if "seed3" in str(run_dir) and "random" in str(run_dir) else None)
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "fp32 on cpu")
+    with pytest.raises(ValueError, match="seed 3 of mrpc.*must not mix"):
+        decisive.check_seed_numerics([configs[("mrpc", "typhoon", 3)]], configs, tmp_path)
+    decisive.check_seed_numerics([configs[("mrpc", "typhoon", 4)]], configs, tmp_path)  # seed 4 has no records
+
+
+def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkeypatch):
+    """reproduce_decisive with the training replaced by synthetic records (equal arms): it trains the
+    first look's seeds, then the next look's, stops when all comparisons are equivalent, and writes
+    verdicts.csv, history.csv, seeds.csv and the figure; a second run trains nothing (resumable)."""
+    from typhoon import grid, provenance
+
+    spec = get_profile("decisive")
+    spec.design = {**spec.design, "reuse_from": []}
+    monkeypatch.setattr(decisive, "get_profile", lambda name: spec)
+    monkeypatch.setattr(grid, "preflight", lambda configs: None)
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "bf16 on cpu")
+    batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
+
+    def fake_run_grid(configs, out_dir, nb_dir, workers, executor, on_done):
+        batches.append(sorted({c.seed for c in configs}))
+        for c in configs:
+            metrics = {"status": "ok", "primary_metric": "f1" if c.task == "mrpc" else "mcc", "precision": "bf16",
+                       "device": "cpu", "final": {f"dev_{m}": 0.8 + 1e-6 * c.seed * arm[c.strategy] for m in ("f1", "mcc")}}
+            records.write_record(out_dir / c.relative_dir(), c, metrics)
+        return pd.DataFrame([records.status_row(c, "ok") for c in configs], columns=records.STATUS_COLUMNS)
+
+    monkeypatch.setattr(grid, "run_grid", fake_run_grid)
+    out = tmp_path / "decisive"
+    summary = decisive.reproduce_decisive("decisive", out, analysis=False)
+    assert summary.ok and batches == [[0, 1, 2], [3, 4, 5]]
+    verdicts = pd.read_csv(out / "stats" / "verdicts.csv")
+    assert len(verdicts) == 10 and (verdicts["verdict"] == "equivalent").all() and (verdicts["n_seeds"] == 6).all()
+    assert (pd.read_csv(out / "stats" / "seeds.csv")["numerics"] == "bf16 on cpu").all()
+    assert (out / "figures" / "decisive_looks.png").is_file() and (out / "stats" / "history.csv").is_file()
+    decisive.reproduce_decisive("decisive", out, analysis=False)
+    assert batches == [[0, 1, 2], [3, 4, 5]]
