@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from typhoon import paths, records, sequential
+from typhoon import paths, provenance, records, reuse, sequential
 from typhoon.config import Profile, RunConfig, get_profile
 
 NOTEBOOK = "50_decisive.ipynb"
@@ -252,9 +252,13 @@ def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -
         for source in sources:
             run_dir = source / config.relative_dir()
             stored, metrics = records.read_config(run_dir), records.read_json(run_dir / "metrics.json")
-            if stored is None or not metrics or metrics.get("status") != "ok" or stored.identity() != config.identity():
+            if stored is None or not metrics or metrics.get("status") != "ok" or not records.identity_matches(
+                    records.resolved_config(stored, metrics), config):
                 continue
-            records.reuse_record(config, out_dir, run_dir)
+            # Named by the design, so taken across kernel families (AMX records on an AVX512-BF16 CPU): a
+            # seed's arms must share the precision and device kind (check_seed_numerics), and
+            # stats/seeds.csv says each seed's full numerics.
+            reuse.reuse_record(config, out_dir, run_dir)
             copied.append({"record_path": config.relative_dir().as_posix(), "reused_from": paths.shown(run_dir)})
             break
     return copied
@@ -262,11 +266,11 @@ def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -
 
 def seed_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataFrame:
     """One row per (task, seed) with a record: the numerics its arms used (``"bf16 on cpu"``, ...)."""
-    from typhoon import provenance
 
     rows = {}
     for (task, _, seed), config in configs.items():
-        label = provenance.record_numerics(out_dir / config.relative_dir())
+        found = provenance.record_numerics_detail(out_dir / config.relative_dir())
+        label = found.key if found is not None else None
         if label is not None and records.is_complete(out_dir / config.relative_dir(), config):
             rows.setdefault((task, seed), set()).add(label)
     return pd.DataFrame([{"task": t, "seed": s, "numerics": ", ".join(sorted(v)), "mixed": len(v) > 1}
@@ -276,7 +280,6 @@ def seed_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataF
 def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig], out_dir: Path) -> None:
     """Refuse to train a cell whose seed's finished arms used other numerics than this machine would
     (a paired difference must not mix bf16 and fp32), naming the seed and the numerics."""
-    from typhoon import provenance
 
     for config in todo:
         planned = provenance.planned_numerics(config)
@@ -333,7 +336,7 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
     (:func:`plan_next_look`) with :func:`typhoon.grid.run_grid`, re-analyse, and stop when every
     comparison is decided or at its cap; then write the tables, the figure and the notebook. Resumable
     (the records are the state); ``commit_records`` commits each record as it lands, then the tables."""
-    from typhoon import grid, interrupt, progress, provenance
+    from typhoon import grid, interrupt, progress
 
     spec = get_profile(profile)
     study = study_design(spec)
