@@ -58,7 +58,8 @@ def kernel_family(precision: str, device_kind: str, cpu: dict | None, env: dict 
     AVX512-BF16 both compute bf16 products, but accumulate in different orders, so their records differ."""
     if device_kind != "cpu":
         return device_kind
-    cpu = cpu or {}
+    if not cpu:
+        return "unknown"  # an older record that did not store its CPU's flags
     if precision == "bf16":
         family = "amx" if cpu.get("amx_bf16") else "avx512_bf16" if cpu.get("avx512_bf16") else "generic"
     else:

@@ -211,8 +211,10 @@ class ReferenceComparison:
             lines.append("  means (paired by seed, 90 % CI inside ±margin = agrees): "
                          + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f" of {len(self.means)}")
             for r in self.means[self.means["verdict"] != AGREES].itertuples():
-                lines.append(f"    {r.task}/{r.backbone}/{r.strategy}: {r.mean_difference:+.4f} "
-                             f"[{r.ci90_low:+.4f}, {r.ci90_high:+.4f}] vs ±{r.margin:.3f}: {r.verdict}")
+                interval = (f"[{r.ci90_low:+.4f}, {r.ci90_high:+.4f}]" if r.n_pairs >= 2
+                            else f"({r.n_pairs} pair: no interval)")
+                lines.append(f"    {r.task}/{r.backbone}/{r.strategy}: {r.mean_difference:+.4f} {interval} "
+                             f"vs ±{r.margin:.3f}: {r.verdict}")
         if len(self.conclusions):
             same = int(self.conclusions["same"].sum())
             lines.append(f"  conclusions: {same} of {len(self.conclusions)} the same as the reference's")
