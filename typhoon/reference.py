@@ -250,6 +250,7 @@ def plot_against_reference(comparison: ReferenceComparison, out_path: str | os.P
     diagonal when bit-identical), and each strategy's paired mean difference with its 90 % interval
     against the ±margin band."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from typhoon.plots import save_figure
 
@@ -263,7 +264,8 @@ def plot_against_reference(comparison: ReferenceComparison, out_path: str | os.P
         left.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="identical")
         left.legend(fontsize=8)
     left.set(xlabel="reference dev metric", ylabel="this run's dev metric", title="Per cell")
-    labels = [f"{r.task}/{r.strategy}" for r in means.itertuples()]
+    several = means["backbone"].nunique() > 1
+    labels = [f"{r.task}/{r.backbone}/{r.strategy}" if several else f"{r.task}/{r.strategy}" for r in means.itertuples()]
     y = np.arange(len(means))
     right.errorbar(means["mean_difference"], y, xerr=[means["mean_difference"] - means["ci90_low"],
                                                      means["ci90_high"] - means["mean_difference"]],
@@ -272,6 +274,11 @@ def plot_against_reference(comparison: ReferenceComparison, out_path: str | os.P
         right.fill_betweenx([i - 0.4, i + 0.4], -margin, margin, color="tab:green", alpha=0.15, lw=0)
     right.axvline(0, color="grey", lw=1)
     right.set_yticks(y, labels)
+    right.xaxis.set_major_locator(MaxNLocator(5))
     right.set(xlabel="this run − reference (paired by seed), 90 % CI; band: ±margin", title="Per strategy")
     fig.tight_layout()
-    return save_figure(fig, out_path, caption="This run against the reference run")
+    saved = save_figure(fig, out_path, caption="Left: each cell's dev metric in this run against the reference "
+                        "run's (on the dashed line when equal). Right: per strategy, this run's mean minus the "
+                        "reference's, paired by seed, with its 90 % interval; green band: ±margin (agreement).")
+    plt.close(fig)  # shown once, from the saved file with its caption
+    return saved
