@@ -520,9 +520,7 @@ def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -
 
 
 def _provenance_line(manifest: dict, tables: Tables) -> str:
-    parts = []
-    if manifest.get("commit"):
-        parts.append(f"commit `{manifest['commit'][:10]}`" + (" (with local changes)" if manifest.get("dirty") else ""))
+    parts = [provenance.trained_at_line(tables.out_dir, manifest)]
     if manifest.get("finished"):
         parts.append(manifest["finished"][:10])
     if manifest.get("machine"):
