@@ -76,7 +76,7 @@ def read_tables(out_dir: str | os.PathLike) -> Tables:
     missing = [paths.shown(p) for p in need if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"{paths.shown(out_dir)} is not a finished run of the study: missing {missing}")
-    results = pd.read_csv(need[0])
+    results = stats.load_results(need[0], out_dir)  # refuses a truncated table, naming it
     names = sorted(results["profile"].dropna().astype(str).unique())
     profile = names[0] if len(names) == 1 else "+".join(names) or "unknown"
     known = load_profiles()

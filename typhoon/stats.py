@@ -84,14 +84,41 @@ def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str = "resu
         raise ValueError(f"{what} is missing column(s) {missing}; has {list(df.columns)}")
 
 
-def load_results(path: str | os.PathLike) -> pd.DataFrame:
-    """Read ``results.csv`` and check it has the columns the statistics need."""
+def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Read ``results.csv`` and check it has the columns the statistics need and, when its folder
+    (``out_dir``, default the file's own) holds run records, one row per record (:func:`check_against_records`):
+    a truncated or stale table is refused with a ValueError naming the file, never summarised."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"results table not found: {path}")
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable results table: {err}") from None
     _require_columns(df, _RESULT_COLUMNS, what=str(path))
+    check_against_records(df, Path(out_dir) if out_dir is not None else path.parent, path)
     return df
+
+
+def check_against_records(results: pd.DataFrame, out_dir: Path, path: str | os.PathLike = "results.csv") -> None:
+    """ValueError naming ``path`` when its rows and the run records under ``out_dir/runs`` disagree: a record
+    without a row, or an ok row without a record. A folder with no records (a copied table) is not checked."""
+    found = sorted(Path(out_dir).glob("runs/*/*/*/seed*/metrics.json"))
+    if not found:
+        return
+    if "record_path" not in results.columns:
+        raise ValueError(f"{path} has no record_path column, so its rows cannot be matched with the records in "
+                         f"{out_dir}/runs; has {list(results.columns)}")
+    on_disk = {p.parent.relative_to(out_dir).as_posix() for p in found}
+    listed = set(results["record_path"].dropna().astype(str))
+    ok = set(results.loc[results["status"].astype(str) == "ok", "record_path"].dropna().astype(str))
+    unlisted, missing = sorted(on_disk - listed), sorted(ok - on_disk)
+    if unlisted or missing:
+        parts = ([f"{len(unlisted)} record(s) have no row (e.g. {unlisted[0]})"] if unlisted else []) + \
+                ([f"{len(missing)} ok row(s) have no record (e.g. {missing[0]})"] if missing else [])
+        raise ValueError(f"{path} does not match the run records beside it ({len(results)} rows, {len(on_disk)} "
+                         f"records): {'; '.join(parts)}. A truncated or stale table: rebuild it with "
+                         "`python -m typhoon reproduce --profile <profile> --out <folder>` (finished records are kept)")
 
 
 def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
