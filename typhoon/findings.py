@@ -523,8 +523,13 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
     parts = [provenance.trained_at_line(tables.out_dir, manifest)]
     if manifest.get("finished"):
         parts.append(manifest["finished"][:10])
-    if manifest.get("machine"):
-        parts.append(provenance.machine_line(manifest["machine"]))
+    trained = [m["machine"] for m in [*manifest.get("history", []), manifest]
+               if m.get("machine") and (m.get("cells") or {}).get("ok")]
+    made = manifest.get("machine")
+    for line in dict.fromkeys(provenance.machine_line(m) for m in trained):
+        parts.append(f"trained on {line}")
+    if made and (not trained or provenance.machine_line(made) != provenance.machine_line(trained[-1])):
+        parts.append(f"tables made on {provenance.machine_line(made)}")
     if manifest.get("runs_wall_s"):
         parts.append(f"{len(tables.results)} runs, {manifest['runs_wall_s'] / 60:.0f} min of training")
     return "; ".join(parts) or "no MANIFEST.json"
