@@ -323,3 +323,16 @@ def test_verdict_is_inconclusive_with_noisy_small_differences():
                  {"typhoon_rank": 0.07}), **FAST)
     assert table.iloc[0]["outcome"] == "inconclusive" and sentence.startswith("Inconclusive")
     assert f"about {int(table.iloc[0]['seeds_for_power'])} seeds" in sentence
+
+
+def test_the_verdict_says_its_holm_family_beside_the_p_values():
+    """Its Holm family (random vs each typhoon-family strategy) is not that of stats/comparisons.csv
+    (typhoon vs each strategy): each table names its own, so two Holm p of one test can be told apart."""
+    noisy = [0.03, -0.02, 0.01, -0.03, 0.02, -0.01, 0.025, -0.02]
+    values = {"random": RANDOM_F1, "typhoon": [r + e for r, e in zip(RANDOM_F1, noisy, strict=True)]}
+    frames = [_results(values, {"typhoon": 0.004}, task=t) for t in ("mrpc", "cola")]
+    table, _ = budget_spread.bottleneck_verdict(pd.concat(frames, ignore_index=True), **FAST)
+    assert (table["holm_family"] == "Holm over the 2 comparisons of random vs each other strategy, "
+                                    "every task × backbone").all()
+    p = [st.ttest_rel(values["typhoon"], RANDOM_F1).pvalue] * 2
+    assert table["p_holm"].to_numpy() == pytest.approx(np.minimum(1, 2 * np.array(p)))

@@ -228,3 +228,20 @@ def test_budget_vs_difference_is_readable(tmp_path, saved_figures):
                 or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
     with pytest.raises(ValueError, match="budget_moved"):
         P.plot_budget_vs_difference(verdict.drop(columns="budget_moved"), tmp_path / "bad")
+
+
+def test_budget_ticks_are_readable_percentages(tmp_path, saved_figures):
+    """Budgets of 0.4 %, 7 % and 37 %: on a linear axis formatted without decimals every tick read 0 % or 1 %."""
+    verdict = pd.DataFrame(dict(task="mrpc", strategy=["typhoon", "typhoon_rank", "typhoon_softmax"],
+                                saliency="mlm", budget_moved=[0.004, 0.07, 0.37], diff=[0.0, 0.01, -0.01],
+                                ci_low=[-0.01, 0.0, -0.02], ci_high=[0.01, 0.02, 0.0]))
+    P.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01)
+    (fig,) = saved_figures
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert ax.get_xscale() == "log" and len(labels) == len(set(labels)) >= 4
+    assert {"0.5 %", "1 %", "10 %"} <= set(labels)
+    lo, hi = ax.get_xlim()
+    assert lo < 0.004 and hi > 0.37  # every point inside
+    assert [P.percent_label(x) for x in (0.004, 0.07, 0.3, 0.0005)] == ["0.4 %", "7 %", "30 %", "0.05 %"]

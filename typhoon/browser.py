@@ -6,7 +6,9 @@ measures what a reader would see wrong and writes it into the DOM; Chromium prin
 (``$...$`` as TeX delimits math -- no space inside the dollars, so "$ 2.5 billion ... for $" in a
 sentence is not math -- and ``\\frac`` and the like: math that did not render), a page wider than the window (content
 cut off or needing a horizontal scroll of the whole page), and images that did not load or have no
-real alt text. Nothing is fetched from a network: Chromium runs with networking features off, so a
+real alt text. :func:`static_problems` reads the HTML text itself (no browser): markup that is not
+HTML, MathML or SVG (an unescaped ``<site-packages>/...`` that a browser swallows as an element) and a
+report header whose wall time is not recorded. Nothing is fetched from a network: Chromium runs with networking features off, so a
 page that needs a CDN fails the check.
 
 Chromium comes from the OS packages (Debian: ``apt-get install chromium``); :func:`find_chromium`
@@ -21,6 +23,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from html.parser import HTMLParser
 from pathlib import Path
 
 WINDOW = (1280, 900)  # a laptop's browser window
@@ -50,6 +53,56 @@ window.addEventListener("load", () => {
 });
 </script>
 """
+
+
+# The elements a report may hold: HTML, the MathML latex2mathml writes, and the SVG a figure may carry.
+HTML_TAGS = frozenset("""
+a abbr address area article aside audio b base bdi bdo blockquote body br button canvas caption cite code col
+colgroup data datalist dd del details dfn dialog div dl dt em embed fieldset figcaption figure footer form h1 h2 h3
+h4 h5 h6 head header hgroup hr html i iframe img input ins kbd label legend li link main map mark menu meta meter
+nav noscript object ol optgroup option output p param picture pre progress q rp rt ruby s samp script search
+section select slot small source span strong style sub summary sup table tbody td template textarea tfoot th
+thead time title tr track u ul var video wbr
+math annotation annotation-xml maction menclose merror mfenced mfrac mi mmultiscripts mn mo mover mpadded
+mphantom mprescripts mroot mrow ms mspace msqrt mstyle msub msubsup msup mtable mtd mtext mtr munder munderover
+semantics none
+svg g path rect circle ellipse line polyline polygon text tspan defs use clippath lineargradient stop
+""".split())
+
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.unknown: list[str] = []
+        self.wall_time: str | None = None
+        self._term: str | None = None
+        self._in: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in HTML_TAGS:
+            self.unknown.append(f"<{tag}>")
+        self._in = tag
+
+    def handle_data(self, data):
+        if self._in == "dt":
+            self._term = data.strip()
+        elif self._in == "dd" and self._term == "Wall time" and self.wall_time is None:
+            self.wall_time = data.strip()
+
+
+def static_problems(text: str) -> list[str]:
+    """What is wrong in a report's HTML text itself, no browser needed: elements that are not HTML,
+    MathML or SVG (unescaped markup, e.g. ``<site-packages>/...`` from a redacted path), and a header
+    whose wall time is missing or "not recorded" (a report made by :mod:`typhoon.report` has one)."""
+    collector = _TagCollector()
+    collector.feed(text)
+    problems = []
+    if collector.unknown:
+        names = sorted(set(collector.unknown))
+        problems.append(f"unescaped markup (elements that are not HTML, which a browser hides): {names[:10]}")
+    if 'class="meta"' in text and (collector.wall_time is None or collector.wall_time.startswith("not recorded")):
+        problems.append(f"no wall time in the header: {collector.wall_time or 'missing'}")
+    return problems
 
 
 def find_chromium() -> str | None:
@@ -84,9 +137,13 @@ def measure_page(page: str | os.PathLike, chromium: str | None = None, timeout_s
 
 
 def check_page(page: str | os.PathLike, chromium: str | None = None) -> list[str]:
-    """What a reader would see wrong in ``page`` (an empty list when nothing): one line per problem."""
+    """What a reader would see wrong in ``page`` (an empty list when nothing): one line per problem,
+    :func:`static_problems` first, then what headless Chromium measured."""
+    problems = static_problems(Path(page).read_text(encoding="utf-8"))
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        return [*problems, "not rendered: no Chromium found (on Debian: apt-get install chromium)"]
     seen = measure_page(page, chromium)
-    problems = []
     if seen["raw_math"]:
         problems.append(f"raw TeX in the text (math that did not render): {seen['raw_math']}")
     if seen["page_width"] > seen["window_width"] or seen["too_wide"]:

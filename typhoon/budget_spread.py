@@ -373,7 +373,7 @@ def bottleneck_conclusion(states: pd.DataFrame | None, sweep: pd.DataFrame, sour
 # The smallest dev-metric difference (F1 for MRPC, MCC for CoLA) that would matter, stated before the run.
 BOTTLENECK_MARGIN = 0.01
 _VERDICT_COLUMNS = ["task", "backbone", "strategy", "calibration", "saliency", "n", "budget_moved",
-                    "kl_to_uniform", "primary_metric", "diff", "ci_low", "ci_high", "p_holm", "tost_p",
+                    "kl_to_uniform", "primary_metric", "diff", "ci_low", "ci_high", "p_holm", "holm_family", "tost_p",
                     "seeds_for_power", "verdict", "outcome"]
 
 
@@ -404,7 +404,8 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
     seed with ``reference`` (random masking): the budget it moved and its KL to uniform (means over its
     runs, from the results columns ``budget_moved`` and ``kl_to_uniform``: the final masking state of
     each run), ``diff`` = its dev metric minus the reference's with the 95 % t CI, the paired t-test's
-    Holm-adjusted p over all these comparisons (``p_holm``), TOST at ``±margin`` (``tost_p``), the seeds
+    Holm-adjusted p over all these comparisons (``p_holm``; ``holm_family`` says the family in words: it
+    is not the family of ``stats/comparisons.csv``, whose reference is typhoon), TOST at ``±margin`` (``tost_p``), the seeds
     needed for ``power`` at a true difference of ``margin`` from the measured paired sd
     (``seeds_for_power``: ``stats.seeds_needed``), ``verdict`` (``stats.paired_comparisons``') and
     ``outcome``: "helps" / "hurts" (Holm-significant and not within the margin), "no difference that
@@ -452,7 +453,7 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
                          saliency=saliency, n=c["n"], budget_moved=pd.to_numeric(runs["budget_moved"]).mean(),
                          kl_to_uniform=pd.to_numeric(runs["kl_to_uniform"]).mean(),
                          primary_metric=c["primary_metric"], diff=sign * c["mean_diff"], ci_low=min(lo, hi),
-                         ci_high=max(lo, hi), p_holm=c["p_holm"], tost_p=c["tost_p"],
+                         ci_high=max(lo, hi), p_holm=c["p_holm"], holm_family=c["holm_family"], tost_p=c["tost_p"],
                          seeds_for_power=needed.loc[i, "n_margin"], verdict=c["verdict"],
                          significant=bool(c["significant"]), equivalent=bool(c["equivalent"])))
     table = pd.DataFrame(rows)

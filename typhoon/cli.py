@@ -132,7 +132,12 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()  # reads profiles.toml (the profile names in --help)
+    except ValueError as err:
+        print(f"typhoon: error: {err}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     if args.command in ("run", "reproduce"):
         with interrupt.stop_on_signals():
             return _stoppable(args, argv)
@@ -182,6 +187,17 @@ def _run(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
+def check_names(args: argparse.Namespace, overrides: dict) -> None:
+    """Refuse an unknown task or backbone name at once, before torch and transformers are imported
+    (seconds) -- the full checks follow when the run is configured."""
+    from typhoon.names import check_backbone, check_task
+
+    for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
+        check_task(task)
+    for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
+        check_backbone(backbone)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "profiles":
@@ -200,6 +216,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(describe_design(study_design(args.profile)))
             return 0
         overrides = parse_overrides(getattr(args, "set", None))
+        check_names(args, overrides)
         if args.command == "run":
             return _run(args, overrides)
         if args.command == "reproduce":

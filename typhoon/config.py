@@ -308,9 +308,15 @@ def resolve(profile: str | Profile, cell: Mapping, overrides: Mapping | None = N
     return RunConfig(profile=profile.name, **values)
 
 
-def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
-    with open(path, "rb") as fh:
-        raw = tomllib.load(fh)
+def load_profiles(path: Path | None = None) -> dict[str, Profile]:
+    """The profiles of ``path`` (default :data:`PROFILES_FILE`); ValueError naming the file and the line of
+    a syntax error."""
+    path = PROFILES_FILE if path is None else path
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:  # its message ends "(at line L, column C)"
+        raise ValueError(f"{path}: not valid TOML: {err}") from None
     profiles = {}
     for name, body in raw.items():
         body = dict(body)

@@ -33,7 +33,7 @@ import seaborn as sns  # noqa: E402
 from cycler import cycler  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, PercentFormatter  # noqa: E402
 
 from typhoon import stats  # noqa: E402
 from typhoon.records import LOSS_COLUMNS, RUN_KEYS  # noqa: E402
@@ -493,6 +493,33 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
 # --------------------------------------------------------------------------------------------------
 # masking walkthrough (notebooks/01_masking_walkthrough, tables from typhoon.walkthrough)
 # --------------------------------------------------------------------------------------------------
+_LOG_TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def percent_label(share: float) -> str:
+    """A share as a percentage with the decimals it needs: 0.004 -> "0.4 %", 0.07 -> "7 %", 0.3 -> "30 %"."""
+    value = 100 * share
+    decimals = 0 if value >= 1 or value == 0 else max(1, -int(np.floor(np.log10(value))))
+    return f"{value:.{decimals}f} %"
+
+
+def _percent_log_axis(ax, shares: pd.Series) -> None:
+    """Log x axis over ``shares`` (budget spans 0.4 % to 30 %: linear, all but one sit at 0), ticked in
+    readable percentages."""
+    finite = pd.to_numeric(shares, errors="coerce")
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    if finite.empty:
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        return
+    low, high = float(finite.min()) / 1.6, min(1.0, float(finite.max()) * 1.6)
+    ax.set_xscale("log")
+    ax.set_xlim(low, high)
+    ticks = [t for t in _LOG_TICKS if low <= t <= high] or [float(finite.min())]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: percent_label(x)))
+
+
 @styled
 def plot_budget_vs_difference(verdict: pd.DataFrame, out_path: str | os.PathLike, margin: float | None = None,
                               reference: str = "random") -> list[Path]:
@@ -511,13 +538,15 @@ def plot_budget_vs_difference(verdict: pd.DataFrame, out_path: str | os.PathLike
             ax.axhspan(-margin, margin, color="0.9", zorder=0, label=f"±{margin:g} (does not matter)")
         ax.axhline(0, color="black", lw=0.8)
         for r in verdict[verdict["task"] == task].itertuples():
-            x = r.budget_moved if np.isfinite(r.budget_moved) else 0.0
+            if not np.isfinite(r.budget_moved) or r.budget_moved <= 0:
+                continue  # no masking state to measure: nowhere on a log axis (the table has the row)
+            x = r.budget_moved
             yerr = ([[r.diff - r.ci_low], [r.ci_high - r.diff]] if np.isfinite(r.ci_low) else None)
             ax.errorbar(x, r.diff, yerr=yerr, fmt=markers.get(str(r.saliency), "D"), color=pal[r.strategy],
                         capsize=3, label=f"{r.strategy} ({r.saliency} saliency)")
         ax.set_title(task)
-        ax.set_xlabel("budget moved (TV to uniform)")
-        ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        ax.set_xlabel("budget moved (TV to uniform, log scale)")
+        _percent_log_axis(ax, verdict["budget_moved"])
     axes[0].set_ylabel(f"dev metric − {reference} (95% CI)")
     shared_legend(fig, axes, ncols=2)
     return save_figure(fig, out_path, f"Per task, each typhoon-family strategy's budget moved away from uniform "

@@ -250,6 +250,56 @@ def git_state(repo: Path | None = None) -> dict:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
+CODE_PATHS = ("typhoon", "notebooks", "pyproject.toml")  # what decides a record's numbers (not results/)
+
+
+def code_commit(commit: str, repo: Path | None = None) -> str:
+    """The last commit at or before ``commit`` that changed the code (:data:`CODE_PATHS`), abbreviated:
+    a reference run's records are committed one by one, so each record's ``git_commit`` differs, while
+    the code they were trained with is the same. ``commit`` itself (abbreviated) when git cannot say."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%h", commit, "--", *CODE_PATHS],
+                             cwd=repo or paths.repo_root(), capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return commit[:7]
+    return out.stdout.strip() or commit[:7]
+
+
+def trained_at(out_dir: Path, repo: Path | None = None) -> dict[str, int]:
+    """How many finished records of ``out_dir`` were trained at each code commit (:func:`code_commit`
+    of their ``metrics.json`` ``git_commit``; a reused record keeps the commit that trained it);
+    "unknown" for records that do not say."""
+    counts: Counter[str] = Counter()
+    memo: dict[str, str] = {}
+    for path in sorted(Path(out_dir).glob("runs/*/*/*/seed*/metrics.json")):
+        metrics = records.read_json(path)
+        if not metrics or metrics.get("status") != "ok":
+            continue
+        commit = metrics.get("git_commit")
+        if commit and commit not in memo:
+            memo[commit] = code_commit(commit, repo)
+        counts[memo[commit] if commit else "unknown"] += 1
+    return dict(counts.most_common())
+
+
+def trained_at_line(out_dir: Path, manifest: dict | None = None, repo: Path | None = None) -> str:
+    """"18 records trained at a2f9934; tables made at 961ef79": the code commit that trained the records
+    beside the commit that made the tables, in one sentence. The counts come from ``manifest``'s
+    ``trained_at`` (written with it, so a clone without the history says the same), else from git now."""
+    manifest = read_manifest(out_dir) if manifest is None else manifest
+    counts = (manifest or {}).get("trained_at") or trained_at(out_dir, repo)
+    total = sum(counts.values())
+    if not counts:
+        text = "no finished records"
+    elif len(counts) == 1:
+        text = f"{total} records trained at {next(iter(counts))}"
+    else:
+        text = f"{total} records trained: " + ", ".join(f"{n} at {c}" for c, n in counts.items())
+    if manifest and manifest.get("commit"):
+        text += f"; tables made at {manifest['commit'][:7]}" + (" with local changes" if manifest.get("dirty") else "")
+    return text
+
+
 def lock_state(repo: Path | None = None) -> dict:
     """The SHA-256 of each dependency lock file the repository has (:data:`LOCK_FILES`)."""
     repo = repo or paths.repo_root()
@@ -310,6 +360,7 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
         "runs_ok": int(len(ok)),
         "runs_wall_s": round(float(ok["wall_s"].sum()), 1) if len(ok) else 0.0,
         "numerics": numerics_counts,
+        "trained_at": trained_at(out_dir),
         "machine": machine(),
         **(code or git_state()),
         "locks": lock_state(),

@@ -17,6 +17,7 @@ import base64
 import html
 import io
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 from typhoon import paths, provenance
@@ -26,7 +27,10 @@ REPORT_WIDTH_PX = 1100  # the content column; figures are made to be read at thi
 _CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
 _PLACEHOLDER = "TYPHOONMATH{}X"
-NO_CAPTION = "A figure without a stored caption."  # what a figure not made by typhoon.plots.save_figure gets
+NO_CAPTION = "A figure without a stored caption."
+# The names typhoon.paths.redact puts for this machine's folders look like tags: in HTML they must be escaped
+# (a browser swallows "<site-packages>/x" as an unknown element); committed notebooks carry them raw.
+REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.plots.save_figure gets
 
 STYLE = f"""
 body {{ font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0;
@@ -46,7 +50,8 @@ th, td {{ border: 1px solid #ddd; padding: .25rem .5rem; text-align: right; vert
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
 table.findings td, table.findings th {{ text-align: left; }}
 td.verdict-reproduced {{ background: #e8f5e9; }} td.verdict-not-reproduced {{ background: #fdecea; }}
-td.verdict-not-comparable {{ background: #f3f3f3; }}
+td.verdict-not-comparable {{ background: #f3f3f3; }} td.verdict-contradicted {{ background: #fdecea; }}
+td.verdict-not-decided {{ background: #fff8e1; }}
 figure {{ margin: 1rem 0 1.5rem; }} figure img {{ max-width: 100%; height: auto; display: block; }}
 figcaption {{ font-size: .88rem; color: #444; margin-top: .3rem; }}
 pre {{ background: #f6f6f6; padding: .5rem .7rem; overflow-x: auto; font-size: .82rem; }}
@@ -60,6 +65,15 @@ nav.toc ol {{ padding-left: 1.3rem; }} nav.toc li {{ margin: .1rem 0; }}
 
 # --------------------------------------------------------------------------------------------------
 # Markdown and math
+
+
+def redact_html(text: str, base: Path | None = None) -> str:
+    """HTML (or Markdown) with this machine's paths made relative and the names that stand for them
+    (:data:`REDACTED_NAMES`) escaped, so they show as text."""
+    text = paths.redact(text, base)
+    for name in REDACTED_NAMES:
+        text = text.replace(name, html.escape(name))
+    return text
 
 
 def latex_to_mathml(latex: str, block: bool) -> str:
@@ -128,10 +142,10 @@ def output_html(output: dict, base: Path) -> str:
         return (f'<figure><img src="data:image/png;base64,{_text(data["image/png"]).strip()}" '
                 f'alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>')
     if "text/html" in data:
-        body = paths.redact(_text(data["text/html"]), base)
+        body = redact_html(_text(data["text/html"]), base)
         return f'<div class="table-wrap rendered-html">{body}</div>'
     if "text/markdown" in data:
-        return markdown_html(paths.redact(_text(data["text/markdown"]), base), shift=2)
+        return markdown_html(redact_html(_text(data["text/markdown"]), base), shift=2)
     if "text/plain" in data:
         text = paths.redact(_text(data["text/plain"]), base)
         return f"<pre>{html.escape(text)}</pre>" if text.strip() else ""
@@ -159,11 +173,11 @@ def notebook_section(path: Path, anchor: str, base: Path, banner: str = "") -> t
             if title == path.stem and source.lstrip().startswith("# "):
                 first, _, source = source.lstrip().partition("\n")
                 title = first[2:].strip()
-            rendered = markdown_html(paths.redact(source, base), shift=1)
+            rendered = markdown_html(redact_html(source, base), shift=1)
             parts.append(_anchored(rendered, anchor, subsections))
         elif cell.cell_type == "code" and not {"parameters", "injected-parameters"} & set(tags):
             parts.extend(output_html(o, base) for o in cell.get("outputs", []))
-    head = f'<h2 id="{anchor}">{html.escape(title)}</h2>\n<p class="source">From <code>notebooks/{path.name}</code>.</p>'
+    head = f'<h2 id="{anchor}">{html.escape(title)}</h2>\n<p class="source">From <code>notebooks/{html.escape(path.name)}</code>.</p>'
     return title, subsections, "\n".join([head, banner, *filter(None, parts)])
 
 
@@ -208,15 +222,12 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
     commit = manifest.get("commit") or "not recorded"
     if manifest.get("dirty"):
         commit += " (with local changes)"
-    wall = manifest.get("wall_s")
     items = [("Profile", f"{profile}: {spec.description}" if spec else profile),
              ("Date", (manifest.get("finished") or provenance.now()).replace("T", " ")),
-             ("Commit", commit), ("Machine", machine),
+             ("Commit", commit), ("Trained at", provenance.trained_at_line(out_dir, manifest)), ("Machine", machine),
              ("Numerics", ", ".join(f"{k} ({v} runs)" for k, v in sorted(manifest.get("numerics", {}).items()))
               or "not recorded"),
-             ("Wall time", (f"{wall / 60:.1f} min for this reproduce" if wall else "not recorded")
-              + (f"; {manifest['runs_wall_s'] / 60:.1f} min of training over {manifest.get('runs_ok', '?')} runs"
-                 if manifest.get("runs_wall_s") else "")),
+             ("Wall time", wall_time(manifest)),
              ("Dependency lock", ", ".join(f"{k} sha256 {v[:12]}…" for k, v in manifest.get("locks", {}).items())
               or "none found")]
     meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items)
@@ -231,6 +242,25 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
     return title, "\n".join(parts), pipeline_check
 
 
+def wall_time(manifest: dict, now: datetime | None = None) -> str:
+    """The header's wall time. The report is rendered at the end of a ``reproduce``, after the manifest's
+    first write (before the analysis, whose ``wall_s`` leaves the analysis out and is ~0 when every cell
+    was complete already): so the time is from its ``started`` to now, grid and analysis, and says so."""
+    now = now or datetime.now(UTC)
+    started = manifest.get("started")
+    if started:
+        seconds = (now - datetime.fromisoformat(started)).total_seconds()
+        text = f"{seconds / 60:.1f} min for this reproduce, grid and analysis (from its start to this report)"
+    elif manifest.get("wall_s") is not None:
+        text = f"{manifest['wall_s'] / 60:.1f} min for this reproduce (the grid, before the analysis)"
+    else:
+        text = "not recorded"
+    if manifest.get("runs_wall_s"):
+        text += (f"; {manifest['runs_wall_s'] / 60:.1f} min of training over {manifest.get('runs_ok', '?')} runs "
+                 "(their records' own wall times, whenever they were trained)")
+    return text
+
+
 def findings_html(out_dir: Path) -> str:
     """The headline, the claims table and the headline table (empty when the tables are not there)."""
     from typhoon import findings
@@ -243,9 +273,13 @@ def findings_html(out_dir: Path) -> str:
     return "\n".join([
         f'<p class="headline">{html.escape(findings.headline(tables))}</p>',
         '<h3 id="claims">The paper’s claims, checked</h3>',
+        "<p>Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
+        "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when it "
+        "straddles.</p>",
         frame_html(claims, verdicts=True),
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
         frame_html(findings.headline_table(tables)),
+        f"<p>{html.escape(findings.holm_caption(tables))} (this table's Holm family).</p>",
         '<h3 id="runs">The runs</h3>',
         "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
         runs_html(tables.results),

@@ -10,6 +10,8 @@ Tidy DataFrames in, tidy DataFrames out; one function per statistical question:
   do not vary or there are < 2 pairs -- never equivalent, never significant).
 - :func:`aso_epsilon_min` -- almost stochastic order (Dror et al., 2019), the numbers of ``deepsig.aso``.
 - :func:`bootstrap_mean_ci` -- bootstrap CI of the mean paired difference (``scipy.stats.bootstrap``).
+- :func:`paired_differences` -- the paired-by-seed difference of any per-run column (a loss, say): mean,
+  t CI, p and how many seeds it is positive in; light (no bootstrap, no ASO), for the claims.
 - :func:`comparison_table` -- the comparisons as a compact, display-ready table (for notebook 20).
 - :func:`seeds_needed` -- seeds for a given power at the observed difference and at the smallest
   difference that matters, both from the measured sd of the paired differences.
@@ -48,6 +50,8 @@ __all__ = [
     "tost_paired",
     "aso_epsilon_min",
     "bootstrap_mean_ci",
+    "paired_differences",
+    "holm_family",
     "comparison_table",
     "seeds_needed",
     "expected_max",
@@ -80,14 +84,41 @@ def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str = "resu
         raise ValueError(f"{what} is missing column(s) {missing}; has {list(df.columns)}")
 
 
-def load_results(path: str | os.PathLike) -> pd.DataFrame:
-    """Read ``results.csv`` and check it has the columns the statistics need."""
+def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Read ``results.csv`` and check it has the columns the statistics need and, when its folder
+    (``out_dir``, default the file's own) holds run records, one row per record (:func:`check_against_records`):
+    a truncated or stale table is refused with a ValueError naming the file, never summarised."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"results table not found: {path}")
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable results table: {err}") from None
     _require_columns(df, _RESULT_COLUMNS, what=str(path))
+    check_against_records(df, Path(out_dir) if out_dir is not None else path.parent, path)
     return df
+
+
+def check_against_records(results: pd.DataFrame, out_dir: Path, path: str | os.PathLike = "results.csv") -> None:
+    """ValueError naming ``path`` when its rows and the run records under ``out_dir/runs`` disagree: a record
+    without a row, or an ok row without a record. A folder with no records (a copied table) is not checked."""
+    found = sorted(Path(out_dir).glob("runs/*/*/*/seed*/metrics.json"))
+    if not found:
+        return
+    if "record_path" not in results.columns:
+        raise ValueError(f"{path} has no record_path column, so its rows cannot be matched with the records in "
+                         f"{out_dir}/runs; has {list(results.columns)}")
+    on_disk = {p.parent.relative_to(out_dir).as_posix() for p in found}
+    listed = set(results["record_path"].dropna().astype(str))
+    ok = set(results.loc[results["status"].astype(str) == "ok", "record_path"].dropna().astype(str))
+    unlisted, missing = sorted(on_disk - listed), sorted(ok - on_disk)
+    if unlisted or missing:
+        parts = ([f"{len(unlisted)} record(s) have no row (e.g. {unlisted[0]})"] if unlisted else []) + \
+                ([f"{len(missing)} ok row(s) have no record (e.g. {missing[0]})"] if missing else [])
+        raise ValueError(f"{path} does not match the run records beside it ({len(results)} rows, {len(on_disk)} "
+                         f"records): {'; '.join(parts)}. A truncated or stale table: rebuild it with "
+                         "`python -m typhoon reproduce --profile <profile> --out <folder>` (finished records are kept)")
 
 
 def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
@@ -338,7 +369,7 @@ _COMPARISON_COLUMNS = [
     "task", "backbone", "primary_metric", "strategy_a", "strategy_b", "family", "n", "seeds", "mean_a",
     "mean_b", "mean_diff", "sd_diff", "se_diff", "ci_low", "ci_high", "t", "dof", "p", "p_holm",
     "significant", "cohen_dz", "bf10", "margin", "tost_p", "equivalent", "wilcoxon_stat", "wilcoxon_p",
-    "testable", "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "verdict", "note",
+    "testable", "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "verdict", "holm_family", "note",
 ]
 
 
@@ -365,7 +396,8 @@ def paired_comparisons(
     - ``t``, ``dof``, ``p``: paired t-test (``pingouin.ttest(paired=True)``, two-sided)
     - ``family``: ``"vs_reference"`` for comparisons involving ``reference``, else ``"other"``;
       ``p_holm`` is Holm-adjusted within each family across all (task, backbone) groups -- for the
-      paper's design the reference family is its twelve comparisons; ``significant`` = ``p_holm < alpha``
+      paper's design the reference family is its twelve comparisons; ``significant`` = ``p_holm < alpha``;
+      ``holm_family`` says it in words beside each p ("Holm over the 4 comparisons of ...")
     - ``cohen_dz`` = mean_diff / sd_diff; ``bf10``: JZS Bayes factor (pingouin, r = 0.707)
     - ``tost_p``, ``equivalent``: TOST with bounds ``±margin``; equivalent = ``tost_p < alpha``
     - ``wilcoxon_stat``, ``wilcoxon_p``: Wilcoxon signed-rank (scipy); NaN with a note when undefined
@@ -440,10 +472,12 @@ def paired_comparisons(
             rows.append(row)
     out = pd.DataFrame(rows)
     out = out.reindex(columns=_COMPARISON_COLUMNS)
+    out["holm_family"] = ""
     for fam in (_FAMILY_REF, _FAMILY_OTHER):
         m = out["family"] == fam
         if m.any():
             out.loc[m, "p_holm"] = holm(out.loc[m, "p"])
+            out.loc[m, "holm_family"] = holm_family(out.loc[m, "p"], _family_members(fam, reference))
     out["testable"] = out["testable"].eq(True)  # NaN (fewer than 2 pairs) -> False
     # NaN compares False, so untestable rows (p and tost_p NaN) are neither significant nor equivalent.
     out["significant"] = (out["p_holm"] < alpha).astype(bool)
@@ -455,6 +489,54 @@ def paired_comparisons(
     out["note"] = out["note"].fillna("").astype(str)
     out.attrs.update(margin=margin, reference=reference, alpha=alpha, confidence=confidence, **resampling)
     return out
+
+
+def _family_members(family: str, reference: str | None) -> str:
+    if family == _FAMILY_REF:
+        return f"{reference} vs each other strategy, every task × backbone"
+    return f"the pairs without {reference}, every task × backbone" if reference else "every pair, task × backbone"
+
+
+def holm_family(pvalues: Iterable[float], members: str) -> str:
+    """What a Holm-adjusted p is adjusted over, said beside it: "Holm over the 4 comparisons of
+    <members>" (NaN p-values are not in the family, as in :func:`holm`)."""
+    k = int(np.isfinite(np.asarray(list(pvalues), dtype=float)).sum())
+    return f"Holm over the {k} comparison{'s' if k != 1 else ''} of {members}"
+
+
+def paired_differences(frame: pd.DataFrame, value: str, a: str, b: str, by: Iterable[str] = GROUP_KEYS,
+                       confidence: float = 0.95) -> pd.DataFrame:
+    """Per group of ``by``: the paired-by-seed difference ``a - b`` of the per-run column ``value``.
+
+    ``frame`` has one row per run (columns ``strategy``, ``seed``, ``by`` and ``value``). Columns of the
+    answer: ``by``, strategy_a, strategy_b, n (paired seeds), seeds, mean_a, mean_b, mean_diff, sd_diff,
+    ci_low / ci_high (the t interval at ``confidence``), p (two-sided paired t, ``scipy.stats.ttest_rel``)
+    and n_positive (seeds where a > b). Groups where one strategy is missing are left out; with < 2 pairs,
+    or differences without spread, the CI and p are NaN (a constant difference over a few seeds says
+    nothing about the spread between seeds).
+    """
+    by = list(by)
+    _require_columns(frame, [*by, "strategy", "seed", value], what="runs")
+    columns = [*by, "strategy_a", "strategy_b", "n", "seeds", "mean_a", "mean_b", "mean_diff", "sd_diff",
+               "ci_low", "ci_high", "p", "n_positive"]
+    rows = []
+    for key, g in frame.groupby(by, sort=False):
+        wide = g.pivot_table(index="seed", columns="strategy", values=value, aggfunc="first")
+        if a not in wide or b not in wide:
+            continue
+        pair = wide[[a, b]].dropna()
+        d = (pair[a] - pair[b]).to_numpy(float)
+        n = d.size
+        sd = float(d.std(ddof=1)) if n > 1 else math.nan
+        mean = float(d.mean()) if n else math.nan
+        spread = n > 1 and sd > _ZERO_SD
+        lo, hi = _t_ci(mean, sd / math.sqrt(n), n - 1, confidence) if spread else (math.nan, math.nan)
+        p = float(st.ttest_rel(pair[a], pair[b]).pvalue) if spread else math.nan
+        rows.append(dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True), strategy_a=a,
+                         strategy_b=b, n=n, seeds=" ".join(str(s) for s in pair.index), mean_a=float(pair[a].mean()),
+                         mean_b=float(pair[b].mean()), mean_diff=mean, sd_diff=sd, ci_low=lo, ci_high=hi, p=p,
+                         n_positive=int((d > 0).sum())))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _verdict(testable: bool, significant: bool, equivalent: bool) -> str:
@@ -768,7 +850,9 @@ def comparison_table(comparisons: pd.DataFrame, digits: int = 4) -> pd.DataFrame
         "n": c["n"], "a - b": c["mean_diff"].astype(float).round(digits),
         f"{level} t CI": interval(c["ci_low"], c["ci_high"]),
         f"{level} {method} CI": interval(c["boot_ci_low"], c["boot_ci_high"]),
-        "Holm p": c["p_holm"].astype(float).round(digits), "TOST p": c["tost_p"].astype(float).round(digits),
+        "Holm p": c["p_holm"].astype(float).round(digits),
+        "Holm family": c["holm_family"] if "holm_family" in c else "",
+        "TOST p": c["tost_p"].astype(float).round(digits),
         "ASO eps a>b": c["aso_eps_ab"].astype(float).round(3),
         "ASO eps b>a": c["aso_eps_ba"].astype(float).round(3), "verdict": c["verdict"],
     }).reset_index(drop=True)

@@ -1,0 +1,94 @@
+"""Bad input is refused with exit 2 and a message naming the file, line or value (issue 23, defect 8):
+a truncated results.csv, a syntax error in profiles.toml, an unknown task or backbone (before torch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import REPO
+from test_findings import make_output
+
+from typhoon import config, findings, records, stats
+from typhoon.cli import main
+
+
+def _with_records(out):
+    """make_output's folder, with a finished record (metrics.json) behind every row."""
+    make_output(out)
+    for path in pd.read_csv(out / "results.csv")["record_path"]:
+        records.atomic_write_json(out / path / "metrics.json", {"status": "ok"})
+    return out
+
+
+def test_a_truncated_results_csv_is_refused_naming_the_file(tmp_path, capsys):
+    out = _with_records(tmp_path / "ref")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{findings.README_BEGIN}\nold\n{findings.README_END}\n")
+    assert main(["results-readme", str(out), "--readme", str(readme)]) == 0  # whole: accepted
+    table = pd.read_csv(out / "results.csv")
+    table.head(1).to_csv(out / "results.csv", index=False)  # rows lost: the old code summarised "1 runs"
+    assert main(["results-readme", str(out), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "results.csv does not match the run records" in err and "17 record(s) have no row" in err
+    with pytest.raises(ValueError, match="results.csv does not match"):
+        stats.load_results(out / "results.csv")  # what notebook 20 reads it with
+    table.drop(columns="primary_value").to_csv(out / "results.csv", index=False)  # a column lost
+    assert main(["results-readme", str(out), "--readme", str(readme)]) == 2
+    assert "missing column(s) ['primary_value']" in capsys.readouterr().err
+    (out / "results.csv").write_text(table.to_csv(index=False)[:200])  # cut mid-line
+    with pytest.raises(ValueError, match="results.csv"):
+        stats.load_results(out / "results.csv")
+
+
+def test_a_results_csv_with_a_row_but_no_record_is_refused(tmp_path):
+    out = _with_records(tmp_path / "ref")
+    (out / "runs/mrpc/minilm-l6/typhoon/seed0/metrics.json").unlink()
+    with pytest.raises(ValueError, match=r"1 ok row\(s\) have no record \(e.g. runs/mrpc/minilm-l6/typhoon/seed0\)"):
+        stats.load_results(out / "results.csv")
+
+
+def test_a_syntax_error_in_profiles_toml_names_the_file_and_line(tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "profiles.toml"
+    bad.write_text('[cpu]\ndescription = "unclosed\ntasks = ["mrpc"]\n')
+    with pytest.raises(ValueError, match=r"profiles.toml: not valid TOML: .*line 2"):
+        config.load_profiles(bad)
+    monkeypatch.setattr(config, "PROFILES_FILE", bad)
+    assert main(["profiles"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "line 2" in err and "Traceback" not in err
+
+
+WRAPPER = """
+import json, sys
+from typhoon.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--task", "mrcp"], "unknown GLUE task 'mrcp'"),
+    (["run", "--task", "mrpc", "--backbone", "minilm-l7"], "unknown backbone 'minilm-l7'"),
+    (["run", "--task", "mrpc", "--set", "backbone=./no/such/folder"], "backbone folder not found"),
+    (["reproduce", "--profile", "smoke", "--set", "task=colaa"], "unknown GLUE task 'colaa'"),
+])
+def test_an_unknown_task_or_backbone_is_refused_before_torch_is_imported(args, message, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", WRAPPER, *args, *(["--out", str(tmp_path / "o")])],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"code": 2, "torch": False, "transformers": False}, done.stderr
+    assert message in done.stderr
+
+
+def test_the_quick_name_lists_agree_with_the_registries():
+    from typhoon import data, models, names
+
+    assert names.GLUE_TASK_NAMES == tuple(sorted(data.GLUE_TASKS))
+    assert names.TASK_ALIASES == data._ALIASES
+    assert names.BACKBONE_NAMES == tuple(sorted(models.BACKBONES))

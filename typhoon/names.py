@@ -1,0 +1,35 @@
+"""The names the command line accepts for a task and a backbone, known without importing torch.
+
+``typhoon.data`` (GLUE_TASKS) and ``typhoon.models`` (BACKBONES) import torch and transformers, seconds
+of start-up; a mistyped name should be refused at once. These lists repeat their keys, and
+tests/test_cli.py checks that they agree, so a task or backbone added there must be added here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GLUE_TASK_NAMES = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "wnli")
+TASK_ALIASES = {"sst-2": "sst2", "mnli-m": "mnli", "mnli_matched": "mnli"}
+BACKBONE_NAMES = ("bert-base", "deberta-v3-base", "distilbert", "electra-base-generator", "minilm-l6",
+                  "modernbert-base", "roberta-base", "tiny-random", "tinybert")
+
+
+def check_task(task: str) -> None:
+    """ValueError naming ``task`` and the choices when it is no GLUE task (as ``data.get_task`` would)."""
+    key = str(task).strip().lower()
+    if TASK_ALIASES.get(key, key) not in GLUE_TASK_NAMES:
+        raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASK_NAMES)}")
+
+
+def check_backbone(name: str) -> None:
+    """ValueError / FileNotFoundError for a backbone that is neither a registry name, a hub id ("org/name")
+    nor a local folder -- what ``models.load_backbone`` refuses first, before it imports anything."""
+    key = str(name).strip()
+    if key.lower() in BACKBONE_NAMES or Path(key).expanduser().is_dir():
+        return
+    local = Path(key).expanduser()
+    if local.is_absolute() or key.startswith((".", "~")):
+        raise FileNotFoundError(f"backbone folder not found: {local}")
+    if "/" not in key:
+        raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONE_NAMES)}, a local folder or a hub id")
