@@ -92,3 +92,19 @@ def test_the_quick_name_lists_agree_with_the_registries():
     assert names.GLUE_TASK_NAMES == tuple(sorted(data.GLUE_TASKS))
     assert names.TASK_ALIASES == data._ALIASES
     assert names.BACKBONE_NAMES == tuple(sorted(models.BACKBONES))
+
+
+def test_a_corrupted_metrics_json_is_named_when_its_cell_is_trained_again(tmp_path):
+    from typhoon import records
+    from typhoon.config import get_profile
+
+    config = get_profile("cpu").grid()[0]
+    run_dir = tmp_path / config.relative_dir()
+    assert records.why_incomplete(run_dir, config) == "no record yet"
+    records.write_record(run_dir, config, {"status": "ok", "final": {"dev_f1": 0.8}})
+    assert records.why_incomplete(run_dir, config) is None
+    (run_dir / "metrics.json").write_text('{"status": "ok", "fin')  # truncated mid-write by hand
+    why = records.why_incomplete(run_dir, config)
+    assert "metrics.json is unreadable (JSONDecodeError" in why and "trained again" in why
+    records.write_record(run_dir, config, {"status": "failed", "error": "RuntimeError: boom"})
+    assert records.why_incomplete(run_dir, config) == "the last attempt failed: RuntimeError: boom"

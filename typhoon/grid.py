@@ -457,6 +457,11 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         clean_stale_staging(out_dir)
         command = provenance.invocation()
         todo = [c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)]
+        for config in todo:  # a damaged or stale record is replaced: say so, naming the file and the error
+            why = records.why_incomplete(out_dir / config.relative_dir(), config)
+            if why and why != "no record yet":
+                print(f"{config.relative_dir().as_posix()}: {why}", flush=True)
+                log.write(f"{config.relative_dir().as_posix()}: {why}")
         log.write(f"reproduce started: profile {spec.name}, {len(configs)} cells ({len(todo)} to run, "
                   f"{len(configs) - len(todo)} complete already), {workers} at once, output {out_dir}\n"
                   f"command: {'python -m typhoon ' + ' '.join(command) if command else 'typhoon.grid.reproduce (Python)'}")

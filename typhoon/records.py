@@ -229,6 +229,30 @@ def record_status(run_dir: Path, config: RunConfig) -> str | None:
     return metrics.get("status")
 
 
+def why_incomplete(run_dir: Path, config: RunConfig) -> str | None:
+    """Why the record in ``run_dir`` does not complete ``config``'s cell, in words (None when it does; "no
+    record yet" for an empty folder): a damaged file is named with the error that reading it gave, so a
+    grid that trains the cell again says why instead of silently replacing what was there."""
+    run_dir = Path(run_dir)
+    metrics_path, config_path = run_dir / "metrics.json", run_dir / "config.json"
+    if not metrics_path.exists():
+        return "no record yet"
+    try:
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        return f"{metrics_path.name} is unreadable ({type(err).__name__}: {err}); the cell is trained again"
+    if not isinstance(metrics, dict):
+        return f"{metrics_path.name} holds no JSON object; the cell is trained again"
+    stored = read_config(run_dir)
+    if stored is None:
+        return f"{config_path.name} is missing or not a valid run config; the cell is trained again"
+    if not same_run(stored, config, metrics):
+        return "the record is of another run (its config differs from this cell's); the cell is trained again"
+    if metrics.get("status") != "ok":
+        return f"the last attempt {metrics.get('status', 'has no status')}: {metrics.get('error', '')}".rstrip(": ")
+    return None
+
+
 def is_complete(run_dir: Path, config: RunConfig) -> bool:
     """A run is complete when its record says ok and its stored config is the same run as ``config``."""
     return record_status(run_dir, config) == "ok"
