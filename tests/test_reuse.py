@@ -135,3 +135,21 @@ def test_an_alias_cell_records_the_parameters_its_name_fixes():
                                       {"calibration": "rank"}).identity()
     with pytest.raises(ValueError, match="typhoon_rank.*fixes calibration='rank'"):
         resolve("bottleneck", dict(task="mrpc", strategy="typhoon_rank", seed=0), {"calibration": "softmax"})
+
+
+def test_older_records_are_rewritten_to_resolved_values_and_still_complete_their_cells(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("resolve_record_configs", paths.repo_root() / "scripts" /
+                                                  "resolve_record_configs.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rank = resolve("bottleneck", dict(task="mrpc", strategy="typhoon_rank", seed=0))
+    run_dir = tmp_path / "runs" / "mrpc" / "minilm-l6" / "typhoon_rank" / "seed0"
+    write(tmp_path, rank)
+    old = {**rank.to_dict(), "precision": "auto", "attention": "auto", "dropout": "auto", "calibration": "minmax"}
+    records.atomic_write_json(run_dir / "config.json", old)  # as the committed records said before
+    assert script.resolve_folder(tmp_path) == 1 and script.resolve_folder(tmp_path) == 0
+    stored = json.loads((run_dir / "config.json").read_text())
+    assert (stored["precision"], stored["attention"], stored["calibration"]) == ("bf16", "eager", "rank")
+    assert records.is_complete(run_dir, rank)
