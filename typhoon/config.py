@@ -146,9 +146,8 @@ class RunConfig:
         """
         params = self.strategy_params()
         unused = (STRATEGY_FIELDS - set(params)) | inactive_parameters(self.strategy, params)
-        if not uses_task_saliency(self.strategy, params):  # only task saliency has a task model to warm up
-            unused.add("task_head_warmup")
-        skip = {"profile", *EXECUTION_FIELDS, *unused}
+        no_task_model = set() if uses_task_saliency(self.strategy, params) else {"task_head_warmup"}
+        skip = {"profile", *EXECUTION_FIELDS, *unused, *no_task_model}
         return {k: v for k, v in self.to_dict().items() if k not in skip}
 
     def run_id(self) -> str:
