@@ -64,7 +64,7 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
     masked batch (same parameters, same dropout draws). The first version added the task loss's gradient."""
     config = task_config()
     ctx = pipeline.set_up(config, progress=False)
-    steps, mlm_params = [], {}
+    steps = []
 
     original_call = TyphoonMasking.__call__
 

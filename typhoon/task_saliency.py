@@ -42,7 +42,6 @@ Design
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 import torch
@@ -120,7 +119,3 @@ def task_saliency(classifier: torch.nn.Module, inputs: dict[str, torch.Tensor], 
         handle.remove()
     return loss.detach(), saliency
 
-
-def warmup_epochs(steps: int, n_train: int, batch_size: int) -> int:
-    """Passes over the training split that ``steps`` warm-up steps need (the last one cut short)."""
-    return math.ceil(steps / math.ceil(n_train / batch_size))
