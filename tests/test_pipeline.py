@@ -118,26 +118,3 @@ def test_a_record_has_one_writer(tmp_path):
             with records.record_lock(run_dir, wait_s=0.6):
                 pass
     assert not run_dir.exists()
-
-
-def test_a_task_saliency_run_learns_its_own_weights_through_a_phase_one_task_head(typhoon_run, tmp_path, monkeypatch):
-    """typhoon_task: same pipeline, saliency from the phase-1 task head's loss; the head is not carried over."""
-    from typhoon import pipeline
-
-    out, mlm_config, _ = typhoon_run
-    config = resolve("smoke", dict(task="mrpc", strategy="typhoon_task", seed=0, **SMOKE))
-    built = []
-    original = pipeline.MaskedLMWithTask
-    monkeypatch.setattr(pipeline, "MaskedLMWithTask", lambda *a, **k: built.append(original(*a, **k)) or built[-1])
-    record = run(config, tmp_path, progress=False)
-    assert record.metrics["status"] == "ok" and len(built) == 1
-    assert record.metrics["masking"]["saliency"] == "task" and record.metrics["masking"]["name"] == "typhoon_task"
-    (task_loss,) = record.metrics["mlm_task_loss_by_epoch"]
-    assert np.isfinite(task_loss) and "mlm_task_loss_by_epoch" not in record.metrics["timing"]
-    task_state = np.load(record.run_dir / "masking_state.npz")
-    mlm_state = np.load(out / mlm_config.relative_dir() / "masking_state.npz")
-    np.testing.assert_array_equal(task_state["counts"], mlm_state["counts"])  # same corpus, other saliency
-    assert not np.allclose(np.nan_to_num(task_state["weights"]), np.nan_to_num(mlm_state["weights"]))
-    row = records.collect_results(tmp_path).iloc[0]
-    assert (row.strategy, row.calibration, row.saliency) == ("typhoon_task", "minmax", "task")
-    assert 0 <= row.budget_moved < 1 and row.kl_to_uniform >= 0

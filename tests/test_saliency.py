@@ -184,91 +184,83 @@ def test_update_shape_mismatch_and_unprepared():
 
 
 # --------------------------------------------------------------------------------------------------
-# Task-loss saliency (typhoon.task_saliency): the gradient of the phase-1 task loss alone
+# Task-loss saliency (typhoon.task_saliency): the gradient of a task model's loss, reaching no parameter
 
 
-def _task_model(mlm, num_labels=2, seed=3):
-    from typhoon.task_saliency import MaskedLMWithTask
-
-    return MaskedLMWithTask(mlm, num_labels, seed=seed).double().eval()
-
-
-@pytest.mark.parametrize("make_model", [tiny_bert, tiny_distilbert], ids=["bert", "distilbert"])
-def test_task_saliency_equals_one_hot_autograd_of_the_task_loss(make_model):
-    """Reference: a one-hot input matrix requiring grad, times the embedding matrix, fed as inputs_embeds;
-    the task loss alone is back-propagated and its one-hot gradient read at the ORIGINAL tokens."""
-    from typhoon.models import MaskedLM
-    from typhoon.task_saliency import backward_with_task_saliency
+def tiny_bert_classifier():
+    from transformers import BertForSequenceClassification
 
     torch.manual_seed(0)
-    model = _task_model(MaskedLM(make_model()))
-    batch = synthetic_batch(5)
-    masked_ids, labels = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(1),
-                                                       mask_token_id=MASK_ID, vocab_size=VOCAB)
-    task_labels = torch.tensor([0, 1, 1, 0])
-    inputs = {"input_ids": masked_ids, "attention_mask": batch["attention_mask"]}
-    mlm_loss, task_loss, hooked = backward_with_task_saliency(model, inputs, labels, task_labels, batch["input_ids"])
-    param_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-
-    model.zero_grad()
-    weight = model.mlm.input_embeddings().weight
-    one_hot = torch.nn.functional.one_hot(masked_ids, VOCAB).double().requires_grad_(True)
-    ref_mlm, ref_task = model(inputs_embeds=one_hot @ weight, attention_mask=batch["attention_mask"], labels=labels,
-                              task_labels=task_labels)
-    ref_task.backward(retain_graph=True)
-    explicit = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)
-    assert hooked.dtype == torch.float64 and explicit.abs().max() > 0
-    torch.testing.assert_close(hooked, explicit, rtol=1e-10, atol=1e-10 * explicit.abs().max().item())
-    torch.testing.assert_close(task_loss, ref_task, rtol=1e-12, atol=0)
-
-    # ... and it is the task's gradient, not the sum's: the MLM loss's own saliency differs
-    one_hot.grad = None
-    ref_mlm.backward()
-    mlm_part = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)
-    assert not torch.allclose(hooked, mlm_part + hooked)
-
-    # the parameters got the gradient of MLM + task (one backward of the sum as the reference)
-    model.zero_grad()
-    sum_mlm, sum_task = model(labels=labels, task_labels=task_labels, **inputs)
-    (sum_mlm + sum_task).backward()
-    for name, param in model.named_parameters():
-        if param.grad is not None:
-            torch.testing.assert_close(param_grads[name], param.grad, rtol=1e-10, atol=1e-12, msg=name)
-    assert any(n.startswith("task_head.") for n in param_grads) and any(n.startswith("mlm.") for n in param_grads)
+    return BertForSequenceClassification(tiny_bert().config).double().eval()
 
 
-def test_task_saliency_through_every_family(saved_backbone, family_batch):
-    """Every backbone family: the hook equals the one-hot autograd of the task loss (reference built by
-    replacing the embedding output with ``one_hot @ W``, as the MLM test above)."""
-    from typhoon.task_saliency import backward_with_task_saliency
+def tiny_distilbert_classifier():
+    from transformers import DistilBertForSequenceClassification
 
-    backbone = load_backbone(str(saved_backbone.folder))
-    model = _task_model(backbone.mlm_model())
-    batch = {k: v[:4] for k, v in family_batch.items()}
-    tokenizer = backbone.tokenizer
-    masked_ids, labels = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(0),
-                                                       mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
-    inputs = backbone.model_inputs({**batch, "input_ids": masked_ids})
-    _, _, hooked = backward_with_task_saliency(model, inputs, labels, batch["labels"], batch["input_ids"])
+    torch.manual_seed(0)
+    return DistilBertForSequenceClassification(tiny_distilbert().config).double().eval()
 
-    model.zero_grad()
-    embedding = model.mlm.input_embeddings()
+
+def _one_hot_task_saliency(classifier, masked_ids, true_ids, task_labels, **inputs):
+    """Reference: the embedding output replaced by ``one_hot @ W`` (one-hot requiring grad), the task loss
+    alone back-propagated, its one-hot gradient read at the ORIGINAL tokens."""
+    embedding = classifier.get_input_embeddings()
     one_hot = torch.nn.functional.one_hot(masked_ids, embedding.num_embeddings).double().requires_grad_(True)
     handle = embedding.register_forward_hook(lambda module, args, output: one_hot @ module.weight)
     try:
-        model(labels=labels, task_labels=batch["labels"], **inputs)[1].backward()
+        logits = classifier(input_ids=masked_ids, **inputs).logits
+        loss = torch.nn.functional.cross_entropy(logits, task_labels)
+        loss.backward()
     finally:
         handle.remove()
-    explicit = one_hot.grad.gather(-1, batch["input_ids"][..., None]).squeeze(-1)
+    return loss, one_hot.grad.gather(-1, true_ids[..., None]).squeeze(-1)
+
+
+@pytest.mark.parametrize("make_classifier", [tiny_bert_classifier, tiny_distilbert_classifier],
+                         ids=["bert", "distilbert"])
+def test_task_saliency_equals_one_hot_autograd_of_the_task_loss_and_reaches_no_parameter(make_classifier):
+    from typhoon.task_saliency import task_saliency
+
+    classifier = make_classifier()
+    batch = synthetic_batch(5)
+    masked_ids, _ = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(1),
+                                                  mask_token_id=MASK_ID, vocab_size=VOCAB)
+    task_labels = torch.tensor([0, 1, 1, 0])
+    loss, hooked = task_saliency(classifier, {"input_ids": masked_ids, "attention_mask": batch["attention_mask"]},
+                                 task_labels, batch["input_ids"])
+    assert all(p.grad is None for p in classifier.parameters())  # the task loss updates nothing
+
+    ref_loss, explicit = _one_hot_task_saliency(classifier, masked_ids, batch["input_ids"], task_labels,
+                                                attention_mask=batch["attention_mask"])
+    assert hooked.dtype == torch.float64 and explicit.abs().max() > 0
+    torch.testing.assert_close(hooked, explicit, rtol=1e-10, atol=1e-10 * explicit.abs().max().item())
+    torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-12, atol=0)
+    # ... read at the original tokens, not at the masked input's
+    _, at_masked = _one_hot_task_saliency(classifier, masked_ids, masked_ids, task_labels,
+                                          attention_mask=batch["attention_mask"])
+    assert not torch.allclose(hooked, at_masked)
+
+
+def test_task_saliency_through_every_family(saved_backbone, family_batch):
+    """Every backbone family's own classifier: the hook equals the one-hot autograd of the task loss."""
+    from typhoon.task_saliency import task_saliency
+
+    backbone = load_backbone(str(saved_backbone.folder))
+    classifier = backbone.classifier(2, seed=3).double().eval()
+    batch = {k: v[:4] for k, v in family_batch.items()}
+    tokenizer = backbone.tokenizer
+    masked_ids, _ = get_strategy("random", p=0.3)(batch, torch.Generator().manual_seed(0),
+                                                  mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
+    inputs = backbone.model_inputs({**batch, "input_ids": masked_ids})
+    _, hooked = task_saliency(classifier, inputs, batch["labels"], batch["input_ids"])
+    assert all(p.grad is None for p in classifier.parameters())
+    rest = {k: v for k, v in inputs.items() if k != "input_ids"}
+    _, explicit = _one_hot_task_saliency(classifier, masked_ids, batch["input_ids"], batch["labels"], **rest)
     assert explicit.abs().max() > 0
     torch.testing.assert_close(hooked, explicit, rtol=1e-10, atol=1e-10 * explicit.abs().max().item())
 
 
-def test_task_head_needs_classes_and_the_alias_asks_for_task_saliency():
-    from typhoon.task_saliency import TaskHead
-
-    with pytest.raises(ValueError, match="num_labels >= 2"):
-        TaskHead(8, 1)
+def test_the_alias_asks_for_task_saliency():
     strategy = get_strategy("typhoon_task")
     assert strategy.saliency == "task" and strategy.calibration == "minmax" and strategy.name == "typhoon_task"
     assert get_strategy("typhoon", saliency="task", calibration="rank").name == "typhoon_rank_task"

@@ -31,7 +31,11 @@ from typhoon.strategy_params import (
     STRATEGY_PARAMS,
     inactive_parameters,
     parameters_of,
+<<<<<<< HEAD
     resolve_alias,
+=======
+    uses_task_saliency,
+>>>>>>> h23-tasksal
 )
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
@@ -70,6 +74,9 @@ class RunConfig:
     # phase 1: MLM adaptation on the task's own training text
     mlm_epochs: int = 1
     mlm_lr: float = 5e-5
+    # task-loss saliency only (typhoon_task): steps fine-tuning the task model whose gradient drives the
+    # masks, before phase 1 (typhoon.task_saliency); 0 = none, which such a run refuses (a head at chance)
+    task_head_warmup: int = 0
     # phase 2: fine-tuning
     ft_epochs: int = 3
     ft_lr: float = 5e-5
@@ -108,6 +115,7 @@ class RunConfig:
             (self.mlm_lr > 0 and self.ft_lr > 0, "learning rates must be > 0"),
             (0 <= self.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
             (self.seed >= 0, "seed must be >= 0"),
+            (self.task_head_warmup >= 0, "task_head_warmup must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -145,7 +153,7 @@ class RunConfig:
         """The fields that decide what the run computes: all of them but the profile's name, the
         execution fields (device, threads), the masking parameters the chosen strategy does not take and
         those its other values make irrelevant (``tau`` of min-max Typhoon, ``delta`` of softmax Typhoon:
-        ``masking.inactive_parameters``).
+        ``masking.inactive_parameters``), and ``task_head_warmup`` unless the saliency is a task loss's.
 
         Two configs with the same identity give the same record (on one kind of device), whatever
         profile they came from: a profile that sets ``tau`` for its softmax cells shares its random and
@@ -155,7 +163,8 @@ class RunConfig:
         """
         params = self.strategy_params()
         unused = (STRATEGY_FIELDS - set(params)) | inactive_parameters(self.strategy, params)
-        skip = {"profile", *EXECUTION_FIELDS, *unused}
+        no_task_model = set() if uses_task_saliency(self.strategy, params) else {"task_head_warmup"}
+        skip = {"profile", *EXECUTION_FIELDS, *unused, *no_task_model}
         return {k: v for k, v in self.to_dict().items() if k not in skip}
 
     def run_id(self) -> str:

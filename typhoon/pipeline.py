@@ -41,15 +41,19 @@ from typhoon.data import (
 )
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy
 from typhoon.metrics import glue_metrics, majority_baseline
-from typhoon.models import Backbone, MaskedLM, load_backbone
+from typhoon.models import Backbone, MaskedLM, load_backbone, seeded
 from typhoon.progress import ProgressFile
 from typhoon.progressbar import progress_bar
 from typhoon.schedules import sample_rates
-from typhoon.task_saliency import MaskedLMWithTask, backward_with_task_saliency
+from typhoon.strategy_params import uses_task_saliency
+from typhoon.task_saliency import require_learned, require_warmup, task_head_report, task_saliency
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
 GRAD_CLIP = 1.0
 PAD_MULTIPLE = 8  # fewer distinct shapes: less kernel warm-up, better tiles
+# The task model of task-loss saliency draws its data order and dropout from streams of their own, so the
+# phase-1 data order and dropout draws are those of every other strategy with the same seed.
+TASK_MODEL_STREAM = 7919
 LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait for it rather than fail
 
 
@@ -174,6 +178,7 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
 
     Bad inputs (missing or malformed data, an unreachable backbone) fail here, before any record is written.
     """
+    require_warmup(config)  # task saliency without a warm-up would take its gradient from a head at chance
     backbone = load_backbone(config.backbone)
     device = resolve_device(config)
     if config.num_threads:  # before the precision choice, which measures products on these threads
@@ -192,8 +197,14 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
 # Phase 1: MLM adaptation
 
 
-def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tuple[list, dict]:
-    """Masked-LM training on the task's training text; returns loss rows and timing."""
+def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
+              task_model: torch.nn.Module | None = None) -> tuple[list, dict]:
+    """Masked-LM training on the task's training text; returns loss rows and timing.
+
+    With ``task_model`` (task-loss saliency, :func:`warm_up_task_model`) the saliency is the gradient of
+    its loss (:func:`typhoon.task_saliency.task_saliency`), which reaches no parameter: the encoder is
+    updated by the MLM loss alone, as for every strategy.
+    """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
     train, dev = ctx.data["train"], ctx.data["validation"]
@@ -206,10 +217,8 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
 
     lengths = [len(x["input_ids"]) for x in train]
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    # Task-loss saliency trains a task head alongside the MLM head (typhoon.task_saliency); the head is
-    # dropped after this phase, so fine-tuning starts from the adapted encoder as for every strategy.
-    task_saliency = strategy.needs_saliency and getattr(strategy, "saliency", "mlm") == "task"
-    model = MaskedLMWithTask(mlm, ctx.task.num_labels, seed=config.seed) if task_saliency else mlm
+    mlm_saliency = strategy.needs_saliency and task_model is None
+    model = mlm
     optimizer = make_optimizer(model, config.mlm_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
     embeddings = mlm.input_embeddings()
@@ -226,19 +235,17 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
             if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
                 continue
             inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
-            if task_saliency:  # gradient of the task loss; the parameters get MLM + task
-                loss, task_loss, saliency = backward_with_task_saliency(
-                    model, ctx.backbone.model_inputs(inputs), labels.to(ctx.device), inputs["labels"],
-                    batch["input_ids"].to(ctx.device), ctx.autocast)
+            if task_model is not None:  # the frozen task model's gradient, w.r.t. its inputs only
+                task_loss, saliency = task_saliency(task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
+                                                    batch["input_ids"].to(ctx.device), ctx.autocast)
                 task_losses.setdefault(epoch, []).append(task_loss.item())
-            else:
-                with SaliencyProbe(embeddings) if strategy.needs_saliency else contextlib.nullcontext() as probe:
-                    with ctx.autocast():
-                        loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
-                    loss.backward()
-                if strategy.needs_saliency:
-                    # saliency w.r.t. the one-hot of the *original* token at every position
-                    saliency = probe.saliency(batch["input_ids"].to(ctx.device))
+            with SaliencyProbe(embeddings) if mlm_saliency else contextlib.nullcontext() as probe:
+                with ctx.autocast():
+                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
+                loss.backward()
+            if mlm_saliency:
+                # saliency w.r.t. the one-hot of the *original* token at every position
+                saliency = probe.saliency(batch["input_ids"].to(ctx.device))
             if strategy.needs_saliency:
                 strategy.update(batch, labels != -100, saliency.float().cpu())
             optimizer_step(model, optimizer, scheduler)
@@ -257,7 +264,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy) -> tupl
     wall = meter.wall_s
     timing = {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
               **meter.summary("mlm")}
-    if task_saliency:  # did the phase-1 task head learn? (its mean training loss per epoch)
+    if task_model is not None:  # the task model's mean loss per epoch on the masked phase-1 batches
         timing["mlm_task_loss_by_epoch"] = [float(np.mean(task_losses[e])) if e in task_losses else None
                                             for e in range(1, config.mlm_epochs + 1)]
     return rows, timing
@@ -301,11 +308,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
                            ctx.progress, leave=False)
         for idx in bar:
             batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
-            with ctx.autocast():
-                logits = classifier(**ctx.backbone.model_inputs(batch)).logits
-            loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
-            loss.backward()
-            optimizer_step(classifier, optimizer, scheduler)
+            loss = classifier_step(ctx, classifier, batch, optimizer, scheduler)
             tokens += int(batch["attention_mask"].sum())
             meter.add(batch["attention_mask"], num_labels=num_labels)
             losses.append(loss.item())
@@ -321,6 +324,54 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
     meter.stop()
     wall = meter.wall_s
     return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
+
+
+def classifier_step(ctx: RunContext, classifier: torch.nn.Module, batch: dict, optimizer, scheduler) -> torch.Tensor:
+    """One supervised step of a classifier on a batch on the device (phase 2, the task model's warm-up)."""
+    with ctx.autocast():
+        logits = classifier(**ctx.backbone.model_inputs(batch)).logits
+    loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
+    loss.backward()
+    optimizer_step(classifier, optimizer, scheduler)
+    return loss
+
+
+def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
+    """The task model of task-loss saliency (:mod:`typhoon.task_saliency`): the backbone's classifier from
+    the pretrained encoder, fine-tuned for ``task_head_warmup`` steps on the training split (the task's
+    ``ft_lr``, batch size and warm-up ratio), then frozen; returns it (eval mode) and its check
+    (:func:`~typhoon.task_saliency.task_head_report`). Raises ``TaskHeadAtChance`` if its dev accuracy
+    is not above the majority class's.
+
+    Its data order and dropout come from streams of their own (``TASK_MODEL_STREAM``): the run's data
+    order, masks and phase-1 dropout draws are untouched by the warm-up.
+    """
+    config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
+    train, dev = ctx.data["train"], ctx.data["validation"]
+    lengths, steps = [len(x["input_ids"]) for x in train], config.task_head_warmup
+    rng = np.random.default_rng([config.seed, TASK_MODEL_STREAM])
+    started, step, losses = time.perf_counter(), 0, []
+    with seeded(config.seed + TASK_MODEL_STREAM):  # dropout of the warm-up: a forked global generator
+        classifier = ctx.backbone.classifier(ctx.task.num_labels, seed=config.seed + TASK_MODEL_STREAM,
+                                             **ctx.kernels).to(ctx.device)
+        optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
+        scheduler = linear_schedule(optimizer, steps, config.warmup_ratio)
+        classifier.train()
+        while step < steps:
+            for idx in length_grouped_batches(lengths, config.batch_size, rng):
+                batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
+                losses.append(classifier_step(ctx, classifier, batch, optimizer, scheduler).item())
+                step += 1
+                ctx.report("task_warmup", step=step, steps=steps)
+                if step == steps:
+                    break
+    metrics = evaluate(ctx, classifier, eval_batches(dev, config, pad))
+    classifier.eval()  # frozen from here: no dropout, no update (its loss is differentiated w.r.t. inputs only)
+    report = task_head_report(metrics["dev_accuracy"], [x["label"] for x in dev], [x["label"] for x in train], steps)
+    report.update(train_loss_last_epoch=float(np.mean(losses[-math.ceil(len(train) / config.batch_size):])),
+                  warmup_wall_s=time.perf_counter() - started)
+    require_learned(report, config.task)
+    return classifier, report
 
 
 @torch.no_grad()
@@ -354,10 +405,14 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
     strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
                                   [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
 
+    task_model, task_head = None, None
+    if uses_task_saliency(config.strategy, config.strategy_params()) and config.mlm_epochs > 0:
+        task_model, task_head = warm_up_task_model(ctx)  # refuses a task model at chance
     mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
     if config.mlm_epochs > 0:
-        loss_rows, timing = adapt_mlm(ctx, mlm, strategy)
+        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, task_model)
+    del task_model
     encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
     del mlm
     faults.maybe_inject("train", config.relative_dir().as_posix())
@@ -387,7 +442,8 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
     }
     if strategy.needs_saliency:
         metrics["masking"] = strategy.meta()
-    if "mlm_task_loss_by_epoch" in timing:  # task-loss saliency: the phase-1 task head's training loss
+    if task_head is not None:  # task-loss saliency: the task model's check and its loss on the phase-1 batches
+        metrics["task_head"] = task_head
         metrics["mlm_task_loss_by_epoch"] = timing.pop("mlm_task_loss_by_epoch")
     return metrics, loss_rows, strategy
 

@@ -37,6 +37,7 @@ RESULT_COLUMNS = [
     *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
     "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
+    "task_head_accuracy", "task_head_learned",  # task-loss saliency only: its task model's check (task_saliency)
 ]
 STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
 LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv
@@ -359,9 +360,19 @@ def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dic
         "budget_moved": masking.get("budget_moved"), "kl_to_uniform": masking.get("kl_to_uniform"),
         **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
         "device": metrics.get("device"), "precision": metrics.get("precision"), "record_path": record_path,
-        "error": metrics.get("error"),
+        "error": metrics.get("error"), **task_head_columns(masking.get("saliency"), metrics),
     }
     return {column: row[column] for column in RESULT_COLUMNS}
+
+
+def task_head_columns(saliency: str | None, metrics: dict) -> dict:
+    """The task model's dev accuracy and whether it beat the majority class, for task-saliency runs (else
+    None). A task-saliency record without the check (written before it existed) is not known to have
+    learned: ``task_head_learned`` False flags it in every table built from results.csv."""
+    if saliency != "task":
+        return {"task_head_accuracy": None, "task_head_learned": None}
+    head = metrics.get("task_head") or {}
+    return {"task_head_accuracy": head.get("dev_accuracy"), "task_head_learned": bool(head.get("learned", False))}
 
 
 def status_row(config: RunConfig, status: str, *, error: str | None = None, seconds: float = 0.0,

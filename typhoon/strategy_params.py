@@ -68,6 +68,13 @@ def _typhoon_inactive(values: dict[str, Any]) -> set[str]:
 INACTIVE_RULES = {"typhoon": _typhoon_inactive}
 
 
+def uses_task_saliency(name: str, params: dict[str, Any]) -> bool:
+    """Whether strategy ``name`` with its declared ``params`` takes its saliency from a task loss (the
+    phase-1 task model of :mod:`typhoon.task_saliency`, whose warm-up only such runs have)."""
+    base, fixed = resolve_alias(name)
+    return {**params, **fixed}.get("saliency", "mlm") == "task"
+
+
 def strategy_names() -> list[str]:
     """Every name ``typhoon.masking.get_strategy`` accepts."""
     return [*STRATEGY_PARAMS, *ALIASES]
