@@ -31,11 +31,8 @@ from typhoon.strategy_params import (
     STRATEGY_PARAMS,
     inactive_parameters,
     parameters_of,
-<<<<<<< HEAD
     resolve_alias,
-=======
     uses_task_saliency,
->>>>>>> h23-tasksal
 )
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
