@@ -7,10 +7,19 @@ that executor from a Dask cluster:
 - ``slurm``: dask-jobqueue's ``SLURMCluster``. Each SLURM job is one Dask worker that runs one cell at a
   time (a ``cell`` resource of 1, and every cell asks for it), with the job's GPUs, CPUs, memory, time
   limit and partition from the profile's ``[<profile>.cluster]`` table, overridden by the command line.
-  ``jobs`` workers are requested (``cluster.scale(jobs=...)``); the output folder and the repository must
-  be on a file system the nodes share (the records are written there, each under its own lock).
-- ``local``: a Dask ``LocalCluster`` on this machine with the same resources and the same code path, for
-  trying a cluster set-up (and for the tests, which have no SLURM).
+  The output folder and the repository must be on a file system the nodes share (the records are
+  written there, each under its own lock).
+- ``local``: a Dask ``LocalCluster`` on this machine (on 127.0.0.1) with the same resources and the same
+  code path, for trying a cluster set-up (and for the tests, which have no SLURM).
+
+Jobs end (their walltime, a preemption, a node lost, ``scancel``), so :class:`CellExecutor` looks after
+them while cells remain (:meth:`CellExecutor.poll`, called by the grid's loop): it keeps ``jobs`` jobs
+alive (a job that ended is replaced), removes what a cell lost with its job left behind (its temp
+notebook, staging folders, progress file), and stops the grid with :class:`NoWorkersError` when no worker
+has been alive for ``no_worker_timeout_s``. Dask's scheduler runs a lost cell again on another worker,
+up to ``retries`` times (``distributed.scheduler.allowed-failures``); then the grid records it failed,
+naming the lost worker (:func:`typhoon.grid.cell_outcome`). A stop (Ctrl-C) cancels the cells and has
+every worker kill its notebook kernels (:func:`stop_worker_cells`).
 
 ``--scheduler tcp://HOST:8786`` (:func:`typhoon.grid.dask_executor`) is the other way: workers started by
 hand. On a cluster the cells choose their own threads (all the cores the job was given; the prologue sets
@@ -23,19 +32,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Executor
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from typhoon import interrupt
+
 KINDS = ("slurm", "local")
 REPO = Path(__file__).resolve().parents[1]
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass
 class ClusterSpec:
-    """The resources of each job (one job = one Dask worker = one cell at a time) and how many jobs."""
+    """The resources of each job (one job = one Dask worker = one cell at a time), how many jobs, where the
+    scheduler listens, and what happens when jobs are lost."""
 
     kind: str = "slurm"
     partition: str | None = None  # SLURM partition (#SBATCH -p); None: the cluster's default
@@ -43,31 +59,49 @@ class ClusterSpec:
     gpus: int = 0  # GPUs per job (#SBATCH --gres=gpu:N)
     cpus: int = 4  # CPU cores per job (#SBATCH --cpus-per-task)
     memory: str = "16GB"  # memory per job (#SBATCH --mem)
-    walltime: str = "02:00:00"  # time limit per job (#SBATCH -t); a job runs cells until it ends
-    jobs: int = 4  # jobs (workers) requested at once
+    walltime: str = "02:00:00"  # time limit per job (#SBATCH -t); a job runs cells until it ends, then is replaced
+    jobs: int = 4  # jobs (workers) kept alive at once while cells remain
     job_extra: list[str] = field(default_factory=list)  # more #SBATCH directives, e.g. "--constraint=a100"
     prologue: list[str] = field(default_factory=list)  # shell lines run before the worker starts
+    # the network interface the scheduler and the workers listen on, e.g. "ib0"; "lo" on one machine;
+    # None: dask-jobqueue's setting (jobqueue.slurm.interface, e.g. DASK_JOBQUEUE__SLURM__INTERFACE)
+    interface: str | None = None
+    scheduler_options: dict = field(default_factory=dict)  # the Dask scheduler's: host, port, dashboard_address
+    retries: int = 2  # times a cell whose job was lost runs again before it is recorded failed
+    no_worker_timeout_s: float = 3600.0  # stop the grid when no worker has been alive this long (jobs queued?)
 
     def __post_init__(self):
         problems = []
         if self.kind not in KINDS:
             problems.append(f"kind must be one of {KINDS}, got {self.kind!r}")
-        for name in ("gpus", "cpus", "jobs"):
+        for name, least in (("gpus", 0), ("cpus", 1), ("jobs", 1), ("retries", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "gpus" else 1):
-                problems.append(f"{name} must be an integer >= {0 if name == 'gpus' else 1}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                problems.append(f"{name} must be an integer >= {least}, got {value!r}")
+        timeout = self.no_worker_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            problems.append(f"no_worker_timeout_s must be a number of seconds > 0, got {timeout!r}")
         for name in ("job_extra", "prologue"):
             value = getattr(self, name)
             if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
                 problems.append(f"{name} must be a list of strings, got {value!r}")
+        if self.interface is not None and (not isinstance(self.interface, str) or not self.interface):
+            problems.append(f"interface must be a network interface's name, e.g. 'ib0', got {self.interface!r}")
+        if not isinstance(self.scheduler_options, dict) or not all(isinstance(k, str) for k in self.scheduler_options):
+            problems.append(f"scheduler_options must be a table of the Dask scheduler's options, got "
+                            f"{self.scheduler_options!r}")
         if problems:
             raise ValueError("bad cluster settings: " + "; ".join(problems))
 
     @classmethod
     def from_settings(cls, table: Mapping | None, overrides: Mapping | None = None) -> ClusterSpec:
-        """From a profile's ``cluster`` table, then the command line's values (None = not given)."""
+        """From a profile's ``cluster`` table, then the command line's values (None = not given; a
+        ``scheduler_options`` override adds to the table's options)."""
         known = {f.name for f in fields(cls)}
-        values = {**dict(table or {}), **{k: v for k, v in dict(overrides or {}).items() if v is not None}}
+        table, overrides = dict(table or {}), {k: v for k, v in dict(overrides or {}).items() if v is not None}
+        if isinstance(table.get("scheduler_options"), Mapping) and "scheduler_options" in overrides:
+            overrides["scheduler_options"] = {**table["scheduler_options"], **overrides["scheduler_options"]}
+        values = {**table, **overrides}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown cluster setting(s) {unknown}; choose from {sorted(known)}")
@@ -84,9 +118,19 @@ class ClusterSpec:
                 f"export OMP_NUM_THREADS={self.cpus}", f"export PYTHONPATH={REPO}${{PYTHONPATH:+:$PYTHONPATH}}",
                 *self.prologue]
 
+    def dask_settings(self) -> dict:
+        """The Dask settings of the scheduler made here: a cell is run ``retries`` more times after its
+        worker died running it, and a lost worker's job is let go (so it can be replaced) after 2 s."""
+        return {"distributed.scheduler.allowed-failures": self.retries,
+                "distributed.deploy.lost-worker-timeout": "2s"}
+
 
 # Each cell asks for one unit of this worker resource, and each worker has one: one cell per job at a time.
 CELL_RESOURCE = {"cell": 1}
+
+
+class NoWorkersError(ConnectionError):
+    """No Dask worker has been alive for ``no_worker_timeout_s`` while cells remain: the grid stops."""
 
 
 def slurm_cluster(spec: ClusterSpec):
@@ -98,15 +142,19 @@ def slurm_cluster(spec: ClusterSpec):
     return SLURMCluster(cores=spec.cpus, processes=1, memory=spec.memory, walltime=spec.walltime,
                         queue=spec.partition, account=spec.account, job_name="typhoon-cell",
                         job_extra_directives=spec.directives(), job_script_prologue=spec.job_prologue(),
-                        worker_extra_args=["--resources", "cell=1"], python=sys.executable)
+                        worker_extra_args=["--resources", "cell=1"], python=sys.executable,
+                        interface=spec.interface, scheduler_options=dict(spec.scheduler_options))
 
 
 def local_cluster(spec: ClusterSpec):
-    """A Dask ``LocalCluster`` with ``spec.jobs`` workers of one cell each, in this process's threads."""
+    """A Dask ``LocalCluster`` on 127.0.0.1 with ``spec.jobs`` workers of one cell each, in this process's
+    threads (``scheduler_options`` host and port apply to its scheduler)."""
     from distributed import LocalCluster
 
+    options = {"host": LOOPBACK, **{k: v for k, v in spec.scheduler_options.items() if k in ("host", "port")}}
     return LocalCluster(n_workers=spec.jobs, threads_per_worker=1, processes=False, resources=CELL_RESOURCE,
-                        dashboard_address=None)
+                        dashboard_address=None, protocol="tcp://", host=options["host"],
+                        scheduler_port=options.get("port", 0))
 
 
 def job_script(spec: ClusterSpec) -> str:
@@ -118,23 +166,202 @@ def job_script(spec: ClusterSpec) -> str:
         cluster.close()
 
 
-@contextlib.contextmanager
-def cluster_executor(spec: ClusterSpec) -> Iterator[Executor]:
-    """A ``concurrent.futures`` executor whose tasks run on the cluster's workers, one cell per worker at a
-    time; the cluster is shut down (its jobs cancelled) when the block ends."""
+def stop_worker_cells() -> list[int]:
+    """On a worker (``client.run``): stop its cells now. Its ``run_cell`` sees the stop (the cell's temp
+    notebook is removed and no failure recorded) and its notebook kernels get SIGTERM, then SIGKILL."""
+    interrupt.request_stop()
+    return interrupt.stop_child_processes()
+
+
+def slurm_job_states(job_ids: list[str]) -> dict[str, str]:
+    """The SLURM state of each job still known to ``squeue`` (job id -> e.g. PENDING, RUNNING)."""
+    if not job_ids:
+        return {}
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2)
+
+
+class CellExecutor(Executor):
+    """A ``concurrent.futures`` executor for a grid's cells on a Dask cluster, one cell per worker at a time.
+
+    ``cluster`` (None for a scheduler started by hand) is kept at ``jobs`` workers while cells remain.
+    ``on_lost(config, out_dir)`` removes what a cell lost with its worker left behind (the grid's
+    :func:`typhoon.grid.remove_cell_leftovers`). ``poll()`` does the looking after; the grid calls it
+    from its loop (every call does at most one check per ``check_s``).
+    """
+
+    def __init__(self, client, cluster=None, *, jobs: int | None = None, no_worker_timeout_s: float = 3600.0,
+                 on_lost: Callable | None = None, check_s: float = 2.0, clock: Callable[[], float] = time.monotonic,
+                 say: Callable[[str], None] = print):
+        self.client, self.cluster, self.jobs = client, cluster, jobs
+        self.no_worker_timeout_s, self.on_lost, self.check_s = no_worker_timeout_s, on_lost, check_s
+        self.clock, self.say = clock, say
+        self.cells: dict[str, tuple] = {}  # Dask key -> (config, out_dir) of each submitted cell
+        self.futures: dict[str, Future] = {}
+        self.labels: dict[str, str] = {}  # worker address -> "worker NAME (SLURM job ID)"
+        self.running: dict[str, tuple] = {}  # worker address -> the keys it ran at the last check
+        self.seen_jobs: set[str] = set()  # SLURM job ids whose worker connected
+        self.last_check: float | None = None
+        self.no_worker_since: float | None = self.clock()
+
+    # -- concurrent.futures.Executor --------------------------------------------------------------
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        cell = args[0] if args and hasattr(args[0], "relative_dir") else None
+        key = f"cell {cell.relative_dir().as_posix()} {uuid.uuid4().hex[:8]}" if cell else f"task {uuid.uuid4().hex}"
+        task = self.client.submit(fn, *args, key=key, pure=False, resources=CELL_RESOURCE, **kwargs)
+        future: Future = Future()  # left pending (not running), so that the grid can cancel it
+        task.add_done_callback(lambda done: _settle(future, done))  # called in a thread of its own
+        self.futures[key] = future
+        if cell is not None:
+            self.cells[key] = (cell, args[1] if len(args) > 1 else None)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            self.stop_cells()
+
+    # -- looking after the jobs -------------------------------------------------------------------
+    def remaining(self) -> int:
+        return sum(not f.done() for f in self.futures.values())
+
+    def worker_label(self, address: str) -> str:
+        return self.labels.get(address, f"worker {address}")
+
+    def poll(self) -> None:
+        """Note lost workers (and clean up after their cells), keep the jobs alive, and raise
+        :class:`NoWorkersError` once no worker has been alive for ``no_worker_timeout_s``."""
+        now = self.clock()
+        if self.last_check is not None and now - self.last_check < self.check_s:
+            return
+        self.last_check = now
+        running = {address: tuple(keys) for address, keys in self.client.processing().items()}
+        self._note_workers(running)
+        for address in set(self.running) - set(running):
+            self._lost(address, self.running[address], running)
+        self.running = running
+        remaining = self.remaining()
+        if remaining and self.cluster is not None:
+            self._keep_jobs()
+        if running or not remaining:
+            self.no_worker_since = None
+        elif self.no_worker_since is None:
+            self.no_worker_since = now
+        elif now - self.no_worker_since >= self.no_worker_timeout_s:
+            raise NoWorkersError(
+                f"no Dask worker has been alive for {now - self.no_worker_since:.0f} s while {remaining} cell(s) "
+                f"remain{self._jobs_state()}; stopping the grid (its finished cells are kept: rerun the same "
+                "command to resume). Check the jobs' output files (slurm-*.out) or the queue; to wait longer "
+                "set no_worker_timeout_s in [<profile>.cluster] or --no-worker-timeout")
+
+    def _note_workers(self, running: dict) -> None:
+        new = [address for address in running if address not in self.labels]
+        if not new:
+            return
+        info = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        jobs = getattr(self.cluster, "workers", {}) if self.cluster is not None else {}
+        for address in new:
+            name = info.get(address, {}).get("name", "?")
+            job_id = getattr(jobs.get(name), "job_id", None)
+            if job_id:
+                self.seen_jobs.add(str(job_id))
+            self.labels[address] = f"worker {address} ({f'SLURM job {job_id}' if job_id else f'name {name}'})"
+
+    def _lost(self, address: str, keys: tuple, running: dict) -> None:
+        cells = [key for key in keys if key in self.cells and not self.futures[key].done()]
+        self.say(f"cluster: lost {self.worker_label(address)}" + (f" while it ran {', '.join(k.split()[1] for k in cells)}: "
+                 "run again on another worker (at most `retries` times)" if cells else ""))
+        busy = {key for keys in running.values() for key in keys}
+        for key in cells:
+            if key not in busy and self.on_lost is not None:  # not restarted yet: its leftovers are the lost run's
+                self.on_lost(*self.cells[key])
+
+    def _keep_jobs(self) -> None:
+        """Ask the cluster for ``jobs`` workers again: a job whose worker left is submitted anew. A SLURM job
+        that ended before its worker ever connected (cancelled while queued) is dropped first."""
+        jobs = getattr(self.cluster, "workers", {})
+        if self.cluster.__class__.__name__ == "SLURMCluster":
+            ids = {name: str(job.job_id) for name, job in list(jobs.items()) if getattr(job, "job_id", None)}
+            states = slurm_job_states(list(ids.values()))
+            for name, job_id in ids.items():
+                if job_id not in states and job_id not in self.seen_jobs:
+                    jobs.pop(name, None)
+        if len(jobs) < self.jobs or len(getattr(self.cluster, "worker_spec", {})) < self.jobs:
+            self.cluster.scale(self.jobs)
+
+    def _jobs_state(self) -> str:
+        jobs = getattr(self.cluster, "workers", {}) if self.cluster is not None else {}
+        ids = [str(job.job_id) for job in list(jobs.values()) if getattr(job, "job_id", None)]
+        states = slurm_job_states(ids)
+        return f" (SLURM jobs: {', '.join(f'{i} {s}' for i, s in states.items())})" if states else ""
+
+    def stop_cells(self) -> None:
+        """A stop: every worker kills its notebook kernels (:func:`stop_worker_cells`), then the cells are
+        cancelled."""
+        with contextlib.suppress(Exception):
+            self.client.run(stop_worker_cells, on_error="return")
+        for future in self.futures.values():
+            future.cancel()
+        with contextlib.suppress(Exception):
+            self.client.cancel([key for key in self.futures], force=True)
+
+
+def _settle(future: Future, task) -> None:
+    """Pass a finished Dask task's outcome to its ``concurrent.futures`` future (the grid waits on those)."""
+    if future.done():
+        return
+    try:
+        if task.cancelled():
+            future.cancel()
+            future.set_running_or_notify_cancel()  # wakes wait()
+        elif task.status == "error":
+            future.set_exception(task.exception())
+        else:
+            future.set_result(task.result())
+    except Exception as err:  # noqa: BLE001 - whatever fetching the outcome raised is the outcome
+        if not future.done():
+            future.set_exception(err)
+
+
+def cluster_client(spec: ClusterSpec):
+    """The cluster for ``spec`` and a client of it (a SLURM cluster is scaled to ``spec.jobs``)."""
     from distributed import Client
 
     cluster = slurm_cluster(spec) if spec.kind == "slurm" else local_cluster(spec)
-    try:
-        if spec.kind == "slurm":
-            cluster.scale(jobs=spec.jobs)
-        with Client(cluster) as client:
-            yield client.get_executor(resources=CELL_RESOURCE, pure=False)
-    finally:
-        cluster.close()
+    if spec.kind == "slurm":
+        cluster.scale(jobs=spec.jobs)
+    return cluster, Client(cluster)
+
+
+@contextlib.contextmanager
+def cluster_executor(spec: ClusterSpec, on_lost: Callable | None = None) -> Iterator[CellExecutor]:
+    """A :class:`CellExecutor` whose tasks run on the cluster's workers, one cell per worker at a time;
+    the cluster is shut down (its jobs cancelled) when the block ends. ``on_lost``: see CellExecutor
+    (default: the grid's :func:`typhoon.grid.remove_cell_leftovers`)."""
+    import dask
+
+    from typhoon import grid
+
+    with dask.config.set(spec.dask_settings()):
+        cluster = client = None
+        try:
+            cluster, client = cluster_client(spec)
+            yield CellExecutor(client, cluster, jobs=spec.jobs, no_worker_timeout_s=spec.no_worker_timeout_s,
+                               on_lost=on_lost or grid.remove_cell_leftovers)
+        finally:
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
 
 
 def describe(spec: ClusterSpec) -> str:
     where = f"partition {spec.partition}" if spec.partition else "the default partition"
+    listen = f"interface {spec.interface}" if spec.interface else "the default interface"
     return (f"{spec.kind} cluster: {spec.jobs} job(s) on {where}, each {spec.cpus} CPU(s), {spec.gpus} GPU(s), "
-            f"{spec.memory}, {spec.walltime}; one cell per job at a time (cwd {os.path.relpath(REPO)})")
+            f"{spec.memory}, {spec.walltime}; one cell per job at a time (cwd {os.path.relpath(REPO)}); "
+            f"scheduler on {listen}; a lost cell is retried {spec.retries} time(s); no worker for "
+            f"{spec.no_worker_timeout_s:g} s stops the grid")
