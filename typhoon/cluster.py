@@ -13,13 +13,13 @@ that executor from a Dask cluster:
   code path, for trying a cluster set-up (and for the tests, which have no SLURM).
 
 Jobs end (their walltime, a preemption, a node lost, ``scancel``), so :class:`CellExecutor` looks after
-them while cells remain (:meth:`CellExecutor.poll`, called by the grid's loop): it keeps ``jobs`` jobs
-alive (a job that ended is replaced), removes what a cell lost with its job left behind (its temp
-notebook, staging folders, progress file), and stops the grid with :class:`NoWorkersError` when no worker
-has been alive for ``no_worker_timeout_s``. Dask's scheduler runs a lost cell again on another worker,
-up to ``retries`` times (``distributed.scheduler.allowed-failures``); then the grid records it failed,
-naming the lost worker (:func:`typhoon.grid.cell_outcome`). A stop (Ctrl-C) cancels the cells and has
-every worker kill its notebook kernels (:func:`stop_worker_cells`).
+them while cells remain (:meth:`CellExecutor.poll`, called by the grid's loop): it hands each idle worker
+one cell, keeps ``jobs`` jobs alive (a job that ended is replaced), and when a worker is lost it removes
+what its cell left behind (temp notebook, staging folders, progress file) and runs the cell again on
+another worker, up to ``retries`` times; then the grid records it failed, naming the lost worker
+(:func:`typhoon.grid.cell_outcome`). When no worker has been alive for ``no_worker_timeout_s`` it stops
+the grid (:class:`NoWorkersError`, exit 2). A stop (Ctrl-C) cancels the cells and has every worker kill
+its notebook kernels (:func:`stop_worker_cells`).
 
 ``--scheduler tcp://HOST:8786`` (:func:`typhoon.grid.dask_executor`) is the other way: workers started by
 hand. On a cluster the cells choose their own threads (all the cores the job was given; the prologue sets
@@ -119,10 +119,9 @@ class ClusterSpec:
                 *self.prologue]
 
     def dask_settings(self) -> dict:
-        """The Dask settings of the scheduler made here: a cell is run ``retries`` more times after its
-        worker died running it, and a lost worker's job is let go (so it can be replaced) after 2 s."""
-        return {"distributed.scheduler.allowed-failures": self.retries,
-                "distributed.deploy.lost-worker-timeout": "2s"}
+        """The Dask settings of the scheduler made here: a lost worker's job is let go (so that it can be
+        replaced) after 2 s. Lost cells are retried by :class:`CellExecutor`, not by Dask."""
+        return {"distributed.deploy.lost-worker-timeout": "2s"}
 
 
 # Each cell asks for one unit of this worker resource, and each worker has one: one cell per job at a time.
@@ -185,68 +184,85 @@ def slurm_job_states(job_ids: list[str]) -> dict[str, str]:
     return dict(line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2)
 
 
+class LostCellError(RuntimeError):
+    """A cell's worker was lost (its job ended) more often than ``retries`` allows: the cell is failed."""
+
+
+@dataclass
+class _Cell:
+    """One submitted cell: what to run, its grid-facing future, and its attempts so far."""
+
+    fn: Callable
+    args: tuple
+    kwargs: dict
+    future: Future
+    config: object = None
+    out_dir: object = None
+    losses: list[str] = field(default_factory=list)  # labels of the workers lost while it ran
+    worker: str | None = None  # the worker of the attempt in flight
+    task: object = None  # that attempt's Dask future
+
+
 class CellExecutor(Executor):
     """A ``concurrent.futures`` executor for a grid's cells on a Dask cluster, one cell per worker at a time.
 
-    ``cluster`` (None for a scheduler started by hand) is kept at ``jobs`` workers while cells remain.
-    ``on_lost(config, out_dir)`` removes what a cell lost with its worker left behind (the grid's
-    :func:`typhoon.grid.remove_cell_leftovers`). ``poll()`` does the looking after; the grid calls it
-    from its loop (every call does at most one check per ``check_s``).
+    Cells wait here and are handed to Dask one per idle worker, pinned to it, so a lost worker takes
+    exactly the cell it ran (not cells queued behind it). ``poll()``, which the grid calls from its loop,
+    does the looking after: hands waiting cells to idle workers, notes lost workers -- their cell is
+    cleaned up after (``on_lost(config, out_dir)``: :func:`typhoon.grid.remove_cell_leftovers`) and run
+    again, up to ``retries`` times, then failed with :class:`LostCellError` naming the workers --, keeps
+    ``cluster`` (None for a scheduler started by hand) at ``jobs`` workers while cells remain, and raises
+    :class:`NoWorkersError` once no worker has been alive for ``no_worker_timeout_s``.
     """
 
-    def __init__(self, client, cluster=None, *, jobs: int | None = None, no_worker_timeout_s: float = 3600.0,
-                 on_lost: Callable | None = None, check_s: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                 say: Callable[[str], None] = print):
-        self.client, self.cluster, self.jobs = client, cluster, jobs
+    def __init__(self, client, cluster=None, *, jobs: int | None = None, retries: int = 2,
+                 no_worker_timeout_s: float = 3600.0, on_lost: Callable | None = None, check_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] = print):
+        self.client, self.cluster, self.jobs, self.retries = client, cluster, jobs, retries
         self.no_worker_timeout_s, self.on_lost, self.check_s = no_worker_timeout_s, on_lost, check_s
         self.clock, self.say = clock, say
-        self.cells: dict[str, tuple] = {}  # Dask key -> (config, out_dir) of each submitted cell
-        self.futures: dict[str, Future] = {}
-        self.labels: dict[str, str] = {}  # worker address -> "worker NAME (SLURM job ID)"
-        self.running: dict[str, tuple] = {}  # worker address -> the keys it ran at the last check
+        self.cells: list[_Cell] = []
+        self.waiting: list[_Cell] = []  # not handed to a worker yet (or back after a lost worker)
+        self.labels: dict[str, str] = {}  # worker address -> "worker ADDRESS (SLURM job ID)"
+        self.alive: set[str] = set()  # the workers at the last check
         self.seen_jobs: set[str] = set()  # SLURM job ids whose worker connected
         self.last_check: float | None = None
         self.no_worker_since: float | None = self.clock()
 
     # -- concurrent.futures.Executor --------------------------------------------------------------
     def submit(self, fn, /, *args, **kwargs) -> Future:
-        cell = args[0] if args and hasattr(args[0], "relative_dir") else None
-        key = f"cell {cell.relative_dir().as_posix()} {uuid.uuid4().hex[:8]}" if cell else f"task {uuid.uuid4().hex}"
-        task = self.client.submit(fn, *args, key=key, pure=False, resources=CELL_RESOURCE, **kwargs)
-        future: Future = Future()  # left pending (not running), so that the grid can cancel it
-        task.add_done_callback(lambda done: _settle(future, done))  # called in a thread of its own
-        self.futures[key] = future
-        if cell is not None:
-            self.cells[key] = (cell, args[1] if len(args) > 1 else None)
-        return future
+        config = args[0] if args and hasattr(args[0], "relative_dir") else None
+        cell = _Cell(fn, args, kwargs, Future(), config, args[1] if config is not None and len(args) > 1 else None)
+        self.cells.append(cell)
+        self.waiting.append(cell)
+        return cell.future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if cancel_futures:
             self.stop_cells()
 
-    # -- looking after the jobs -------------------------------------------------------------------
+    # -- looking after the cells and the jobs -----------------------------------------------------
     def remaining(self) -> int:
-        return sum(not f.done() for f in self.futures.values())
+        return sum(not cell.future.done() for cell in self.cells)
 
     def worker_label(self, address: str) -> str:
         return self.labels.get(address, f"worker {address}")
 
     def poll(self) -> None:
-        """Note lost workers (and clean up after their cells), keep the jobs alive, and raise
-        :class:`NoWorkersError` once no worker has been alive for ``no_worker_timeout_s``."""
         now = self.clock()
         if self.last_check is not None and now - self.last_check < self.check_s:
             return
         self.last_check = now
-        running = {address: tuple(keys) for address, keys in self.client.processing().items()}
-        self._note_workers(running)
-        for address in set(self.running) - set(running):
-            self._lost(address, self.running[address], running)
-        self.running = running
+        alive = set(self.client.processing())
+        self._note_workers(alive - set(self.labels))
+        for address in sorted(self.alive - alive):
+            self._lost(address)
+        self.alive = alive
+        self._dispatch()
         remaining = self.remaining()
         if remaining and self.cluster is not None:
             self._keep_jobs()
-        if running or not remaining:
+        if alive or not remaining:
             self.no_worker_since = None
         elif self.no_worker_since is None:
             self.no_worker_since = now
@@ -257,8 +273,23 @@ class CellExecutor(Executor):
                 "command to resume). Check the jobs' output files (slurm-*.out) or the queue; to wait longer "
                 "set no_worker_timeout_s in [<profile>.cluster] or --no-worker-timeout")
 
-    def _note_workers(self, running: dict) -> None:
-        new = [address for address in running if address not in self.labels]
+    def _dispatch(self) -> None:
+        """Hand waiting cells to the idle workers, one each, pinned to it."""
+        busy = {cell.worker for cell in self.cells if cell.task is not None and not cell.future.done()}
+        for address in sorted(self.alive - busy):
+            while self.waiting and self.waiting[0].future.done():  # cancelled by the grid
+                self.waiting.pop(0)
+            if not self.waiting:
+                return
+            cell = self.waiting.pop(0)
+            name = cell.config.relative_dir().as_posix().replace("/", ".") if cell.config is not None else "task"
+            task = self.client.submit(cell.fn, *cell.args, key=f"cell-{name}-{uuid.uuid4().hex[:8]}", pure=False,
+                                      workers=[address], allow_other_workers=False, resources=CELL_RESOURCE,
+                                      **cell.kwargs)
+            cell.worker, cell.task = address, task
+            task.add_done_callback(lambda done, cell=cell: _settle(cell, done))  # called in a thread of its own
+
+    def _note_workers(self, new: set[str]) -> None:
         if not new:
             return
         info = self.client.scheduler_info(n_workers=-1).get("workers", {})
@@ -270,14 +301,31 @@ class CellExecutor(Executor):
                 self.seen_jobs.add(str(job_id))
             self.labels[address] = f"worker {address} ({f'SLURM job {job_id}' if job_id else f'name {name}'})"
 
-    def _lost(self, address: str, keys: tuple, running: dict) -> None:
-        cells = [key for key in keys if key in self.cells and not self.futures[key].done()]
-        self.say(f"cluster: lost {self.worker_label(address)}" + (f" while it ran {', '.join(k.split()[1] for k in cells)}: "
-                 "run again on another worker (at most `retries` times)" if cells else ""))
-        busy = {key for keys in running.values() for key in keys}
-        for key in cells:
-            if key not in busy and self.on_lost is not None:  # not restarted yet: its leftovers are the lost run's
-                self.on_lost(*self.cells[key])
+    def _lost(self, address: str) -> None:
+        """A worker is gone (its job ended): its cell's attempt is dropped, what it left removed, and the
+        cell waits for another worker -- or, lost too often, fails."""
+        label = self.worker_label(address)
+        cells = [cell for cell in self.cells if cell.worker == address and cell.task is not None
+                 and not cell.future.done()]
+        if not cells:
+            self.say(f"cluster: lost {label}")
+        for cell in cells:
+            task, cell.task, cell.worker = cell.task, None, None
+            with contextlib.suppress(Exception):
+                self.client.cancel([task], force=True)
+            if self.on_lost is not None and cell.config is not None:
+                self.on_lost(cell.config, cell.out_dir)  # no other run of the cell has started: it was pinned
+            cell.losses.append(label)
+            what = cell.config.relative_dir().as_posix() if cell.config is not None else "a task"
+            if len(cell.losses) > self.retries:
+                self.say(f"cluster: lost {label} while it ran {what}: lost {len(cell.losses)} times, it fails")
+                cell.future.set_exception(LostCellError(
+                    f"the cell's worker was lost {len(cell.losses)} time(s) while it ran (its job ended: walltime, "
+                    f"preemption, scancel or a crash), the last {label}; retries = {self.retries}"))
+            else:
+                self.say(f"cluster: lost {label} while it ran {what}: it runs again on another worker "
+                         f"(retry {len(cell.losses)} of {self.retries})")
+                self.waiting.insert(0, cell)
 
     def _keep_jobs(self) -> None:
         """Ask the cluster for ``jobs`` workers again: a job whose worker left is submitted anew. A SLURM job
@@ -303,27 +351,34 @@ class CellExecutor(Executor):
         cancelled."""
         with contextlib.suppress(Exception):
             self.client.run(stop_worker_cells, on_error="return")
-        for future in self.futures.values():
-            future.cancel()
+        self.waiting.clear()
+        tasks = [cell.task for cell in self.cells if cell.task is not None]
+        for cell in self.cells:
+            if cell.future.cancel():
+                cell.future.set_running_or_notify_cancel()  # wakes wait()
         with contextlib.suppress(Exception):
-            self.client.cancel([key for key in self.futures], force=True)
+            self.client.cancel(tasks, force=True)
 
 
-def _settle(future: Future, task) -> None:
-    """Pass a finished Dask task's outcome to its ``concurrent.futures`` future (the grid waits on those)."""
-    if future.done():
+def _settle(cell: _Cell, task) -> None:
+    """Pass an attempt's outcome to its cell's ``concurrent.futures`` future (the grid waits on those),
+    unless the attempt was dropped (its worker was lost) or the cell is done."""
+    if cell.task is not task or cell.future.done():
         return
     try:
         if task.cancelled():
-            future.cancel()
-            future.set_running_or_notify_cancel()  # wakes wait()
-        elif task.status == "error":
-            future.set_exception(task.exception())
-        else:
-            future.set_result(task.result())
+            return  # a stop (the grid cancels the cell itself) or a lost worker (the cell runs again)
+        outcome = task.exception() if task.status == "error" else None
+        result = None if outcome is not None else task.result()
     except Exception as err:  # noqa: BLE001 - whatever fetching the outcome raised is the outcome
-        if not future.done():
-            future.set_exception(err)
+        outcome, result = err, None
+    if cell.task is not task or cell.future.done():
+        return
+    with contextlib.suppress(Exception):  # InvalidStateError: cancelled meanwhile
+        if outcome is not None:
+            cell.future.set_exception(outcome)
+        else:
+            cell.future.set_result(result)
 
 
 def cluster_client(spec: ClusterSpec):
@@ -349,7 +404,8 @@ def cluster_executor(spec: ClusterSpec, on_lost: Callable | None = None) -> Iter
         cluster = client = None
         try:
             cluster, client = cluster_client(spec)
-            yield CellExecutor(client, cluster, jobs=spec.jobs, no_worker_timeout_s=spec.no_worker_timeout_s,
+            yield CellExecutor(client, cluster, jobs=spec.jobs, retries=spec.retries,
+                               no_worker_timeout_s=spec.no_worker_timeout_s,
                                on_lost=on_lost or grid.remove_cell_leftovers)
         finally:
             if client is not None:

@@ -233,22 +233,17 @@ def remove_cell_leftovers(config: RunConfig, out_dir: Path) -> None:
     records.remove_stale_lock(run_dir.with_name(f".{run_dir.name}.lock"))
 
 
-def cell_outcome(future, config: RunConfig, out_dir: Path, executor: Executor | None = None) -> dict:
-    """A finished cell's status row. A cell whose worker died while running it more often than the cluster
-    retries (Dask's ``KilledWorker``) is recorded failed here, with the lost worker in the error."""
+def cell_outcome(future, config: RunConfig, out_dir: Path) -> dict:
+    """A finished cell's status row. A cell whose worker was lost more often than the cluster retries
+    (:class:`typhoon.cluster.LostCellError`, naming the lost workers) is recorded failed here."""
     try:
         return future.result()
     except Exception as err:
-        if type(err).__name__ != "KilledWorker":
+        if type(err).__name__ != "LostCellError":
             raise
-        last = getattr(getattr(err, "last_worker", None), "address", "?")
-        label = executor.worker_label(last) if hasattr(executor, "worker_label") else f"worker {last}"
-        runs = getattr(err, "allowed_failures", 0) + 1
-        error = (f"LostWorker: the cell's worker died while running it {runs} time(s), the last {label} (its job "
-                 "ended: walltime, preemption, scancel or a crash)")
+        error = f"LostWorker: {err}"
         remove_cell_leftovers(config, out_dir)
-        _ensure_failed_record(config, out_dir, error, cell_notebook(config, out_dir),
-                              traceback_text=f"{error}\n{err}\n")
+        _ensure_failed_record(config, out_dir, error, cell_notebook(config, out_dir), traceback_text=f"{error}\n")
         return records.status_row(config, "failed", error=error)
 
 
@@ -304,7 +299,7 @@ def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int
         while pending:
             done, pending = wait(pending, timeout=progress.POLL_INTERVAL_S, return_when=FIRST_COMPLETED)
             for future in done:
-                rows.append(cell_outcome(future, cell_of[future], out_dir, executor))
+                rows.append(cell_outcome(future, cell_of[future], out_dir))
                 monitor.finished(rows[-1])
                 if on_done is not None:
                     on_done(rows[-1])
