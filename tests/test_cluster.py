@@ -151,7 +151,7 @@ def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_p
     monkeypatch.setattr(grid, "run_cell", losing_cell)
     spec = cluster.ClusterSpec(kind="local", jobs=2, retries=1)
     seen_leftovers = []
-    with cluster.cluster_executor(spec) as executor:
+    with cluster.cluster_executor(spec, on_lost=grid.remove_cell_leftovers) as executor:
         executor.check_s = 0.2
 
         def job_killer():  # loses the doomed cell's worker on each attempt, once it has written its temp notebook
@@ -320,7 +320,7 @@ def slow_cell(config, out_dir, nb_dir, device=None, threads=None):
 def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkeypatch):
     """Ctrl-C mid-grid: every worker runs the stop helper (its kernels are killed) and no cell is left running."""
     STOPPED_ON.clear()
-    monkeypatch.setattr(cluster, "stop_worker_cells", record_stop)
+    monkeypatch.setattr(interrupt, "stop_worker_cells", record_stop)
     configs = get_profile("smoke").grid()[:2]
     monkeypatch.setattr(grid, "run_cell", slow_cell)
     with cluster.cluster_executor(cluster.ClusterSpec(kind="local", jobs=2)) as executor:

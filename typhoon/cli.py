@@ -104,7 +104,7 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
     """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.cluster`)."""
     from typhoon import cluster
     from typhoon.config import get_profile
-    from typhoon.grid import reproduce
+    from typhoon.grid import remove_cell_leftovers, reproduce
 
     if args.scheduler:
         raise ValueError("give --cluster or --scheduler, not both")
@@ -118,7 +118,7 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
         print(cluster.job_script(spec))
         return 0
     print(cluster.describe(spec), flush=True)
-    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
+    with cluster.cluster_executor(spec, on_lost=remove_cell_leftovers) as executor:  # the cells choose threads and device on their node
         summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
                             executor=executor, allow_mixed_precision=args.allow_mixed_precision,
                             commit_records=args.commit_records, reuse=not args.no_reuse, estimate=False)

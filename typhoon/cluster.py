@@ -19,7 +19,7 @@ what its cell left behind (temp notebook, staging folders, progress file) and ru
 another worker, up to ``retries`` times; then the grid records it failed, naming the lost worker
 (:func:`typhoon.grid.cell_outcome`). When no worker has been alive for ``no_worker_timeout_s`` it stops
 the grid (:class:`NoWorkersError`, exit 2). A stop (Ctrl-C) cancels the cells and has every worker kill
-its notebook kernels (:func:`stop_worker_cells`).
+its notebook kernels (:func:`typhoon.interrupt.stop_worker_cells`).
 
 ``--scheduler tcp://HOST:8786`` (:func:`typhoon.grid.dask_executor`) is the other way: workers started by
 hand. On a cluster the cells choose their own threads (all the cores the job was given; the prologue sets
@@ -40,8 +40,6 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-
-from typhoon import interrupt
 
 KINDS = ("slurm", "local")
 REPO = Path(__file__).resolve().parents[1]
@@ -163,13 +161,6 @@ def job_script(spec: ClusterSpec) -> str:
         return cluster.job_script()
     finally:
         cluster.close()
-
-
-def stop_worker_cells() -> list[int]:
-    """On a worker (``client.run``): stop its cells now. Its ``run_cell`` sees the stop (the cell's temp
-    notebook is removed and no failure recorded) and its notebook kernels get SIGTERM, then SIGKILL."""
-    interrupt.request_stop()
-    return interrupt.stop_child_processes()
 
 
 def slurm_job_states(job_ids: list[str]) -> dict[str, str]:
@@ -346,11 +337,12 @@ class CellExecutor(Executor):
         states = slurm_job_states(ids)
         return f" (SLURM jobs: {', '.join(f'{i} {s}' for i, s in states.items())})" if states else ""
 
-    def stop_cells(self) -> None:
-        """A stop: every worker kills its notebook kernels (:func:`stop_worker_cells`), then the cells are
-        cancelled."""
-        with contextlib.suppress(Exception):
-            self.client.run(stop_worker_cells, on_error="return")
+    def stop_cells(self, worker_stop: Callable | None = None) -> None:
+        """A stop: every worker runs ``worker_stop`` (the grid's: :func:`typhoon.interrupt.stop_worker_cells`,
+        which kills its notebook kernels), then the cells are cancelled."""
+        if worker_stop is not None:
+            with contextlib.suppress(Exception):
+                self.client.run(worker_stop, on_error="return")
         self.waiting.clear()
         tasks = [cell.task for cell in self.cells if cell.task is not None]
         for cell in self.cells:
@@ -394,19 +386,16 @@ def cluster_client(spec: ClusterSpec):
 @contextlib.contextmanager
 def cluster_executor(spec: ClusterSpec, on_lost: Callable | None = None) -> Iterator[CellExecutor]:
     """A :class:`CellExecutor` whose tasks run on the cluster's workers, one cell per worker at a time;
-    the cluster is shut down (its jobs cancelled) when the block ends. ``on_lost``: see CellExecutor
-    (default: the grid's :func:`typhoon.grid.remove_cell_leftovers`)."""
+    the cluster is shut down (its jobs cancelled) when the block ends. ``on_lost``: see CellExecutor (the
+    CLI gives the grid's :func:`typhoon.grid.remove_cell_leftovers`; this module does not import the grid)."""
     import dask
-
-    from typhoon import grid
 
     with dask.config.set(spec.dask_settings()):
         cluster = client = None
         try:
             cluster, client = cluster_client(spec)
             yield CellExecutor(client, cluster, jobs=spec.jobs, retries=spec.retries,
-                               no_worker_timeout_s=spec.no_worker_timeout_s,
-                               on_lost=on_lost or grid.remove_cell_leftovers)
+                               no_worker_timeout_s=spec.no_worker_timeout_s, on_lost=on_lost)
         finally:
             if client is not None:
                 client.close()

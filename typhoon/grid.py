@@ -326,7 +326,7 @@ def stop_cells(futures: list, executor: Executor | None, own: bool = True) -> No
     interrupt.request_stop()
     remote_stop = getattr(executor, "stop_cells", None)
     if remote_stop is not None:
-        remote_stop()
+        remote_stop(interrupt.stop_worker_cells)
     for future in futures:
         future.cancel()
     if executor is not None and own:
