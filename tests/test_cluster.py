@@ -3,12 +3,14 @@ and a grid runs through the cluster executor (a Dask LocalCluster here; no SLURM
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 
 import pytest
 
-from typhoon import cli, cluster, grid, records
+from typhoon import cli, cluster, grid, interrupt, progress, records
 from typhoon.config import get_profile
 
 
@@ -88,8 +90,13 @@ def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path,
 
     def fake_reproduce(profile, out, **kwargs):
         seen.update(profile=profile, out=out, **kwargs)
-        future = kwargs["executor"].submit(sum, [1, 2])  # the executor runs work on the cluster's worker
-        seen["result"] = future.result(timeout=30)
+        executor = kwargs["executor"]
+        future = executor.submit(sum, [1, 2])  # the executor runs work on the cluster's worker ...
+        deadline = time.monotonic() + 30
+        while not future.done() and time.monotonic() < deadline:
+            executor.poll()  # ... handed to it by the poll (the grid's loop calls it)
+            time.sleep(0.1)
+        seen["result"] = future.result(timeout=1)
         return Done()
 
     monkeypatch.setattr(grid, "reproduce", fake_reproduce)
@@ -101,3 +108,235 @@ def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path,
     with pytest.raises(ValueError, match="not both"):
         cli.reproduce_on_cluster(cli.build_parser().parse_args(
             ["reproduce", "--cluster", "local", "--scheduler", "tcp://x:1"]), {})
+
+
+# --- jobs that end: replaced, their cells retried then recorded failed, their leftovers removed -----------
+
+DOOMED = "runs/mrpc/tiny-random/random/seed0"  # the cell whose worker the test keeps losing
+ATTEMPTS: list[str] = []  # the worker addresses the doomed cell started on
+
+
+def temp_notebook(config, out_dir):
+    target = grid.cell_notebook(config, out_dir)
+    return target.with_name(f".{target.stem}.tmp-{os.getpid()}-{len(ATTEMPTS)}.ipynb")
+
+
+def losing_cell(config, out_dir, nb_dir, device=None, threads=None):
+    """A cell that writes a temp notebook like papermill; the doomed cell then runs until its worker is lost."""
+    from distributed import get_worker
+    from distributed.core import Status
+
+    worker = get_worker()
+    temp = temp_notebook(config, out_dir)
+    temp.parent.mkdir(parents=True, exist_ok=True)
+    temp.write_text("{}")
+    if config.relative_dir().as_posix() == DOOMED:
+        ATTEMPTS.append(worker.address)
+        while worker.status == Status.running:  # until the test removes this worker, as a job's end would
+            time.sleep(0.05)
+        return records.status_row(config, "ok")  # never reaches the grid: the worker is gone
+    time.sleep(0.2)
+    temp.unlink()
+    return records.status_row(config, "ok", seconds=0.2)
+
+
+async def lose_worker(address, dask_scheduler=None):
+    """What the scheduler does when a worker's job ends: the worker is gone, unexpectedly."""
+    await dask_scheduler.remove_worker(address, stimulus_id="test-job-ended", expected=False, close=True)
+
+
+def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_path, monkeypatch):
+    configs = get_profile("smoke").grid()[:3]
+    ATTEMPTS.clear()
+    monkeypatch.setattr(grid, "run_cell", losing_cell)
+    spec = cluster.ClusterSpec(kind="local", jobs=2, retries=1)
+    seen_leftovers = []
+    with cluster.cluster_executor(spec, on_lost=grid.remove_cell_leftovers) as executor:
+        executor.check_s = 0.2
+
+        def job_killer():  # loses the doomed cell's worker on each attempt, once it has written its temp notebook
+            for attempt in range(spec.retries + 1):
+                deadline = time.monotonic() + 60
+                while len(ATTEMPTS) <= attempt and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                seen_leftovers.append(len(list((tmp_path / "notebooks").rglob(".seed0.tmp-*"))))
+                executor.client.run_on_scheduler(lose_worker, ATTEMPTS[attempt])
+
+        killer = threading.Thread(target=job_killer, daemon=True)
+        killer.start()
+        cells = grid.run_grid(configs, tmp_path, grid.notebooks_dir(), workers=1, executor=executor)
+        killer.join(timeout=30)
+        deadline = time.monotonic() + 30
+        while len(executor.client.scheduler_info()["workers"]) < spec.jobs and time.monotonic() < deadline:
+            executor.poll()
+            time.sleep(0.2)
+        workers_after = len(executor.client.scheduler_info()["workers"])
+    rows = cells.set_index("record_path")
+    assert len(ATTEMPTS) == spec.retries + 1 and len(set(ATTEMPTS)) == spec.retries + 1  # a new worker each time
+    assert rows.loc[DOOMED, "status"] == "failed"
+    assert "LostWorker" in rows.loc[DOOMED, "error"] and ATTEMPTS[-1] in rows.loc[DOOMED, "error"]
+    assert (rows.drop(DOOMED)["status"] == "ok").all()
+    record = records.read_json(tmp_path / DOOMED / "metrics.json")
+    assert record["status"] == "failed" and ATTEMPTS[-1] in record["error"]
+    assert seen_leftovers == [1] * (spec.retries + 1)  # each attempt's temp notebook was there when it was lost ...
+    assert not list(tmp_path.rglob("*.tmp-*"))  # ... and none is left
+    assert workers_after == spec.jobs  # the lost workers were replaced
+
+
+def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
+    lost, other = get_profile("smoke").grid()[:2]
+    made = []
+    for config in (lost, other):
+        run_dir = tmp_path / config.relative_dir()
+        notebook = grid.cell_notebook(config, tmp_path)
+        for path in (notebook.with_name(f".{notebook.stem}.tmp-123-1.ipynb"), progress.progress_path(run_dir),
+                     run_dir.with_name(f".{run_dir.name}.lock")):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("x")
+            made.append(path)
+        staging = run_dir.with_name(f".{run_dir.name}.tmp-123-abcd")
+        (staging / "sub").mkdir(parents=True)
+        made.append(staging)
+    records.write_record(tmp_path / other.relative_dir(), other, {"status": "ok"})
+    grid.remove_cell_leftovers(lost, tmp_path)
+    assert [p.exists() for p in made] == [False] * 4 + [True] * 4  # the lost cell's gone, the other's kept
+    assert records.record_status(tmp_path / other.relative_dir(), other) == "ok"
+
+
+class FakeClient:
+    """What CellExecutor asks a Dask client: which worker runs what."""
+
+    def __init__(self):
+        self.workers: dict[str, tuple] = {}
+
+    def processing(self):
+        return dict(self.workers)
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {address: {"name": i} for i, address in enumerate(self.workers)}}
+
+    def submit(self, *args, **kwargs):
+        class Task:  # runs for ever
+            def add_done_callback(self, callback):
+                pass
+
+        return Task()
+
+
+def test_no_worker_for_the_timeout_stops_the_grid_with_a_message():
+    now = [0.0]
+    client = FakeClient()
+    executor = cluster.CellExecutor(client, no_worker_timeout_s=60, check_s=0, clock=lambda: now[0])
+    future = executor.submit(sum, [1])  # a cell remains
+    for t in (10, 59):
+        now[0] = t
+        executor.poll()  # no worker yet, but not for 60 s
+    client.workers = {"tcp://127.0.0.1:1": ()}
+    now[0] = 100
+    executor.poll()  # a worker: the clock starts again when it goes
+    client.workers = {}
+    for t in (101, 150):
+        now[0] = t
+        executor.poll()
+    now[0] = 161
+    with pytest.raises(cluster.NoWorkersError, match=r"no Dask worker has been alive for 60 s while 1 cell"):
+        executor.poll()
+    future.set_result(1)
+    now[0] = 1000
+    executor.poll()  # no cell remains: no worker is needed
+
+
+def test_no_worker_timeout_exits_2_from_the_cli(monkeypatch, capsys):
+    def no_workers(*args, **kwargs):
+        raise cluster.NoWorkersError("no Dask worker has been alive for 5 s while 7 cell(s) remain")
+
+    monkeypatch.setattr(grid, "reproduce", no_workers)
+    assert cli.main(["reproduce", "--profile", "smoke", "--cluster", "local", "--jobs", "1",
+                     "--no-worker-timeout", "5"]) == 2
+    assert "no Dask worker has been alive for 5 s" in capsys.readouterr().err
+
+
+def test_interface_and_scheduler_options_from_the_profile_and_the_flags():
+    table = {"interface": "ib0", "scheduler_options": {"port": 8786, "dashboard_address": ":8787"}, "retries": 4}
+    spec = cluster.ClusterSpec.from_settings(table, {"interface": "lo", "scheduler_options": {"port": 0}})
+    assert spec.interface == "lo" and spec.retries == 4 and spec.no_worker_timeout_s == 3600
+    assert spec.scheduler_options == {"port": 0, "dashboard_address": ":8787"}  # the flag's port, the table's rest
+    args = cli.build_parser().parse_args(["reproduce", "--profile", "paper", "--cluster", "slurm", "--interface", "lo",
+                                          "--scheduler-option", "port=0", "--scheduler-option",
+                                          "dashboard_address=none", "--retries", "1", "--no-worker-timeout", "30"])
+    assert cli.parse_scheduler_options(args.scheduler_option) == {"port": 0, "dashboard_address": None}
+    assert (args.interface, args.retries, args.no_worker_timeout_s) == ("lo", 1, 30.0)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        cli.parse_scheduler_options(["port"])
+    for bad, message in (({"retries": -1}, "retries"), ({"no_worker_timeout_s": 0}, "no_worker_timeout_s"),
+                         ({"scheduler_options": "port=1"}, "scheduler_options"), ({"interface": ""}, "interface")):
+        with pytest.raises(ValueError, match=message):
+            cluster.ClusterSpec.from_settings(bad)
+
+
+def test_the_slurm_scheduler_and_workers_listen_on_the_interface_given():
+    spec = cluster.ClusterSpec.from_settings({"kind": "slurm", "interface": "lo",
+                                              "scheduler_options": {"dashboard_address": "127.0.0.1:0"}})
+    made = cluster.slurm_cluster(spec)
+    try:
+        assert made.scheduler_address.startswith("tcp://127.0.0.1:")
+        assert "--interface lo" in made.job_script()  # the workers, on their nodes
+    finally:
+        made.close()
+
+
+def test_cli_flags_reach_the_cluster(monkeypatch, capsys):
+    specs = []
+
+    @contextlib.contextmanager
+    def fake_executor(spec, on_lost=None):
+        specs.append(spec)
+        yield None
+
+    class Done:
+        ok = True
+
+    monkeypatch.setattr(cluster, "cluster_executor", fake_executor)
+    monkeypatch.setattr(grid, "reproduce", lambda *a, **k: Done())
+    assert cli.main(["reproduce", "--profile", "smoke", "--cluster", "local", "--interface", "lo", "--retries", "0",
+                     "--scheduler-option", "port=0", "--no-worker-timeout", "9"]) == 0
+    assert (specs[0].interface, specs[0].retries, specs[0].no_worker_timeout_s) == ("lo", 0, 9.0)
+    assert specs[0].scheduler_options == {"port": 0}
+
+
+STOPPED_ON: list[str] = []
+
+
+def record_stop(dask_worker=None):  # module level: Dask pickles it by reference, so the in-process workers append here
+    STOPPED_ON.append(dask_worker.address)
+    return []
+
+
+def slow_cell(config, out_dir, nb_dir, device=None, threads=None):
+    time.sleep(4.0)
+    return records.status_row(config, "ok")
+
+
+def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkeypatch):
+    """Ctrl-C mid-grid: every worker runs the stop helper (its kernels are killed) and no cell is left running."""
+    STOPPED_ON.clear()
+    monkeypatch.setattr(interrupt, "stop_worker_cells", record_stop)
+    configs = get_profile("smoke").grid()[:2]
+    monkeypatch.setattr(grid, "run_cell", slow_cell)
+    with cluster.cluster_executor(cluster.ClusterSpec(kind="local", jobs=2)) as executor:
+        monitor = progress.GridMonitor(tmp_path, configs, 0)
+        polls = []
+
+        def ctrl_c_once_cells_run():
+            polls.append(1)
+            if len(polls) > 1 and all(cell.task is not None for cell in executor.cells):
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(monitor, "poll", ctrl_c_once_cells_run)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                grid.run_grid(configs, tmp_path, grid.notebooks_dir(), executor=executor, monitor=monitor)
+        finally:
+            interrupt.clear_stop()
+        assert sorted(STOPPED_ON) == sorted(executor.alive) and len(STOPPED_ON) == 2  # each worker was told
+        assert all(cell.future.cancelled() for cell in executor.cells)

@@ -52,7 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--cpus", type=int, help="--cluster: CPU cores per job")
     rep.add_argument("--memory", help="--cluster: memory per job, e.g. 32GB")
     rep.add_argument("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
-    rep.add_argument("--jobs", type=int, help="--cluster: jobs (cells at once)")
+    rep.add_argument("--jobs", type=int, help="--cluster: jobs (cells at once), kept alive while cells remain")
+    rep.add_argument("--interface", help="--cluster: network interface the scheduler and workers listen on, e.g. "
+                     "ib0 (lo: this machine only)")
+    rep.add_argument("--scheduler-option", action="append", metavar="KEY=VALUE",
+                     help="--cluster: an option of the Dask scheduler, e.g. port=8786, host=10.0.0.1, "
+                     "dashboard_address=127.0.0.1:0 (adds to the profile's scheduler_options)")
+    rep.add_argument("--retries", type=int, help="--cluster: times a cell whose job was lost runs again before "
+                     "it is recorded failed (default 2)")
+    rep.add_argument("--no-worker-timeout", type=float, metavar="SECONDS", dest="no_worker_timeout_s",
+                     help="--cluster: stop (exit 2) when no worker has been alive this long (default 3600)")
     rep.add_argument("--job-script", action="store_true",
                      help="--cluster slurm: print the batch script each job would run, and exit")
     rep.add_argument("--estimate", action="store_true",
@@ -103,11 +112,13 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
     """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.cluster`)."""
     from typhoon import cluster
     from typhoon.config import get_profile
-    from typhoon.grid import reproduce
+    from typhoon.grid import remove_cell_leftovers, reproduce
 
     if args.scheduler:
         raise ValueError("give --cluster or --scheduler, not both")
-    flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs")}
+    flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
+                                                    "interface", "retries", "no_worker_timeout_s")}
+    flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
     spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
     if args.job_script:
         if spec.kind != "slurm":
@@ -115,12 +126,28 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
         print(cluster.job_script(spec))
         return 0
     print(cluster.describe(spec), flush=True)
-    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
+    with cluster.cluster_executor(spec, on_lost=remove_cell_leftovers) as executor:  # the cells choose threads and device on their node
         summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
                             executor=executor, allow_mixed_precision=args.allow_mixed_precision,
                             commit_records=args.commit_records, reuse=not args.no_reuse, reuse_from=args.reuse_from,
                             estimate=False)
     return 0 if summary.ok else 1
+
+
+def parse_scheduler_options(pairs: list[str] | None) -> dict | None:
+    """``--scheduler-option KEY=VALUE`` pairs as a dict (integers as ints, none/true/false as such)."""
+    if not pairs:
+        return None
+    literals = {"none": None, "true": True, "false": False}
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--scheduler-option must be KEY=VALUE, got {pair!r}")
+        value = value.strip()
+        options[key.strip()] = (int(value) if value.lstrip("-").isdigit()
+                                else literals.get(value.lower(), value))
+    return options
 
 
 def user_errors() -> tuple[type[Exception], ...]:

@@ -147,6 +147,12 @@ def cell_parameters(config: RunConfig, out_dir: Path, device: str | None = None,
     return {"config": config.to_json(), "out_dir": str(out_dir)}
 
 
+def cell_notebook(config: RunConfig, out_dir: Path) -> Path:
+    """Where a cell's executed ``10_run`` notebook goes (its temp copy is a hidden file beside it)."""
+    rel = config.relative_dir()
+    return out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+
+
 def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, device: str | None = None,
              threads: int | None = None) -> dict:
     """Execute ``10_run`` for one cell; returns its status row (never raises for a cell failure).
@@ -155,8 +161,7 @@ def run_cell(config: RunConfig, out_dir: Path, nb_dir: Path, device: str | None 
     says ``stopped``), and a file-system error such as a full disk, which every other cell would meet
     too: it raises :class:`typhoon.paths.OutputPathError`, which ends the grid.
     """
-    rel = config.relative_dir()
-    target = out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+    target = cell_notebook(config, out_dir)
     started = time.perf_counter()
     try:
         execute_notebook(nb_dir / RUN_NOTEBOOK, target, cell_parameters(config, out_dir, device, threads))
@@ -191,7 +196,8 @@ def as_file_system_error(error: BaseException) -> OSError | None:
     return None
 
 
-def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook: Path) -> None:
+def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook: Path,
+                          traceback_text: str | None = None) -> None:
     """If the cell died before the pipeline could record its failure, record it here."""
     run_dir = out_dir / config.relative_dir()
     if records.record_status(run_dir, config) == "failed":
@@ -200,7 +206,7 @@ def _ensure_failed_record(config: RunConfig, out_dir: Path, error: str, notebook
     try:
         with records.record_lock(run_dir):
             records.write_record(run_dir, config, {"status": "failed", "error": error, "notebook": notebook},
-                                 traceback_text=f"see the executed notebook {notebook}\n{error}\n")
+                                 traceback_text=traceback_text or f"see the executed notebook {notebook}\n{error}\n")
     except records.LockedError:
         pass  # another process is writing this record right now; it will record its own outcome
 
@@ -234,7 +240,37 @@ def dask_executor(address: str) -> Executor:
         from distributed import Client
     except ImportError as err:
         raise ValueError("--scheduler needs the Dask scheduler client: pip install distributed (the `cluster` extra)") from err
-    return Client(address).get_executor()
+    from typhoon.cluster import CellExecutor
+
+    return CellExecutor(Client(address), on_lost=remove_cell_leftovers)
+
+
+def remove_cell_leftovers(config: RunConfig, out_dir: Path) -> None:
+    """Remove what a run of one cell that died with its worker (its job ended) left: the temp notebook,
+    the record's staging folders, its progress file and an unheld record lock. Called by whoever notices
+    the loss, once no other run of the cell has started (a cell runs on one worker at a time)."""
+    notebook, run_dir = cell_notebook(config, out_dir), out_dir / config.relative_dir()
+    for path in [*notebook.parent.glob(f".{notebook.stem}.tmp-*"), *run_dir.parent.glob(f".{run_dir.name}.tmp-*"),
+                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress.progress_path(run_dir)]:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    records.remove_stale_lock(run_dir.with_name(f".{run_dir.name}.lock"))
+
+
+def cell_outcome(future, config: RunConfig, out_dir: Path) -> dict:
+    """A finished cell's status row. A cell whose worker was lost more often than the cluster retries
+    (:class:`typhoon.cluster.LostCellError`, naming the lost workers) is recorded failed here."""
+    try:
+        return future.result()
+    except Exception as err:
+        if type(err).__name__ != "LostCellError":
+            raise
+        error = f"LostWorker: {err}"
+        remove_cell_leftovers(config, out_dir)
+        _ensure_failed_record(config, out_dir, error, cell_notebook(config, out_dir), traceback_text=f"{error}\n")
+        return records.status_row(config, "failed", error=error)
 
 
 def gpu_devices() -> list[str]:
@@ -311,17 +347,20 @@ def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int
                                    gpus[i % len(gpus)] if gpus and workers > 1 else None,
                                    cell_threads(c, workers, gpus))
                    for i, c in enumerate(todo)]
-        pending = set(futures)
+        pending, cell_of = set(futures), dict(zip(futures, todo, strict=True))
+        look_after = getattr(executor, "poll", None)  # a cluster's: keeps its jobs alive, notes lost workers
         while pending:
             done, pending = wait(pending, timeout=progress.POLL_INTERVAL_S, return_when=FIRST_COMPLETED)
             for future in done:
-                rows.append(future.result())
+                rows.append(cell_outcome(future, cell_of[future], out_dir))
                 monitor.finished(rows[-1])
                 if on_done is not None:
                     on_done(rows[-1])
             monitor.poll()
+            if look_after is not None and pending:
+                look_after()
     except BaseException:
-        stop_cells(futures, executor if own_executor else None)
+        stop_cells(futures, executor, own=own_executor)
         raise
     finally:
         monitor.close()
@@ -332,14 +371,18 @@ def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int
     return table.sort_values("record_path", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
-def stop_cells(futures: list, executor: Executor | None) -> None:
+def stop_cells(futures: list, executor: Executor | None, own: bool = True) -> None:
     """Stop a grid now: no new cell starts, the running kernels (this process's children) get SIGTERM,
     then SIGKILL after a grace period, and their threads are given a moment to see it
-    (:mod:`typhoon.interrupt`). Cells on a Dask cluster's machines are cancelled, not killed."""
+    (:mod:`typhoon.interrupt`). On a Dask cluster every worker kills its kernels and the cells are
+    cancelled (:meth:`typhoon.cluster.CellExecutor.stop_cells`); an executor not ``own`` is not shut down."""
     interrupt.request_stop()
+    remote_stop = getattr(executor, "stop_cells", None)
+    if remote_stop is not None:
+        remote_stop(interrupt.stop_worker_cells)
     for future in futures:
         future.cancel()
-    if executor is not None:
+    if executor is not None and own:
         executor.shutdown(wait=False, cancel_futures=True)
     interrupt.stop_child_processes()
     wait(futures, timeout=interrupt.KILL_GRACE_S)

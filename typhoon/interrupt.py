@@ -160,6 +160,14 @@ def stop_child_processes(grace_s: float = KILL_GRACE_S) -> list[int]:
     return [child.pid for child in children]
 
 
+def stop_worker_cells() -> list[int]:
+    """On a Dask worker (``client.run``, when a grid on a cluster is stopped): stop its cells now. Its
+    ``run_cell`` sees the stop (the cell's temp notebook is removed, no failure recorded) and its notebook
+    kernels get SIGTERM, then SIGKILL (:func:`stop_child_processes`)."""
+    request_stop()
+    return stop_child_processes()
+
+
 def clean_after_stop(out_dir: Path) -> None:
     """Remove what stopped or killed writers left under ``out_dir``: staging folders and temp files
     (:func:`typhoon.grid.clean_stale_staging`), unlocked record locks, progress files of dead

@@ -1,0 +1,307 @@
+"""The real-SLURM check of ``reproduce --cluster slurm``: a one-node SLURM on this machine, three grids.
+
+Installs Debian's ``slurm-wlm`` and ``munge`` if they are missing (as root), writes a one-node
+``slurm.conf`` (node ``localhost`` on 127.0.0.1, state, spool and logs under a temp folder), starts
+munged, slurmctld and slurmd, and runs the smoke profile (its data cut down by ``--set``, the same in
+every run) four times:
+
+- ``local``: ``reproduce`` on this machine, the reference table;
+- ``plain``: ``--cluster slurm`` with two jobs;
+- ``scancel``: the same, with one job cancelled while its cell is mid-run (the cell must run again on a
+  replacement job, and its temp notebook must go);
+- ``walltime``: jobs whose time limit is shorter than the grid, so they end and must be replaced.
+
+Each SLURM run must end with every cell ok (exit 0), no temp file left under its output folder, and a
+results table whose metric columns equal the local run's. The times of the runs are printed at the end.
+
+Exit status: 0 passed, 1 a check failed, 3 SLURM could not be set up here (not root, apt failed, a daemon
+did not start): the test (tests/test_slurm.py) skips with the printed reason.
+
+    sudo .venv/bin/python scripts/slurm_check.py [--keep] [--modes plain,scancel,walltime]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+SKIP = 3
+# The smoke grid's 7 cells with less data: the check is about jobs and cells, not numbers.
+SMOKE_SET = ["max_train_examples=48", "max_eval_examples=32", "max_length=32", "num_threads=1"]
+# Columns of results.csv that are measurements of time or speed, not results.
+TIMING = ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s", "error")
+MODES = ("plain", "scancel", "walltime")
+
+
+class SetupError(RuntimeError):
+    """SLURM cannot be set up on this machine (the check is skipped, not failed)."""
+
+
+def say(text: str) -> None:
+    print(f"[slurm-check {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def install_slurm() -> None:
+    """Debian's slurm-wlm and munge, if slurmctld / munged are not on PATH (needs root and apt)."""
+    if all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "munged", "sbatch")):
+        return
+    if os.geteuid() != 0:
+        raise SetupError("slurm-wlm and munge are not installed, and installing them needs root")
+    if not shutil.which("apt-get"):
+        raise SetupError("slurm-wlm and munge are not installed, and there is no apt-get to install them")
+    say("installing slurm-wlm and munge from Debian's packages")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"],
+                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "slurm-wlm", "munge"]):
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SetupError(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()[-500:]}")
+
+
+SLURM_CONF = """\
+# A one-node SLURM for scripts/slurm_check.py: everything on localhost, under {root}
+ClusterName=typhoon-check
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+KillWait=5
+MinJobAge=30
+InactiveLimit=0
+NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
+PartitionName=check Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+class OneNodeSlurm:
+    """munged, slurmctld and slurmd on localhost, configured under ``root``; ``env`` points the SLURM
+    commands (sbatch, squeue, scancel: dask-jobqueue's too) at it."""
+
+    def __init__(self, root: Path, cpus: int = 2, memory_mb: int = 4000):
+        self.root, self.daemons = root, []
+        for sub in ("munge", "state", "spool", "log", "jobs"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        self.conf = root / "slurm.conf"
+        self.conf.write_text(SLURM_CONF.format(root=root, ctld_port=free_port(), slurmd_port=free_port(), cpus=cpus,
+                                               memory_mb=memory_mb))
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def start(self) -> None:
+        if os.geteuid() != 0:
+            raise SetupError("starting munged, slurmctld and slurmd as configured here needs root")
+        munge = self.root / "munge"
+        os.chmod(munge, 0o700)
+        key = munge / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        os.chmod(key, 0o400)
+        self._daemon(["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={munge}/munge.socket",
+                      f"--pid-file={munge}/munged.pid", f"--log-file={self.root}/log/munged.log",
+                      f"--seed-file={munge}/munge.seed"], "munged")
+        self._wait(lambda: (munge / "munge.socket").exists(), "munged", 20)
+        self._daemon(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld")
+        self._wait(lambda: self._run(["scontrol", "ping"]).stdout.count("UP") > 0, "slurmctld", 40)
+        self._daemon(["slurmd", "-D", "-f", str(self.conf), "-N", "localhost"], "slurmd")
+        self._wait(lambda: self._run(["sinfo", "-h", "-o", "%T"]).stdout.strip() in ("idle", "mixed"), "slurmd", 60)
+        say("SLURM up: " + self._run(["sinfo", "-h", "-o", "%P %D %T %c CPUs"]).stdout.strip())
+
+    def _daemon(self, command: list[str], name: str) -> None:
+        log = open(self.root / "log" / f"{name}.stdout", "w")  # noqa: SIM115 - open while the daemon runs
+        try:
+            self.daemons.append((name, subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)))
+        except OSError as err:
+            raise SetupError(f"{name} could not start: {err}") from err
+
+    def _run(self, command: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=30)
+
+    def _wait(self, ready, name: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            process = dict(self.daemons).get(name)
+            if process is not None and process.poll() is not None:
+                break
+            try:
+                if ready():
+                    return
+            except (OSError, subprocess.SubprocessError):
+                pass
+            time.sleep(0.5)
+        raise SetupError(f"{name} did not start within {timeout_s:.0f} s; its log:\n{self.log_tail(name)}")
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        text = ""
+        for path in (self.root / "log" / f"{name}.log", self.root / "log" / f"{name}.stdout"):
+            if path.is_file():
+                text += "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+        return text
+
+    def jobs(self, state: str = "RUNNING") -> list[str]:
+        out = self._run(["squeue", "-h", "-t", state, "-n", "typhoon-cell", "-o", "%i"]).stdout
+        return out.split()
+
+    def stop(self) -> None:
+        if shutil.which("scancel"):
+            subprocess.run(["scancel", "-n", "typhoon-cell"], env=self.env, capture_output=True)
+        for _, process in reversed(self.daemons):
+            process.terminate()
+        for _, process in reversed(self.daemons):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def reproduce_command(out: Path, cluster: dict | None) -> list[str]:
+    command = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), "--no-analysis",
+               "--no-reuse", *(arg for item in SMOKE_SET for arg in ("--set", item))]
+    if cluster is None:
+        return [*command, "--no-estimate", "--workers", "2"]
+    return [*command, "--cluster", "slurm", "--partition", "check", "--jobs", "2", "--cpus", "1", "--memory", "1GB",
+            "--interface", "lo", "--scheduler-option", "dashboard_address=127.0.0.1:0",
+            "--walltime", cluster.get("walltime", "00:30:00"), "--retries", str(cluster.get("retries", 2)),
+            "--no-worker-timeout", "180"]
+
+
+def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -> dict:
+    """One grid; returns its time and its results table. Job logs (slurm-*.out) go to ``root/jobs``."""
+    out = root / f"out-{mode}"
+    cluster = None if mode == "local" else {"walltime": walltime if mode == "walltime" else "00:30:00",
+                                            "retries": 3 if mode == "walltime" else 2}
+    env = {**(slurm.env if slurm else os.environ), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    say(f"{mode}: {' '.join(reproduce_command(out, cluster)[1:])}")
+    started = time.monotonic()
+    log_path = root / f"{mode}.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(reproduce_command(out, cluster), cwd=root / "jobs", env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+        cancelled = cancel_mid_cell(out, slurm, process) if mode == "scancel" else None
+        code = process.wait(timeout=1500)
+    seconds = time.monotonic() - started
+    text = log_path.read_text(errors="replace")
+    print("\n".join(f"    | {line}" for line in text.splitlines() if line.strip() and "\r" not in line[-1:]), flush=True)
+    problems = []
+    if code != 0:
+        problems.append(f"exit status {code}")
+    if mode == "scancel" and not cancelled:
+        problems.append("no job was cancelled mid-cell")
+    if mode in ("scancel", "walltime") and "cluster: lost worker" not in text:
+        problems.append("no worker was lost (the mode did not exercise a lost job)")
+    leftovers = sorted(str(p.relative_to(out)) for p in out.rglob("*") if ".tmp-" in p.name or ".old-" in p.name)
+    if leftovers:
+        problems.append(f"temp files left: {leftovers}")
+    results = pd.read_csv(out / "results.csv") if (out / "results.csv").is_file() else None
+    if results is not None and not (results["status"] == "ok").all():
+        problems.append(f"cells not ok: {results.loc[results['status'] != 'ok', 'record_path'].tolist()}")
+    say(f"{mode}: exit {code} in {seconds:.0f} s" + (f" (cancelled SLURM job {cancelled})" if cancelled else ""))
+    return {"mode": mode, "seconds": seconds, "results": results, "problems": problems}
+
+
+def cancel_mid_cell(out: Path, slurm: OneNodeSlurm, process: subprocess.Popen, timeout_s: float = 600) -> str | None:
+    """``scancel`` a running job once a cell is mid-training (a progress file exists, written by the cell's
+    kernel); returns the job id."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        running = slurm.jobs("RUNNING")
+        if running and list((out / "runs").glob("*/*/*/.seed*.progress.json")):
+            time.sleep(2)  # well inside the cell: its kernel is training
+            subprocess.run(["scancel", running[0]], env=slurm.env, check=False)
+            say(f"scancel: cancelled SLURM job {running[0]} mid-cell")
+            return running[0]
+        time.sleep(1)
+    return None
+
+
+def metric_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    keep = [c for c in frame.columns if c not in TIMING]
+    return frame[keep].sort_values("record_path").reset_index(drop=True)
+
+
+def compare(reference: pd.DataFrame, results: pd.DataFrame | None) -> list[str]:
+    if results is None:
+        return ["no results.csv"]
+    try:
+        pd.testing.assert_frame_equal(metric_columns(reference), metric_columns(results), check_exact=True)
+    except AssertionError as err:
+        return [f"results differ from the local run's: {str(err).strip().splitlines()[:6]}"]
+    return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default=",".join(MODES), help=f"which SLURM runs, of {','.join(MODES)}")
+    parser.add_argument("--walltime", default="00:01:00", help="the jobs' time limit in the walltime mode")
+    parser.add_argument("--keep", action="store_true", help="keep the temp folder (outputs, logs, slurm.conf)")
+    args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    if set(modes) - set(MODES):
+        parser.error(f"unknown mode(s) {sorted(set(modes) - set(MODES))}")
+    root = Path(tempfile.mkdtemp(prefix="typhoon-slurm-check-"))
+    slurm = None
+    try:
+        try:
+            install_slurm()
+            slurm = OneNodeSlurm(root)
+            slurm.start()
+        except (SetupError, OSError, subprocess.SubprocessError) as err:
+            print(f"SKIP: SLURM cannot run here: {err}", flush=True)
+            return SKIP
+        runs = [run_mode("local", root, None, args.walltime)]
+        reference = runs[0]["results"]
+        for mode in modes:
+            runs.append(run_mode(mode, root, slurm, args.walltime))
+            runs[-1]["problems"] += compare(reference, runs[-1]["results"]) if reference is not None else []
+        print("\nmode      seconds  outcome")
+        for run in runs:
+            print(f"{run['mode']:9s} {run['seconds']:7.0f}  {'; '.join(run['problems']) or 'ok: every cell ok, table equal'}")
+        failed = [run["mode"] for run in runs if run["problems"]]
+        print(f"\nSLURM check {'FAILED: ' + ', '.join(failed) if failed else 'passed'}", flush=True)
+        return 1 if failed else 0
+    finally:
+        if slurm is not None:
+            slurm.stop()
+            if any(True for _ in (root / "log").glob("*.log")):
+                say("slurmctld log tail:\n" + slurm.log_tail("slurmctld", 5))
+        if args.keep:
+            say(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
