@@ -7,8 +7,8 @@
 #   1. the base image: BASE_IMAGE if given, else the Dockerfile's default if it is local or can be pulled,
 #      else a local Debian bookworm + python3.11 made with debootstrap and imported (no registry needed);
 #   2. the build, from a fresh clone of the committed HEAD (what a user gets; CONTEXT=. builds the working
-#      tree instead), the torch wheel staged into docker/wheels/ from pip's local find-links when it is there,
-#      with UID/GID set at build time (CHECK_UID, CHECK_GID);
+#      tree instead), with the host pip's torch wheel (find-links) and CA bundle (cert) staged into
+#      docker/local/ where it has them, and UID/GID set at build time (CHECK_UID, CHECK_GID);
 #   3. the smoke profile inside the image, run as another, arbitrary uid (RUN_UID) that has no passwd
 #      entry in the image, into a mounted folder: results.csv and report.html must appear there, owned by it;
 #   4. the default command (the `cpu` profile) for DEFAULT_SECONDS, then stopped: it must still be running,
@@ -107,22 +107,31 @@ else
 fi
 
 # --- 2. the build -------------------------------------------------------------------------------
-stage_torch_wheel() {  # copy torch's wheel from pip's find-links into CONTEXT/docker/wheels, if there is one
-    local context=$1 version variant links dir wheel
+pip_setting() {  # the host pip's value of a setting (its environment variable first), e.g. find-links
+    local variable=PIP_$(echo "$1" | tr a-z- A-Z_)
+    if [ -n "${!variable:-}" ]; then echo "${!variable}"; return; fi
+    python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*\.$1='\(.*\)'$/\1/p" | head -n 1
+}
+
+stage_build_inputs() {  # copy torch's wheel and pip's CA bundle from the host's pip set-up into CONTEXT/docker/local
+    local local_dir=$1/docker/local version variant dir wheel cert
     version=$(sed -n 's/^ARG TORCH_VERSION=//p' Dockerfile)
     variant=$(sed -n 's/^ARG TORCH_VARIANT=//p' Dockerfile)
-    links=$({ echo "${PIP_FIND_LINKS:-}"; python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p"; } | tr ' ' '\n')
-    for dir in $links; do
+    for dir in $(pip_setting find-links); do
         dir=${dir#file://}
         for wheel in "$dir"/torch-"$version"+"$variant"-cp311-cp311-*linux*_"$(uname -m)".whl; do
-            if [ -f "$wheel" ]; then
-                cp -l "$wheel" "$context/docker/wheels/" 2>/dev/null || cp "$wheel" "$context/docker/wheels/"
-                say "staged $(basename "$wheel") from pip's find-links $dir"
-                return 0
-            fi
+            [ -f "$wheel" ] || continue
+            cp -l "$wheel" "$local_dir/" 2>/dev/null || cp "$wheel" "$local_dir/"
+            say "staged $(basename "$wheel") from pip's find-links $dir"
+            break 2
         done
     done
-    say "no torch $version+$variant wheel in pip's find-links: the build fetches it from PyTorch's index"
+    ls "$local_dir"/torch-*.whl >/dev/null 2>&1 || say "no torch $version+$variant wheel in pip's find-links: the build fetches it from PyTorch's index"
+    cert=$(pip_setting cert)
+    if [ -n "$cert" ] && [ -f "$cert" ]; then
+        cp "$cert" "$local_dir/pip-cert.pem"
+        say "staged pip's CA bundle $cert (a proxy between here and PyPI may present its own certificate)"
+    fi
 }
 
 started=$SECONDS
@@ -133,7 +142,7 @@ if [ "$failed" = 0 ]; then
         git clone --quiet --no-checkout "$repo" "$CONTEXT" && git -C "$CONTEXT" checkout --quiet --detach "$(git rev-parse HEAD)"
         say "build context: a fresh clone of $(git rev-parse --short HEAD) ($(git log -1 --format=%s | cut -c1-80))"
     fi
-    stage_torch_wheel "$CONTEXT"
+    stage_build_inputs "$CONTEXT"
     if "${engine[@]}" build --network host "${limits[@]}" -t "$IMAGE" --build-arg "BASE_IMAGE=$base" \
         --build-arg "UID=$CHECK_UID" --build-arg "GID=$CHECK_GID" -f "$CONTEXT/Dockerfile" "$CONTEXT" \
         2>&1 | tee "$CHECK_DIR/build.log"; then
