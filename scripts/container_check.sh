@@ -17,7 +17,7 @@
 #
 # Engine: docker when its daemon answers, else podman. Podman from Debian's packages needs
 # PODMAN_RUNTIME=runc on VMs where crun cannot start containers (taken by default when runc is installed),
-# and explicit ulimits (ULIMIT_NOFILE). Builds use the host's network (pip needs PyPI; apt needs Debian).
+# and explicit ulimits (ULIMIT_NOFILE, ULIMIT_NPROC). Builds use the host's network (pip needs PyPI; apt needs Debian).
 # Exit status: 0 all passed, 1 a step failed, 77 no engine here (nothing checked).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +31,7 @@ SMOKE_TIMEOUT=${SMOKE_TIMEOUT:-2400}
 LOCAL_BASE=${LOCAL_BASE:-typhoon-base:bookworm}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 ULIMIT_NOFILE=${ULIMIT_NOFILE:-65536}
+ULIMIT_NPROC=${ULIMIT_NPROC:-16384}
 # The image's user: the host user, or uid 1000 when the check runs as root (so that ownership shows).
 if [ "$(id -u)" = 0 ]; then CHECK_UID=${CHECK_UID:-1000} CHECK_GID=${CHECK_GID:-1000}
 else CHECK_UID=${CHECK_UID:-$(id -u)} CHECK_GID=${CHECK_GID:-$(id -g)}; fi
@@ -57,9 +58,12 @@ else
     echo "container_check: no docker daemon and no podman here: nothing checked (Debian: apt-get install podman runc debootstrap)"
     exit 77
 fi
-hard_nofile=$(ulimit -Hn)
-if [ "$hard_nofile" != unlimited ] && [ "$hard_nofile" -lt "$ULIMIT_NOFILE" ]; then ULIMIT_NOFILE=$hard_nofile; fi
-limits=(--ulimit "nofile=$ULIMIT_NOFILE:$ULIMIT_NOFILE")
+# Limits no higher than the host's hard ones: runc cannot raise them ("error setting rlimit ... operation not
+# permitted"), and podman's default nproc is higher than this VM allows even below its reported hard limit.
+at_most() { if [ "$2" != unlimited ] && [ "$2" -lt "$1" ]; then echo "$2"; else echo "$1"; fi; }
+ULIMIT_NOFILE=$(at_most "$ULIMIT_NOFILE" "$(ulimit -Hn)")
+ULIMIT_NPROC=$(at_most "$ULIMIT_NPROC" "$(ulimit -Hu)")
+limits=(--ulimit "nofile=$ULIMIT_NOFILE:$ULIMIT_NOFILE" --ulimit "nproc=$ULIMIT_NPROC:$ULIMIT_NPROC")
 say "engine: ${engine[*]} ($("${engine[@]}" --version 2>&1 | head -n 1)); CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(nproc) usable core(s)"
 say "check folder: $CHECK_DIR"
 mkdir -p "$CHECK_DIR"
@@ -100,10 +104,12 @@ else
     elif make_local_base; then how="local stand-in made with debootstrap (no registry reachable)"
     else how=""; fi
 fi
-if [ -n "$how" ] && image_exists "$base"; then
-    record base PASS "$base: $how; $("${engine[@]}" run --rm "${limits[@]}" "$base" python3 --version 2>&1) ($((SECONDS - started)) s)"
-else
+if [ -z "$how" ] || ! image_exists "$base"; then
     record base FAIL "no base image (see above)"
+elif python=$("${engine[@]}" run --rm --network none "${limits[@]}" "$base" python3 --version 2>&1); then
+    record base PASS "$base: $how; $python ($((SECONDS - started)) s)"
+else
+    record base FAIL "$base: $how, but a container of it does not start: $python"
 fi
 
 # --- 2. the build -------------------------------------------------------------------------------
