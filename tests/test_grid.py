@@ -73,7 +73,7 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
     monkeypatch.setattr(grid, "execute_notebook", lambda source, target, params: calls.append((source.name, params)))
     monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: out_dir / "report.html")
     grid.run_analysis(tmp_path, tmp_path, get_profile("smoke").analysis)
-    assert [name for name, _ in calls] == [nb.name for nb in grid.ANALYSIS_NOTEBOOKS]
+    assert [name for name, _ in calls] == [nb.name for nb in grid.ANALYSIS_NOTEBOOKS] + ["25_reference.ipynb"]
     assert {"00_setup.ipynb", "01_masking_walkthrough.ipynb"} <= set(dict(calls))  # every walkthrough runs
     params = dict(calls)
     assert params["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
@@ -82,6 +82,7 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
     calls.clear()
     grid.run_analysis(tmp_path, tmp_path, get_profile("cpu").analysis, "cpu")  # no analysis table: the defaults
     assert dict(calls)["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "profile": "cpu"}
+    assert dict(calls)["25_reference.ipynb"] == {"out_dir": str(tmp_path), "profile": "cpu"}  # finds results/cpu
 
 
 def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monkeypatch, tmp_path):
@@ -160,20 +161,6 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     assert trained == [("fourth", "random")]
 
 
-def test_records_of_the_same_profile_elsewhere_are_not_reused(tmp_path):
-    from typhoon import records
-
-    config = _tiny_profile("first", ["random"]).grid()[0]
-    records.write_record(tmp_path / "reference" / config.relative_dir(), config, {"status": "ok", "final": {}})
-    assert records.find_equal_record(config, tmp_path / "fresh") is None  # a fresh check of the same profile
-    other = config.replace(profile="other")
-    assert records.find_equal_record(other, tmp_path / "fresh") == (tmp_path / "reference" / config.relative_dir()).resolve()
-    assert records.find_equal_record(other.replace(seed=1), tmp_path / "fresh") is None  # another run
-    failed = config.replace(profile="failed", p=0.2)
-    records.write_record(tmp_path / "failed" / failed.relative_dir(), failed, {"status": "failed"})
-    assert records.find_equal_record(failed.replace(profile="x"), tmp_path / "fresh") is None  # only ok records
-
-
 def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_all(monkeypatch, tmp_path):
     import threading
     import time
@@ -202,4 +189,5 @@ def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_al
     monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in grid.ANALYSIS_NOTEBOOKS
                                                           if nb.name != "20_statistics.ipynb"))
     grid.run_analysis(tmp_path, tmp_path, {}, workers=3)
-    assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in grid.ANALYSIS_NOTEBOOKS]  # in notebook order
+    # in notebook order, the comparison with the reference last (after the statistics when there are any)
+    assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, grid.REFERENCE_NOTEBOOK)]

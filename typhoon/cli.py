@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-reuse", action="store_true",
                      help="train every missing cell here, even one whose resolved config equals a finished run of "
                      "another profile (by default that record is copied, marked reused_from)")
+    rep.add_argument("--reuse-from", action="append", default=[], metavar="DIR",
+                     help="also reuse equal records (same run, same numerics as this machine) from this output folder, "
+                     "e.g. a committed reference run such as results/cpu, which is never searched unless named "
+                     "(repeatable; may be the same profile)")
     rep.add_argument("--commit-records", action="store_true",
                      help="git-commit each finished cell's record as it completes, then the tables and report "
                      "(for a reference run under results/<profile>)")
@@ -110,7 +114,8 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
     with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
         summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
                             executor=executor, allow_mixed_precision=args.allow_mixed_precision,
-                            commit_records=args.commit_records, estimate=False)
+                            commit_records=args.commit_records, reuse=not args.no_reuse, reuse_from=args.reuse_from,
+                            estimate=False)
     return 0 if summary.ok else 1
 
 
@@ -205,7 +210,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
                                 analysis=not args.no_analysis, executor=executor,
                                 allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
-                                reuse=not args.no_reuse, estimate=not args.no_estimate)
+                                reuse=not args.no_reuse, reuse_from=args.reuse_from, estimate=not args.no_estimate)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.findings import update_readme

@@ -26,7 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.strategy_params import SCHEDULES, STRATEGY_PARAMS, inactive_parameters, parameters_of
+from typhoon.strategy_params import (
+    SCHEDULES,
+    STRATEGY_PARAMS,
+    inactive_parameters,
+    parameters_of,
+    resolve_alias,
+)
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -75,7 +81,7 @@ class RunConfig:
     max_train_examples: int | None = None  # None = the whole split (first N rows otherwise)
     max_eval_examples: int | None = None
     precision: str = "auto"  # auto = bf16 autocast where the hardware has it, else fp32
-    attention: str = "auto"  # attention kernel: auto = eager on CPU, sdpa on GPU (see pipeline.resolve_attention)
+    attention: str = "auto"  # attention kernel: auto = eager on CPU, sdpa on GPU (see hardware.resolve_attention)
     dropout: str = "auto"  # dropout kernel: auto = fast on CPU (typhoon/dropout.py), native on GPU
     device: str = "auto"  # auto = cuda if visible, else cpu
     num_threads: int | None = None  # None = all cores torch sees
@@ -88,6 +94,7 @@ class RunConfig:
         from typhoon.masking import get_strategy
 
         self.task = get_task(self.task).name
+        self._take_alias_values()
         get_strategy(self.strategy, **self.strategy_params())  # raises on bad names / values
         checks = [
             (self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}"),
@@ -109,6 +116,18 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"bad run config: {name} must be >= 1 or None, got {value}")
+
+    def _take_alias_values(self) -> None:
+        """An alias (``typhoon_rank``, ``typhoon_task``) fixes some parameters: the config holds the fixed
+        values, so a record says what ran, never the field's default in their place. A field set to
+        another value than the alias fixes is refused."""
+        _, fixed = resolve_alias(self.strategy)
+        for name, value in fixed.items():
+            current = getattr(self, name)
+            if current != value and current != RunConfig.__dataclass_fields__[name].default:
+                raise ValueError(f"bad run config: strategy {self.strategy!r} fixes {name}={value!r}, "
+                                 f"got {name}={current!r}")
+            setattr(self, name, value)
 
     def strategy_params(self) -> dict:
         """The values of exactly the parameters the chosen strategy declares (``get_strategy``'s keywords)."""

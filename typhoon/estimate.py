@@ -61,6 +61,9 @@ PAD_MULTIPLE = 8  # typhoon.pipeline.PAD_MULTIPLE (not imported: that would impo
 # walkthroughs 01 and 40 do more, so the figure is a lower bound there.
 ANALYSIS_REFERENCE_S = {"00_setup.ipynb": 22.1, "01_masking_walkthrough.ipynb": 39.1, "20_statistics.ipynb": 11.7,
                         "30_budget_spread.ipynb": 21.1, "40_mask_schedules.ipynb": 30.1}
+# The comparison with the reference run, after the others (papermill, kernel start included: 8.7 s on the
+# 2-core AVX512-BF16 EPYC, at load about 3).
+REFERENCE_NOTEBOOK_S = 8.7
 # What a run's notebook imports (notebooks/10_run.ipynb): timed in a kernel to price a cell's start.
 RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image, display\n"
                         "from typhoon import pipeline, plots\nfrom typhoon.config import RunConfig, resolve\n"
@@ -508,7 +511,7 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
                    f"{first['dropout']} dropout on {first['device']}, {first['threads']} thread(s) per cell")
     paths_todo = [c.relative_dir().as_posix() for c in todo]
     grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers)
-    analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) if analysis else 0.0
+    analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) + REFERENCE_NOTEBOOK_S if analysis else 0.0
     how = (f"{processes} calibration process(es) at once, as the grid runs its cells, each timing "
            f"{MIN_SAMPLE_BATCHES}-{SAMPLE_BATCHES} batches per phase twice (cold, warm) per kind of cell")
     return GridEstimate(profile=profile, cells_total=len(configs), cells_todo=paths_todo, workers=workers,

@@ -29,14 +29,15 @@ import re
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from typhoon import interrupt, paths, progress, provenance, records
+from typhoon import interrupt, paths, progress, provenance, records, reference
+from typhoon import reuse as record_reuse
 from typhoon.config import RunConfig, get_profile
 from typhoon.report import render_report
 
@@ -62,12 +63,16 @@ ANALYSIS_NOTEBOOKS = (
     AnalysisNotebook("30_budget_spread.ipynb"),
     AnalysisNotebook("40_mask_schedules.ipynb", settings=("quick",)),
 )
+# Run once the others have finished (it compares their tables with the reference run's); the report shows
+# it after the statistics.
+REFERENCE_NOTEBOOK = AnalysisNotebook("25_reference.ipynb")
 
 
 def notebooks_dir() -> Path:
     """Where the notebooks are: ``$TYPHOON_NOTEBOOKS`` or the repository's ``notebooks/``."""
     path = Path(os.environ.get("TYPHOON_NOTEBOOKS", REPO_NOTEBOOKS))
-    missing = [n for n in (RUN_NOTEBOOK, *(nb.name for nb in ANALYSIS_NOTEBOOKS)) if not (path / n).is_file()]
+    names = (RUN_NOTEBOOK, *(nb.name for nb in (*ANALYSIS_NOTEBOOKS, REFERENCE_NOTEBOOK)))
+    missing = [n for n in names if not (path / n).is_file()]
     if missing:
         raise FileNotFoundError(f"notebooks {missing} not found in {path} (set TYPHOON_NOTEBOOKS)")
     return path
@@ -312,7 +317,8 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative (:func:`scrub_notebook`).
     ``workers`` notebooks run at once (the grid's workers): they are independent -- each reads the
     results and writes its own tables and figures -- and each pays seconds of kernel start and imports.
-    The first failure (in notebook order) is raised once all have finished.
+    The first failure (in notebook order) is raised once all have finished. Then the comparison with the
+    committed reference run (:data:`REFERENCE_NOTEBOOK`, :mod:`typhoon.reference`) runs on their tables.
     """
     settings = settings or {}
 
@@ -332,6 +338,8 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
         futures = [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
     executed = [future.result() for future in futures]
+    after = [i + 1 for i, nb in enumerate(ANALYSIS_NOTEBOOKS) if nb.name == "20_statistics.ipynb"]
+    executed.insert(after[0] if after else len(executed), execute(REFERENCE_NOTEBOOK))
     return render_report(out_dir, executed, profile)
 
 
@@ -382,7 +390,7 @@ def preflight(configs: list[RunConfig]) -> None:
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
               overrides: dict | None = None, analysis: bool = True, executor: Executor | None = None,
               allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True,
-              estimate: bool = False) -> Summary:
+              reuse_from: Sequence[str | Path] = (), estimate: bool = False) -> Summary:
     """Run a profile's whole grid through the notebooks, then the analysis; resumable.
 
     ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed
@@ -391,14 +399,16 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     settings, notebooks, data, backbones, the folder's profile and numerics) before anything is written.
     ``commit_records``: git-commit each finished cell's record and notebook as it completes, then the
     tables, figures and report (a reference run that resumes from its commits on any machine).
-    ``reuse``: a cell with no complete record here first copies the record of an equal run (the same
-    ``RunConfig.identity``) of another profile, from a sibling output folder, ``outputs/`` or ``results/``
-    (:func:`typhoon.records.reuse_equal_records`; the copy's ``metrics.json`` says ``reused_from``).
+    ``reuse``: a cell with no complete record here first copies the record of an equal run made with this
+    machine's numerics, from another profile's folder beside this one or under ``outputs/``, or from the
+    folders named in ``reuse_from`` (the committed ``results/`` only so: :mod:`typhoon.reuse`; the copy's
+    ``metrics.json`` says ``reused_from``).
     ``estimate``: first calibrate and print the expected time (:mod:`typhoon.estimate`, about a minute);
     it goes into ``reproduce.log`` and ``MANIFEST.json``.
     """
     spec = get_profile(profile)
     configs = spec.grid(overrides)
+    reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
     check_analysis_settings(spec.analysis, spec.name)
     workers = spec.workers if workers is None else workers
     nb_dir = notebooks_dir()
@@ -411,8 +421,9 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     interrupt.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")
     with records.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
-        for copied in records.reuse_equal_records(configs, out_dir) if reuse else []:
-            print(f"reused {copied['record_path']} from {paths.shown(copied['reused_from'])}")
+        for line in record_reuse.reuse_equal_records(configs, out_dir, reuse_from).lines() if reuse else []:
+            print(line)
+            log.write(line)
         numerics = provenance.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)
@@ -466,10 +477,26 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir],
                                     f"{paths.shown(out_dir)}: tables, figures, notebooks and report")
     print(summary.table())
+    against = against_reference(spec.name, out_dir) if report else None
+    if against:
+        print(against)
+        log.write(against)
     if report:
         print(f"report: {report}")
     print(f"log: {log.path}")
     return summary
+
+
+def against_reference(profile: str, out_dir: Path) -> str | None:
+    """The end of a reproduce: how its numbers compare with the committed reference run of the profile
+    (:func:`typhoon.reference.compare_with_reference`), or None where there is none."""
+    ref_dir = reference.reference_for(profile, out_dir)
+    if ref_dir is None:
+        return None
+    try:
+        return reference.compare_with_reference(out_dir, ref_dir).summary()
+    except (FileNotFoundError, ValueError) as err:  # a damaged reference must not hide the run's own result
+        return f"your run against the reference ({paths.shown(ref_dir)}): not compared: {err}"
 
 
 def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: progress.RunLog) -> BaseException:

@@ -87,6 +87,16 @@ def notebook_out_dir(notebook: str | os.PathLike, out_dir: str | os.PathLike) ->
     return Path(os.path.relpath(Path(out_dir).resolve(), Path(notebook).resolve().parent)).as_posix()
 
 
+def check_reuse_source(folder: str | os.PathLike) -> Path:
+    """A folder named to reuse records from (``--reuse-from``), as an absolute path; ValueError naming it
+    when it holds no run records (no ``runs/`` folder)."""
+    path = Path(folder).resolve()
+    if not (path / "runs").is_dir():
+        raise ValueError(f"--reuse-from {os.fspath(folder)!r}: {shown(path)} holds no run records (no runs/ folder); "
+                         "name an output folder of an earlier reproduce, e.g. results/cpu")
+    return path
+
+
 class OutputPathError(Exception):
     """An output path that cannot be written (a file where a folder should be, no permission, a full
     disk); the message names the path and what to do. The command line exits 2 with it."""

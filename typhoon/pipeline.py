@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 import typhoon
-from typhoon import faults, hardware, paths, records, speed
+from typhoon import faults, hardware, paths, provenance, records, speed
 from typhoon.config import RunConfig
 from typhoon.data import (
     TaskSpec,
@@ -60,26 +60,6 @@ LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait
 def resolve_device(config: RunConfig) -> torch.device:
     """``auto``: CUDA, else Apple's MPS, else the CPU (typhoon.hardware.resolve_device)."""
     return hardware.resolve_device(config.device)
-
-
-def resolve_attention(config: RunConfig, device: torch.device) -> str:
-    """The attention kernel: ``eager`` on CPU, ``sdpa`` (fused / flash) on GPU, unless the config names one.
-
-    On CPU the fused SDPA kernel is slow for GLUE's short sequences. With MiniLM-L6 in bf16 its backward
-    pass took 44 % of an MLM step without dropout, and eager attention made such steps 1.5-1.8x faster;
-    in training (dropout on) eager made MLM and fine-tuning steps 7-11 % faster, and eager attention with
-    fast dropout made a whole MRPC run 16 % faster (138 s -> 116 s). On GPU the fused kernel is the fast one.
-    """
-    if config.attention != "auto":
-        return config.attention
-    return "sdpa" if device.type == "cuda" else "eager"
-
-
-def resolve_dropout(config: RunConfig, device: torch.device) -> str:
-    """The dropout kernel: ``fast`` (typhoon/dropout.py) on CPU, where drawing the masks is slow, else ``native``."""
-    if config.dropout != "auto":
-        return config.dropout
-    return "native" if device.type == "cuda" else "fast"
 
 
 def git_commit() -> str | None:
@@ -202,7 +182,8 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
         config=config, backbone=backbone, task=get_task(config.task),
         data=prepare_data(config, backbone.tokenizer), device=device,
         precision=hardware.choose_precision(config.precision, device),  # measured on the run's threads
-        attention=resolve_attention(config, device), dropout=resolve_dropout(config, device),
+        attention=hardware.resolve_attention(config.attention, device),
+        dropout=hardware.resolve_dropout(config.dropout, device),
         rng=np.random.default_rng(config.seed), mask_generator=torch.Generator().manual_seed(config.seed),
         progress=progress)
 
@@ -401,6 +382,7 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
         "device": str(ctx.device), "precision": ctx.precision.name, "precision_reason": ctx.precision.reason,
         "hardware": {"cpu": hardware.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
         "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
+        "numerics": provenance.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
         "versions": library_versions(), "git_commit": git_commit(),
     }
     if strategy.needs_saliency:

@@ -20,6 +20,7 @@ import platform
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,20 +46,107 @@ def numerics(precision: str | None, device: str | None) -> str:
     return f"{precision or 'unknown'} on {kind}"
 
 
+# Environment variables that cap the instruction set oneDNN / MKL dispatch to (an AVX2 emulation on an
+# AVX-512 CPU): part of a run's numerics, since another kernel sums in another order.
+ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def kernel_family(precision: str, device_kind: str, cpu: dict | None, env: dict | None = None) -> str:
+    """The family of matrix-product kernels a run's numbers came from: ``amx``, ``avx512_bf16``,
+    ``avx512``, ``avx2`` or ``generic`` on a CPU (from its feature flags, ``CpuFeatures.to_dict()``, and any
+    ISA cap in ``env``), the device kind elsewhere. Two CPUs of one family run the same kernels; AMX and
+    AVX512-BF16 both compute bf16 products, but accumulate in different orders, so their records differ."""
+    if device_kind != "cpu":
+        return device_kind
+    cpu = cpu or {}
+    if precision == "bf16":
+        family = "amx" if cpu.get("amx_bf16") else "avx512_bf16" if cpu.get("avx512_bf16") else "generic"
+    else:
+        family = "avx512" if cpu.get("avx512f") else "avx2" if cpu.get("avx2") else "generic"
+    caps = [f"{name}={value}" for name, value in sorted((env or {}).items()) if name in ISA_CAPS and value]
+    return family + (f" ({', '.join(caps)})" if caps else "")
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """Everything about where a run ran that changes its numbers, resolved (never ``auto``).
+
+    ``label`` is the coarse kind the tables and the mixing check speak of (bf16 vs fp32, CPU vs GPU);
+    ``key`` adds the kernels (AMX vs AVX512-BF16, AVX-512 vs AVX2 products, the attention and dropout
+    kernels): two records can only be bit-identical, and a record can only stand in for a run of this
+    machine, when their keys are equal.
+    """
+
+    precision: str
+    device: str  # the device kind: cpu | cuda | mps
+    kernels: str  # kernel_family()
+    attention: str
+    dropout: str
+
+    @property
+    def label(self) -> str:
+        return numerics(self.precision, self.device)
+
+    @property
+    def key(self) -> str:
+        return f"{self.label} ({self.kernels}), {self.attention} attention, {self.dropout} dropout"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def numerics_of_metrics(metrics: dict) -> Numerics:
+    """The numerics a record ran with, from its ``metrics.json``: its ``numerics`` entry where it has one,
+    else worked out from what older records stored (precision, device, kernels, CPU flags)."""
+    if isinstance(metrics.get("numerics"), dict):
+        return Numerics(**metrics["numerics"])
+    device = str(metrics.get("device") or "unknown").split(":")[0]
+    precision = str(metrics.get("precision") or "unknown")
+    cpu = (metrics.get("hardware") or {}).get("cpu")
+    return Numerics(precision, device, kernel_family(precision, device, cpu),
+                    str(metrics.get("attention") or "unknown"), str(metrics.get("dropout") or "unknown"))
+
+
 def record_numerics(run_dir: Path) -> str | None:
-    """The numerics a finished (status ok) record used; None when there is no such record."""
+    """The numerics label a finished (status ok) record used; None when there is no such record."""
+    found = record_numerics_detail(run_dir)
+    return found.label if found else None
+
+
+def record_numerics_detail(run_dir: Path) -> Numerics | None:
+    """The full numerics (:class:`Numerics`) a finished (status ok) record used; None without such a record."""
     metrics = records.read_json(Path(run_dir) / "metrics.json")
     if not metrics or metrics.get("status") != "ok":
         return None
-    return numerics(metrics.get("precision"), metrics.get("device"))
+    return numerics_of_metrics(metrics)
 
 
 def planned_numerics(config: RunConfig) -> str:
-    """The numerics ``config`` would run with on this machine (what ``auto`` resolves to here)."""
+    """The numerics label ``config`` would run with on this machine (what ``auto`` resolves to here)."""
+    return numerics_here(config).label
+
+
+def numerics_here(config: RunConfig) -> Numerics:
+    """The full numerics ``config`` would run with on this machine: every ``auto`` resolved here."""
     from typhoon import hardware
 
     device = hardware.resolve_device(config.device)
-    return numerics(hardware.choose_precision(config.precision, device).name, device.type)
+    return numerics_of_run(hardware.choose_precision(config.precision, device).name, device,
+                           hardware.resolve_attention(config.attention, device),
+                           hardware.resolve_dropout(config.dropout, device))
+
+
+def numerics_of_run(precision: str, device, attention: str, dropout: str) -> Numerics:
+    """The numerics of a run on this machine with these resolved choices (``device``: a torch.device)."""
+    from typhoon import hardware
+
+    kind = device.type
+    kernels = kernel_family(precision, kind, hardware.cpu_features().to_dict(), dict(os.environ))
+    if kind == "cuda":  # another GPU model runs other kernels
+        import torch
+
+        kernels = f"cuda ({torch.cuda.get_device_name(device)})"
+    return Numerics(precision, kind, kernels, attention, dropout)
 
 
 def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:

@@ -156,7 +156,8 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
     disk, Ctrl-C) removes the staging folder: the record stays as it was, never half-written.
     """
     with staged_dir(run_dir) as staging:
-        atomic_write_json(staging / "config.json", config.to_dict())
+        stored = resolved_config(config, metrics) if metrics.get("status") == "ok" else config
+        atomic_write_json(staging / "config.json", stored.to_dict())
         pd.DataFrame(loss_rows or [], columns=LOSS_COLUMNS).to_csv(staging / "mlm_loss.csv", index=False)
         if strategy is not None and strategy.needs_saliency:
             strategy.save(staging / "masking_state.npz")
@@ -188,16 +189,42 @@ def read_record(run_dir: str | Path, skipped: bool = False) -> RunRecord:
     return RunRecord(config, run_dir, metrics, pd.read_csv(run_dir / "mlm_loss.csv"), skipped)
 
 
-def same_run(stored: RunConfig | None, config: RunConfig) -> bool:
-    """Whether a stored config describes the same run as ``config``: the same identity (what the run
-    computes, ``RunConfig.identity``) in the same profile."""
-    return stored is not None and stored.profile == config.profile and stored.identity() == config.identity()
+#: RunConfig fields whose ``auto`` is resolved where the run executes (the device decides them). A record's
+#: ``config.json`` stores what they resolved to, so it says what ran, never ``auto``.
+RESOLVED_FIELDS = ("precision", "attention", "dropout")
+
+
+def resolved_config(config: RunConfig, metrics: dict | None) -> RunConfig:
+    """``config`` with each ``auto`` of :data:`RESOLVED_FIELDS` replaced by what the run used (``metrics``
+    of a finished run say it: ``precision``, ``attention``, ``dropout``)."""
+    changes = {name: metrics[name] for name in RESOLVED_FIELDS
+               if getattr(config, name) == "auto" and (metrics or {}).get(name)}
+    return config.replace(**changes) if changes else config
+
+
+def identity_matches(stored: RunConfig, config: RunConfig) -> bool:
+    """Whether the stored (resolved) config of a record computed the run ``config`` asks for: equal
+    identities (``RunConfig.identity``), where an ``auto`` in ``config`` stands for whatever the record's run
+    resolved it to. To ask whether a record stands for a run *on this machine*, resolve ``config`` here
+    first (:func:`typhoon.reuse.find_equal_record` does)."""
+    wanted, found = config.identity(), stored.identity()
+    for name in RESOLVED_FIELDS:
+        if wanted.get(name) == "auto":
+            wanted[name] = found.get(name)
+    return wanted == found
+
+
+def same_run(stored: RunConfig | None, config: RunConfig, metrics: dict | None = None) -> bool:
+    """Whether a stored config (with its run's ``metrics``, which resolve an older record's ``auto``)
+    describes the same run as ``config``: the same identity in the same profile."""
+    return (stored is not None and stored.profile == config.profile
+            and identity_matches(resolved_config(stored, metrics), config))
 
 
 def record_status(run_dir: Path, config: RunConfig) -> str | None:
     """The status ("ok" | "failed") of the record in ``run_dir`` if it is a record of ``config``'s run, else None."""
     metrics = read_json(Path(run_dir) / "metrics.json")
-    if not metrics or not same_run(read_config(run_dir), config):
+    if not metrics or not same_run(read_config(run_dir), config, metrics):
         return None
     return metrics.get("status")
 
@@ -205,89 +232,6 @@ def record_status(run_dir: Path, config: RunConfig) -> str | None:
 def is_complete(run_dir: Path, config: RunConfig) -> bool:
     """A run is complete when its record says ok and its stored config is the same run as ``config``."""
     return record_status(run_dir, config) == "ok"
-
-
-# --------------------------------------------------------------------------------------------------
-# Reuse: a cell whose resolved config equals a finished run of ANOTHER profile copies that record
-
-
-def reuse_candidates(out_dir: Path) -> list[Path]:
-    """Output folders where another profile's records may lie, in the order they are searched:
-    ``out_dir``'s siblings, then ``<repo>/outputs/*``, then the committed ``<repo>/results/*``."""
-    from typhoon import paths
-
-    out_dir = Path(out_dir).resolve()
-    parents = [out_dir.parent, paths.repo_root() / "outputs", paths.repo_root() / "results"]
-    found: list[Path] = []
-    for parent in parents:
-        if not parent.is_dir():
-            continue
-        for folder in sorted(p.resolve() for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if folder != out_dir and folder not in found and (folder / "runs").is_dir():
-                found.append(folder)
-    return found
-
-
-def find_equal_record(config: RunConfig, out_dir: Path) -> Path | None:
-    """The first complete record of another profile that computed the same run as ``config`` (the same
-    :meth:`RunConfig.identity`), under :func:`reuse_candidates`; None if there is none.
-
-    Records of the same profile in other folders are never taken: they are separate reproductions of
-    the same grid (e.g. a fresh check of a committed reference), which must run for themselves.
-    """
-    for folder in reuse_candidates(out_dir):
-        run_dir = folder / config.relative_dir()
-        stored = read_config(run_dir)
-        if stored is None or stored.profile == config.profile or stored.identity() != config.identity():
-            continue
-        metrics = read_json(run_dir / "metrics.json")
-        if metrics and metrics.get("status") == "ok":
-            return run_dir
-    return None
-
-
-def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
-    """Copy the record in ``source`` to ``config``'s folder under ``out_dir``, atomically (staging folder,
-    one rename). Its stored config keeps what actually ran, under this profile's name (so it is a
-    complete record of this cell, :func:`is_complete`); ``metrics.json`` gains ``reused_from``
-    (the source profile and folder, shown relative to the repository). The source's executed cell
-    notebook is copied too, when there is one."""
-    from typhoon import paths
-
-    out_dir, source = Path(out_dir), Path(source)
-    run_dir = out_dir / config.relative_dir()
-    stored, metrics = read_config(source), read_json(source / "metrics.json")
-    if stored is None or metrics is None or stored.identity() != config.identity():
-        raise ValueError(f"{source} is not a complete record of the run {config.describe()}")
-    with record_lock(run_dir), staged_dir(run_dir) as staging:
-        shutil.copytree(source, staging, dirs_exist_ok=True)
-        atomic_write_json(staging / "config.json", stored.replace(profile=config.profile).to_dict())
-        metrics["reused_from"] = {"profile": stored.profile, "record": paths.shown(source)}
-        atomic_write_json(staging / "metrics.json", metrics)
-    rel = config.relative_dir()
-    notebook = source.parents[len(rel.parts) - 1] / "notebooks" / rel.parent / f"{rel.name}.ipynb"
-    if notebook.is_file():
-        atomic_write_bytes(out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb", notebook.read_bytes())
-
-
-def reuse_equal_records(configs: list[RunConfig], out_dir: Path) -> list[dict]:
-    """For every cell without a complete record in ``out_dir``, copy an equal run's record of another
-    profile if there is one (:func:`find_equal_record`, :func:`reuse_record`). Returns one
-    ``{"record_path", "reused_from"}`` per copied record."""
-    reused = []
-    for config in configs:
-        run_dir = Path(out_dir) / config.relative_dir()
-        if is_complete(run_dir, config):
-            continue
-        source = find_equal_record(config, out_dir)
-        if source is None:
-            continue
-        try:
-            reuse_record(config, out_dir, source)
-        except LockedError:
-            continue  # someone is writing this cell right now: let the grid see what they leave
-        reused.append({"record_path": config.relative_dir().as_posix(), "reused_from": str(source)})
-    return reused
 
 
 class LockedError(RuntimeError):

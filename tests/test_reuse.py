@@ -1,0 +1,137 @@
+"""Reuse of an equal run's record (typhoon.reuse): only with this machine's numerics, never from the
+committed reference runs unless named, and never a plain copy of the same profile's grid (fast: records
+written by hand, no training)."""
+
+import json
+
+import pytest
+
+from typhoon import grid, paths, provenance, records, reuse
+from typhoon.config import get_profile, resolve
+
+BF16_AMX = provenance.Numerics("bf16", "cpu", "amx", "eager", "fast")
+FP32_AVX2 = provenance.Numerics("fp32", "cpu", "avx2", "eager", "fast")
+CPU_FLAGS = {"amx": {"avx2": True, "avx512f": True, "avx512_bf16": True, "amx_bf16": True},
+             "avx2": {"avx2": True}}
+
+
+def ran(numerics: provenance.Numerics) -> dict:
+    """metrics.json of a finished run with these numerics, as an older record stores them (no `numerics`)."""
+    flags = CPU_FLAGS["amx" if numerics.kernels == "amx" else "avx2"]
+    return {"status": "ok", "final": {"dev_f1": 0.8}, "precision": numerics.precision, "device": numerics.device,
+            "attention": numerics.attention, "dropout": numerics.dropout, "hardware": {"cpu": flags}}
+
+
+def write(folder, config, numerics=BF16_AMX):
+    records.write_record(folder / config.relative_dir(), config, ran(numerics))
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A repository with outputs/ and a committed results/ of its own."""
+    monkeypatch.setattr(paths, "repo_root", lambda: tmp_path)
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "results").mkdir()
+    return tmp_path
+
+
+class Stop(Exception):
+    pass
+
+
+CPU = get_profile("cpu").grid()[0]  # precision "auto"
+BOTTLENECK = CPU.replace(profile="bottleneck")  # the same run, another profile
+
+
+def test_an_older_records_numerics_are_worked_out_from_what_it_stored():
+    assert provenance.numerics_of_metrics(ran(BF16_AMX)) == BF16_AMX
+    assert provenance.numerics_of_metrics(ran(FP32_AVX2)) == FP32_AVX2
+    assert provenance.numerics_of_metrics({**ran(FP32_AVX2), "numerics": BF16_AMX.to_dict()}) == BF16_AMX
+    assert provenance.kernel_family("fp32", "cpu", CPU_FLAGS["amx"], {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}) == \
+        "avx512 (MKL_ENABLE_INSTRUCTIONS=AVX2)"
+    assert provenance.kernel_family("bf16", "cuda", None) == "cuda"
+    assert BF16_AMX.label == "bf16 on cpu" and BF16_AMX.key != provenance.Numerics(
+        "bf16", "cpu", "avx512_bf16", "eager", "fast").key  # AMX and AVX512-BF16: one label, two keys
+
+
+def test_a_record_stores_what_auto_resolved_to_and_still_completes_its_cell(tmp_path):
+    write(tmp_path, CPU, FP32_AVX2)
+    stored = records.read_config(tmp_path / CPU.relative_dir())
+    assert (stored.precision, stored.attention, stored.dropout) == ("fp32", "eager", "fast")
+    assert records.is_complete(tmp_path / CPU.relative_dir(), CPU)  # asked for auto: whatever auto gave
+    assert records.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="fp32"))
+    assert not records.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="bf16"))
+
+
+def test_the_committed_results_are_searched_only_when_named(repo):
+    write(repo / "results" / "bottleneck", BOTTLENECK)
+    write(repo / "outputs" / "bottleneck", BOTTLENECK)
+    out = repo / "outputs" / "cpu"
+    assert reuse.reuse_candidates(out) == [(repo / "outputs" / "bottleneck").resolve()]
+    assert reuse.reuse_candidates(repo / "results" / "cpu") == [(repo / "outputs" / "bottleneck").resolve()]
+    named = reuse.reuse_candidates(out, [repo / "results" / "bottleneck"])
+    assert named[0] == (repo / "results" / "bottleneck").resolve() and len(named) == 2
+
+
+def test_a_record_with_other_numerics_is_not_reused_and_the_reason_is_said(repo):
+    write(repo / "outputs" / "bottleneck", BOTTLENECK, BF16_AMX)
+    out = repo / "outputs" / "cpu"
+    source, passed = reuse.find_equal_record(CPU, out, here=FP32_AVX2)
+    assert source is None and passed[0]["theirs"] == BF16_AMX.key and passed[0]["ours"] == FP32_AVX2.key
+    source, passed = reuse.find_equal_record(CPU, out, here=BF16_AMX)
+    assert source == (repo / "outputs" / "bottleneck" / CPU.relative_dir()).resolve() and passed == []
+    # an explicit precision that differs from what the record ran is another run
+    assert reuse.find_equal_record(CPU.replace(precision="fp32"), out, here=BF16_AMX)[0] is None
+
+
+def test_the_same_profiles_records_count_only_in_a_named_folder(repo):
+    write(repo / "outputs" / "elsewhere", CPU)
+    out = repo / "outputs" / "cpu"
+    assert reuse.find_equal_record(CPU, out, here=BF16_AMX)[0] is None  # a separate reproduction of the grid
+    named = reuse.find_equal_record(CPU, out, [repo / "outputs" / "elsewhere"], here=BF16_AMX)[0]
+    assert named == (repo / "outputs" / "elsewhere" / CPU.relative_dir()).resolve()
+    assert reuse.find_equal_record(CPU.replace(seed=1), out, here=BF16_AMX)[0] is None  # another run
+
+
+def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(repo, monkeypatch):
+    """The issue's fresh clone on an AVX2-only CPU: results/bottleneck holds bf16 records equal to 12 cpu
+    cells. `reproduce --profile cpu` must train them all here, not copy them and then refuse the mix."""
+    for config in get_profile("cpu").grid():
+        write(repo / "results" / "bottleneck", config.replace(profile="bottleneck"), BF16_AMX)
+    monkeypatch.setattr(provenance, "numerics_here", lambda config: FP32_AVX2)
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: FP32_AVX2.label)
+    monkeypatch.setattr(grid, "preflight", lambda configs: None)
+    seen = []
+
+    def fake_grid(configs, out_dir, nb_dir, workers, executor, on_done=None):
+        seen.append([c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)])
+        raise Stop
+
+    monkeypatch.setattr(grid, "run_grid", fake_grid)
+    with pytest.raises(Stop):
+        grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
+    assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
+    # named, with matching numerics, they are copied and say where from
+    monkeypatch.setattr(provenance, "numerics_here", lambda config: BF16_AMX)
+    monkeypatch.setattr(provenance, "planned_numerics", lambda config: BF16_AMX.label)
+    seen.clear()
+    with pytest.raises(Stop):
+        grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
+    assert seen[0] == []
+    copy = json.loads((repo / "outputs" / "cpu" / CPU.relative_dir() / "metrics.json").read_text())
+    assert copy["reused_from"]["profile"] == "bottleneck"
+
+
+def test_a_reuse_folder_without_records_is_refused_by_name(repo):
+    with pytest.raises(ValueError, match=r"--reuse-from 'nowhere'.*no run records"):
+        paths.check_reuse_source("nowhere")
+
+
+def test_an_alias_cell_records_the_parameters_its_name_fixes():
+    rank = resolve("bottleneck", dict(task="mrpc", strategy="typhoon_rank", seed=0))
+    task = resolve("bottleneck", dict(task="mrpc", strategy="typhoon_task", seed=0))
+    assert rank.calibration == "rank" and task.saliency == "task"
+    assert rank.identity() == resolve("bottleneck", dict(task="mrpc", strategy="typhoon_rank", seed=0),
+                                      {"calibration": "rank"}).identity()
+    with pytest.raises(ValueError, match="typhoon_rank.*fixes calibration='rank'"):
+        resolve("bottleneck", dict(task="mrpc", strategy="typhoon_rank", seed=0), {"calibration": "softmax"})
