@@ -12,7 +12,7 @@
 #           python -m typhoon reproduce --profile paper --workers 1
 # No registry (Docker Hub unreachable): any Debian-like image with python3 (3.11), its venv module and apt
 # stands in, e.g. `--build-arg BASE_IMAGE=typhoon-base:bookworm`, made by scripts/container_check.sh with
-# debootstrap. A torch wheel placed in docker/local/ is used with no network (docker/local/README.md).
+# debootstrap. A local torch wheel: TORCH_FIND_LINKS below.
 
 # The Python the published numbers came from (a digest pin, @sha256:..., would be stricter still).
 ARG BASE_IMAGE=python:3.11.7-slim-bookworm
@@ -48,16 +48,21 @@ RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /
     && git config --system --add safe.directory '*' \
     && python3 -m venv "$VIRTUAL_ENV"
 WORKDIR /bundle
-# docker/local/ (this machine's build inputs: a torch wheel, a CA bundle for pip behind a proxy; see its
-# README) is bound for the pip steps only, so nothing staged there becomes a layer of the image.
+# Two optional inputs from the machine that builds, neither of which becomes part of the image:
+# TORCH_FIND_LINKS, where pip finds a torch wheel of exactly the asked build with no index (its find-links:
+# a URL such as a folder served by `python3 -m http.server`, with `--network host`); and the secret
+# `pip-cert` (`--secret id=pip-cert,src=<CA bundle>`), for a proxy between here and PyPI that presents
+# its own certificate. Without them: PyPI and PyTorch's index, with the base image's CA certificates.
 COPY requirements/runtime.txt requirements/runtime.txt
-RUN --mount=type=bind,source=docker/local,target=/tmp/local \
-    if [ -f /tmp/local/pip-cert.pem ]; then export PIP_CERT=/tmp/local/pip-cert.pem; fi \
+RUN --mount=type=secret,id=pip-cert \
+    if [ -f /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
     && pip install --require-hashes --no-deps -r requirements/runtime.txt
 COPY scripts/install_torch.sh scripts/install_torch.sh
-RUN --mount=type=bind,source=docker/local,target=/tmp/local \
-    if [ -f /tmp/local/pip-cert.pem ]; then export PIP_CERT=/tmp/local/pip-cert.pem; fi \
-    && PIP_FIND_LINKS=/tmp/local scripts/install_torch.sh python "${TORCH_VERSION}" "${TORCH_VARIANT}"
+ARG TORCH_FIND_LINKS=
+RUN --mount=type=secret,id=pip-cert \
+    if [ -f /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
+    && env ${TORCH_FIND_LINKS:+PIP_FIND_LINKS="$TORCH_FIND_LINKS"} \
+        scripts/install_torch.sh python "${TORCH_VERSION}" "${TORCH_VARIANT}"
 COPY . /bundle
 RUN pip install --no-deps --no-build-isolation -e . && pip check \
     && (getent group "$GID" >/dev/null || groupadd --gid "$GID" typhoon) \

@@ -7,8 +7,9 @@
 #   1. the base image: BASE_IMAGE if given, else the Dockerfile's default if it is local or can be pulled,
 #      else a local Debian bookworm + python3.11 made with debootstrap and imported (no registry needed);
 #   2. the build, from a fresh clone of the committed HEAD (what a user gets; CONTEXT=. builds the working
-#      tree instead), with the host pip's torch wheel (find-links) and CA bundle (cert) staged into
-#      docker/local/ where it has them, and UID/GID set at build time (CHECK_UID, CHECK_GID);
+#      tree instead), with UID/GID set at build time (CHECK_UID, CHECK_GID), and where the host's pip has
+#      them, its torch wheel (find-links, served over HTTP for TORCH_FIND_LINKS) and CA bundle (cert, a
+#      build secret);
 #   3. the smoke profile inside the image, run as another, arbitrary uid (RUN_UID) that has no passwd
 #      entry in the image, into a mounted folder: results.csv and report.html must appear there, owned by it;
 #   4. the default command (the `cpu` profile) for DEFAULT_SECONDS, then stopped: it must still be running,
@@ -64,7 +65,8 @@ at_most() { if [ "$2" != unlimited ] && [ "$2" -lt "$1" ]; then echo "$2"; else 
 ULIMIT_NOFILE=$(at_most "$ULIMIT_NOFILE" "$(ulimit -Hn)")
 ULIMIT_NPROC=$(at_most "$ULIMIT_NPROC" "$(ulimit -Hu)")
 limits=(--ulimit "nofile=$ULIMIT_NOFILE:$ULIMIT_NOFILE" --ulimit "nproc=$ULIMIT_NPROC:$ULIMIT_NPROC")
-say "engine: ${engine[*]} ($("${engine[@]}" --version 2>&1 | head -n 1)); CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(nproc) usable core(s)"
+cpu_flags=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')
+say "engine: ${engine[*]} ($("${engine[@]}" --version 2>&1 | head -n 1)); CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1) (${cpu_flags% }), $(nproc) usable core(s)"
 say "check folder: $CHECK_DIR"
 mkdir -p "$CHECK_DIR"
 
@@ -119,24 +121,33 @@ pip_setting() {  # the host pip's value of a setting (its environment variable f
     python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*\.$1='\(.*\)'$/\1/p" | head -n 1
 }
 
-stage_build_inputs() {  # copy torch's wheel and pip's CA bundle from the host's pip set-up into CONTEXT/docker/local
-    local local_dir=$1/docker/local version variant dir wheel cert
+build_inputs=()
+serve_torch_wheel() {  # serve the folder of pip's find-links that holds torch's wheel, for TORCH_FIND_LINKS
+    local version variant dir wheel port
     version=$(sed -n 's/^ARG TORCH_VERSION=//p' Dockerfile)
     variant=$(sed -n 's/^ARG TORCH_VARIANT=//p' Dockerfile)
     for dir in $(pip_setting find-links); do
         dir=${dir#file://}
         for wheel in "$dir"/torch-"$version"+"$variant"-cp311-cp311-*linux*_"$(uname -m)".whl; do
             [ -f "$wheel" ] || continue
-            cp -l "$wheel" "$local_dir/" 2>/dev/null || cp "$wheel" "$local_dir/"
-            say "staged $(basename "$wheel") from pip's find-links $dir"
-            break 2
+            port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+            python3 -m http.server --bind 127.0.0.1 "$port" --directory "$dir" >"$CHECK_DIR/wheel-server.log" 2>&1 &
+            server_pid=$!
+            trap 'kill "$server_pid" 2>/dev/null' EXIT
+            build_inputs+=(--build-arg "TORCH_FIND_LINKS=http://127.0.0.1:$port/")
+            say "serving $(basename "$wheel") from pip's find-links $dir at http://127.0.0.1:$port/ (TORCH_FIND_LINKS)"
+            return 0
         done
     done
-    ls "$local_dir"/torch-*.whl >/dev/null 2>&1 || say "no torch $version+$variant wheel in pip's find-links: the build fetches it from PyTorch's index"
+    say "no torch $version+$variant wheel in pip's find-links: the build fetches it from PyTorch's index"
+}
+
+pass_pip_cert() {  # the host pip's CA bundle as the build secret pip-cert (a proxy may present its own certificate)
+    local cert
     cert=$(pip_setting cert)
     if [ -n "$cert" ] && [ -f "$cert" ]; then
-        cp "$cert" "$local_dir/pip-cert.pem"
-        say "staged pip's CA bundle $cert (a proxy between here and PyPI may present its own certificate)"
+        build_inputs+=(--secret "id=pip-cert,src=$cert")
+        say "pip's CA bundle $cert goes in as the build secret pip-cert"
     fi
 }
 
@@ -148,8 +159,9 @@ if [ "$failed" = 0 ]; then
         git clone --quiet --no-checkout "$repo" "$CONTEXT" && git -C "$CONTEXT" checkout --quiet --detach "$(git rev-parse HEAD)"
         say "build context: a fresh clone of $(git rev-parse --short HEAD) ($(git log -1 --format=%s | cut -c1-80))"
     fi
-    stage_build_inputs "$CONTEXT"
-    if "${engine[@]}" build --network host "${limits[@]}" -t "$IMAGE" --build-arg "BASE_IMAGE=$base" \
+    serve_torch_wheel
+    pass_pip_cert
+    if "${engine[@]}" build --network host "${limits[@]}" "${build_inputs[@]}" -t "$IMAGE" --build-arg "BASE_IMAGE=$base" \
         --build-arg "UID=$CHECK_UID" --build-arg "GID=$CHECK_GID" -f "$CONTEXT/Dockerfile" "$CONTEXT" \
         2>&1 | tee "$CHECK_DIR/build.log"; then
         user=$("${engine[@]}" image inspect --format '{{.Config.User}}' "$IMAGE")
