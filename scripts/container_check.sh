@@ -27,7 +27,7 @@ repo=$PWD
 IMAGE=${IMAGE:-typhoon-bundle:check}
 CONTEXT=${CONTEXT:-}
 CHECK_DIR=${CHECK_DIR:-$(mktemp -d /var/tmp/typhoon-container-check.XXXXXX)}
-DEFAULT_SECONDS=${DEFAULT_SECONDS:-240}  # past the estimate's calibration (80-110 s on 2 idle cores) into training
+DEFAULT_SECONDS=${DEFAULT_SECONDS:-360}  # past the estimate's calibration (93-200 s measured here) into training
 SMOKE_TIMEOUT=${SMOKE_TIMEOUT:-2400}
 LOCAL_BASE=${LOCAL_BASE:-typhoon-base:bookworm}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -216,8 +216,8 @@ if [ "$failed" = 0 ]; then
     [ -z "$foreign" ] || problems+=("files not owned by uid $CHECK_UID: $foreign")
     ! grep -q "reused .*from results/" "$CHECK_DIR/default.log" || problems+=("records reused from results/")
     ! grep -q "Traceback" "$CHECK_DIR/default.log" || problems+=("a traceback in its output")
-    training=$(grep -E "^grid: [0-9]+/[0-9]+ done.*; running " "$CHECK_DIR/default.log" | tail -n 1)
-    [ -n "$training" ] || problems+=("no cell was training yet (no 'grid: ... running' line)")
+    training=$(grep -E "^grid: [0-9]+/[0-9]+ done.*; running .* step [0-9]+" "$CHECK_DIR/default.log" | tail -n 1)
+    [ -n "$training" ] || problems+=("no cell was training yet (no 'grid: ... running ... step N' line)")
     if [ "${#problems[@]}" = 0 ]; then
         record default PASS "running after ${DEFAULT_SECONDS} s ('$training'), writing outputs/cpu, owned by $CHECK_UID:$CHECK_GID; stopped (exit $exit_code)"
     else
