@@ -46,8 +46,16 @@ test-fast: install
 reproduce: install
 	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) $(if $(strip $(OUT)),--out $(OUT)) $(if $(strip $(WORKERS)),--workers $(WORKERS))
 
+# JupyterLab on the repository (notebooks/ open first; the committed runs' executed notebooks under results/
+# re-run where they lie), on this machine only unless told: `make lab IP=0.0.0.0 PORT=8890`. As root (a
+# container, a cloud VM) jupyter refuses to start without --allow-root; with no display there is no
+# browser to open, so it only prints the URL to open (with its token).
+IP ?= 127.0.0.1
+PORT ?= 8888
+LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root) \
+	$(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
 lab: install
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab --ip=$(IP) --port=$(PORT) $(strip $(LAB_FLAGS)) --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
 # Regenerate the locks from pyproject.toml, and environment.yml from them (needs PyPI).
 lock: install
@@ -62,11 +70,19 @@ torch-report: install
 	names = sorted(i['metadata']['name'] + '==' + i['metadata']['version'] for i in r); \
 	print('would install:', ' '.join(names)); print('nvidia-* packages:', [n for n in names if n.startswith('nvidia')])"
 
+# The image runs as the user who builds it (files in a mounted outputs/ are theirs); root builds keep the
+# image's own non-root user (uid 1000). DOCKER=podman works the same; BASE_IMAGE=<a local image> stands in
+# where no registry answers (README "Docker").
+DOCKER ?= docker
+BASE_IMAGE ?=   # empty = the Dockerfile's default, python:3.11.7-slim-bookworm
+DOCKER_BUILD = $(DOCKER) build $(if $(filter-out 0,$(shell id -u)),--build-arg UID=$(shell id -u) --build-arg GID=$(shell id -g)) \
+	$(if $(strip $(BASE_IMAGE)),--build-arg BASE_IMAGE=$(strip $(BASE_IMAGE)))
+
 docker:
-	docker build -t typhoon-bundle .
+	$(DOCKER_BUILD) -t typhoon-bundle .
 
 docker-gpu:
-	docker build --build-arg TORCH_VARIANT=cu128 -t typhoon-bundle:cu128 .
+	$(DOCKER_BUILD) --build-arg TORCH_VARIANT=cu128 -t typhoon-bundle:cu128 .
 
 lint: install
 	$(BIN)/ruff check typhoon tests benchmarks scripts

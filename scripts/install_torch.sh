@@ -7,8 +7,9 @@
 # so torch comes from PyTorch's index for the variant (https://download.pytorch.org/whl/VARIANT), never
 # from PyPI. A wheel of exactly VERSION+VARIANT that pip already knows locally (its find-links, e.g. a
 # wheelhouse in pip.conf) is used first with --no-index: that needs no network and fails within a
-# second where there is none, so an unreachable index never costs pip's retries. Extra arguments go to
-# both pip commands (`make torch-report` passes --dry-run --report to show what would be installed).
+# second where there is none, so an unreachable index never costs pip's retries. When it fails, pip's
+# error is shown before falling back to the index. Extra arguments go to both pip commands
+# (`make torch-report` passes --dry-run --report to show what would be installed).
 # The lock (requirements/*.txt) must be installed first: torch's own dependencies come from it.
 set -euo pipefail
 if [ "$#" -lt 3 ]; then
@@ -32,7 +33,11 @@ if "$python" -m pip install --no-index "$spec" "$@" >"$log" 2>&1; then
     echo "$spec: a local wheel (pip's find-links); no index contacted"
     tail -n 1 "$log"
 else
-    echo "$spec: no local wheel; from $index"
+    # Say why: "no such wheel" is the usual reason, but a wheel for another Python or platform, a broken
+    # file or a dependency missing from the lock also land here, and pip's own words tell them apart.
+    echo "$spec: no usable local wheel (pip's find-links); pip said:" >&2
+    { grep -E '^(ERROR|error):' "$log" || tail -n 5 "$log"; } | sed 's/^/    /' >&2
+    echo "$spec: from $index"
     "$python" -m pip install "$spec" --index-url "$index" "$@"
 fi
 

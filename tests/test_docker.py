@@ -7,6 +7,7 @@ a path and each of its parent folders; the last matching pattern wins; "!" re-in
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -130,4 +131,120 @@ def test_gpu_and_paper_commands_are_documented_with_real_arguments():
         assert used and used <= build_args, used
         assert "--gpus all" in text and "--profile paper" in text
         # the image is offline by default: a paper run must say how the hub backbones get in
-        assert "HF_HUB_OFFLINE=0" in text and "/root/.cache/huggingface" in text
+        assert "HF_HUB_OFFLINE=0" in text and image_env()["HF_HOME"] in text
+
+
+def image_env() -> dict[str, str]:
+    """The image's ENV settings, by name."""
+    env = {}
+    for instruction, args in instructions():
+        if instruction == "ENV":
+            env.update(item.split("=", 1) for item in shlex.split(args))
+    return env
+
+
+def test_the_base_image_is_a_build_argument():
+    """A registry may be unreachable: `--build-arg BASE_IMAGE=<a local image>` must stand in for the default."""
+    steps = instructions()
+    first_from = next(i for i, (instruction, _) in enumerate(steps) if instruction == "FROM")
+    declared = [args for instruction, args in steps[:first_from] if instruction == "ARG"]
+    assert any(re.fullmatch(r"BASE_IMAGE=python:3\.11[\w.-]*", args) for args in declared), declared
+    assert steps[first_from][1] in ("${BASE_IMAGE}", "$BASE_IMAGE")
+    # a plain Debian base has no pip of its own to install into: the packages go into a venv on PATH
+    assert "python3 -m venv" in " ".join(args for instruction, args in steps if instruction == "RUN")
+    assert image_env()["PATH"].startswith(image_env()["VIRTUAL_ENV"] + "/bin:")
+
+
+def test_it_runs_as_a_non_root_user_whose_uid_is_a_build_argument():
+    steps = instructions()
+    args = dict(arg.split("=", 1) for instruction, arg in steps if instruction == "ARG" and "=" in arg)
+    assert "UID" in args and "GID" in args and args["UID"] != "0"
+    users = [arg for instruction, arg in steps if instruction == "USER"]
+    assert users and users[-1] == "${UID}:${GID}"  # the last USER is the one `docker run` gets
+    runs = " ".join(arg for instruction, arg in steps if instruction == "RUN")
+    assert re.search(r'useradd .*--uid "\$UID" --gid "\$GID"', runs)
+
+
+def test_any_uid_can_write_its_home_and_every_cache():
+    """`docker run --user <host uid>`: a uid with no passwd entry must still find HOME and the caches of
+    matplotlib, IPython, Jupyter and Hugging Face writable (all under HOME, which is world-writable)."""
+    env = image_env()
+    home = env["HOME"]
+    assert home != "/root"
+    for name in ("XDG_CACHE_HOME", "HF_HOME", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                 "JUPYTER_RUNTIME_DIR"):
+        assert os.path.commonpath([env[name], home]) == home, name
+    runs = " ".join(arg for instruction, arg in instructions() if instruction == "RUN")
+    assert re.search(r'chmod 1777 "\$HOME" /bundle/outputs', runs)
+    assert "safe.directory" in runs  # git reads the root-owned checkout's commit for the run records
+
+
+def test_default_command_writes_the_cpu_profile_into_outputs_cpu():
+    """As everywhere else: the package installed (editable) from the checkout in WORKDIR, so its default output
+    folder is <WORKDIR>/outputs/cpu, and the documented mount is <WORKDIR>/outputs."""
+    steps = instructions()
+    argv = json.loads(dict(steps)["CMD"])
+    assert argv[argv.index("--profile") + 1] == "cpu"
+    assert "--out" not in argv  # the default: paths.output_dir("cpu") of the checkout the package runs from
+    workdir = dict(steps)["WORKDIR"]
+    assert ("COPY", f". {workdir}") in steps
+    assert "pip install --no-deps --no-build-isolation -e ." in " ".join(a for i, a in steps if i == "RUN")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for text in (DOCKERFILE, readme):
+        mounts = set(re.findall(r'-v "\$PWD/outputs:([^"\s]+)"', text))
+        assert mounts == {f"{workdir}/outputs"}, mounts
+
+
+def test_the_builders_torch_wheel_and_ca_bundle_are_optional_and_never_in_the_image():
+    """A local torch wheel comes in by URL (TORCH_FIND_LINKS, pip's find-links) and a proxy's CA bundle as a
+    build secret: neither is in the build context, so neither can land in a layer; without them the pip
+    steps use PyPI and PyTorch's index."""
+    steps = instructions()
+    pip_steps = [args for instruction, args in steps
+                 if instruction == "RUN" and ("requirements/runtime.txt" in args or "install_torch.sh" in args)]
+    assert len(pip_steps) == 2
+    for args in pip_steps:
+        assert args.startswith("--mount=type=secret,id=pip-cert ")
+        assert "if [ -f /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi" in args
+    assert ("ARG", "TORCH_FIND_LINKS=") in steps  # empty by default
+    assert '${TORCH_FIND_LINKS:+PIP_FIND_LINKS="$TORCH_FIND_LINKS"}' in pip_steps[1]
+    # declared after the lock's step, so a changed URL keeps the lock's layer cached
+    assert steps.index(("ARG", "TORCH_FIND_LINKS=")) > steps.index(next(s for s in steps if s[1] == pip_steps[0]))
+
+
+def fake_python(tmp_path, local_error: str):
+    """A "python" whose `pip install --no-index` fails with ``local_error`` and whose index install succeeds."""
+    script = tmp_path / "python"
+    script.write_text(f"""#!/bin/sh
+case " $* " in
+    *" --no-index "*) echo "Looking in links: /nowhere"; echo {shlex.quote(local_error)} >&2; exit 1 ;;
+    *) echo "index install: $*"; exit 0 ;;
+esac
+""")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("local_error", [
+    "ERROR: No matching distribution found for torch==2.13.0+cpu",
+    "ERROR: torch-2.13.0+cpu-cp312-cp312-linux_x86_64.whl is not a supported wheel on this platform.",
+])
+def test_install_torch_says_why_the_local_wheel_failed_then_falls_back(tmp_path, local_error):
+    python = fake_python(tmp_path, local_error)
+    out = subprocess.run(["bash", str(REPO / "scripts" / "install_torch.sh"), str(python), "2.13.0", "cpu", "--dry-run"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "TORCH_INDEX": "https://idx"})
+    assert out.returncode == 0, out.stderr
+    assert local_error in out.stderr  # pip's own words, not hidden
+    assert "index install: -m pip install torch==2.13.0+cpu --index-url https://idx --dry-run" in out.stdout
+
+
+def test_make_docker_builds_for_the_user_and_takes_a_base_image():
+    try:
+        out = subprocess.run(["make", "-n", "docker", "DOCKER=podman", "BASE_IMAGE=typhoon-base:bookworm"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    except OSError:
+        pytest.skip("no make here")
+    command = " ".join(out.stdout.replace("\\\n", " ").split())
+    assert command.startswith("podman build ") and "--build-arg BASE_IMAGE=typhoon-base:bookworm" in command
+    as_user = f"--build-arg UID={os.getuid()} --build-arg GID={os.getgid()}"
+    assert (as_user in command) == (os.getuid() != 0)  # root keeps the image's non-root default

@@ -23,6 +23,7 @@ the path (:class:`typhoon.paths.OutputPathError`).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -437,12 +438,33 @@ def scrub_notebook(path: Path, out_dir: Path) -> None:
     """Rewrite an executed notebook with every absolute path of this machine made relative
     (:func:`typhoon.paths.redact`): in its outputs, the parameters papermill injected and papermill's
     metadata. Committed copies must not carry one machine's folders. The replacements are plain
-    relative paths, so the JSON stays valid (checked before the file is replaced)."""
+    relative paths, so the JSON stays valid (checked before the file is replaced). The injected
+    ``out_dir`` names the output folder from the notebook's own folder (e.g. ``..``), where JupyterLab and
+    papermill execute it, so the copy can be re-run where it lies."""
     import nbformat
 
     text = paths.redact(path.read_text(encoding="utf-8"), out_dir)
-    nbformat.reads(text, as_version=4)  # still a notebook
+    notebook = nbformat.reads(text, as_version=4)  # still a notebook
+    if point_out_dir_at(notebook, paths.notebook_out_dir(path, out_dir)):
+        text = nbformat.writes(notebook)
     records.atomic_write_text(path, text)
+
+
+INJECTED_OUT_DIR = re.compile(r'^out_dir = "\."$', re.MULTILINE)  # the output folder, once redacted
+
+
+def point_out_dir_at(notebook, relative: str) -> bool:
+    """Set the ``out_dir`` papermill injected (redacted to ``"."``) to ``relative``, in the injected cell and
+    papermill's metadata; False when there is none to change."""
+    cells = [cell for cell in notebook.cells if "injected-parameters" in cell.get("metadata", {}).get("tags", [])]
+    changed = False
+    for cell in cells:
+        source = INJECTED_OUT_DIR.sub(f"out_dir = {json.dumps(relative)}", cell.source)
+        changed, cell.source = changed or source != cell.source, source
+    parameters = notebook.metadata.get("papermill", {}).get("parameters", {})
+    if parameters.get("out_dir") == ".":
+        parameters["out_dir"], changed = relative, True
+    return changed
 
 
 def preflight(configs: list[RunConfig]) -> None:

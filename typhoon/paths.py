@@ -18,10 +18,12 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 ENV_FOLDERS = ("TYPHOON_GLUE_DIR", "HF_HOME", "TYPHOON_NOTEBOOKS")  # shown by the variable's name
+RESULTS_TABLE = "results.csv"  # a run's table, one row per cell, in its output folder
 
 
 def repo_root() -> Path:
@@ -44,6 +46,45 @@ def reference_dir(profile: str) -> Path:
 def resolve_out_dir(out_dir: str | os.PathLike | None, profile: str) -> Path:
     """``out_dir`` as an absolute path; None means the profile's default output folder."""
     return output_dir(profile) if out_dir is None else Path(out_dir).resolve()
+
+
+@dataclass(frozen=True)
+class AnalysisFolders:
+    """Where an analysis notebook reads a run (``results.csv``, ``runs/``) and writes its tables and figures,
+    and a sentence saying which folders these are and why (the notebook prints it)."""
+
+    results: Path
+    output: Path
+    note: str
+
+
+def analysis_folders(out_dir: str | os.PathLike | None, profile: str) -> AnalysisFolders:
+    """The folders of an analysis notebook (20, 30): ``out_dir`` when given (read and written alike, as
+    ``reproduce`` passes it; a relative one is taken from the working directory, the notebook's own
+    folder in JupyterLab and papermill). ``out_dir`` None: the profile's own run in ``outputs/<profile>``
+    when it has a results table, else the committed reference run ``results/<profile>``, read only:
+    the tables and figures then go to ``outputs/<profile>``, so that opening a notebook never rewrites a
+    committed file. Neither there: FileNotFoundError naming both places and how to make a run."""
+    if out_dir is not None:
+        folder = Path(out_dir).resolve()
+        return AnalysisFolders(folder, folder, f"reads and writes {shown(folder)} (out_dir)")
+    own, reference = output_dir(profile), reference_dir(profile)
+    if (own / RESULTS_TABLE).is_file():
+        return AnalysisFolders(own, own, f"reads and writes {shown(own)}, this machine's {profile} run")
+    if (reference / RESULTS_TABLE).is_file():
+        return AnalysisFolders(reference, own, (
+            f"{shown(own)} has no {RESULTS_TABLE} yet (`make reproduce PROFILE={profile}` makes it): reading "
+            f"the committed reference run {shown(reference)}; tables and figures go to {shown(own)}"))
+    raise FileNotFoundError(
+        f"no {profile} run to analyse: neither {own / RESULTS_TABLE} (`make reproduce PROFILE={profile}` "
+        f"makes it) nor the committed reference run {reference / RESULTS_TABLE} exists; set out_dir to a "
+        "run's folder")
+
+
+def notebook_out_dir(notebook: str | os.PathLike, out_dir: str | os.PathLike) -> str:
+    """``out_dir`` as a path relative to ``notebook``'s folder, the working directory a notebook is
+    executed in when it is opened or re-run where it lies (e.g. ``..`` for ``<out>/notebooks/20_statistics.ipynb``)."""
+    return Path(os.path.relpath(Path(out_dir).resolve(), Path(notebook).resolve().parent)).as_posix()
 
 
 def check_reuse_source(folder: str | os.PathLike) -> Path:
