@@ -33,7 +33,7 @@ import datasets
 import numpy as np
 import torch
 
-from typhoon.records import atomic_write_text, staged_dir
+from typhoon.atomic import atomic_write_text, staged_dir
 
 GLUE_DIR_ENV = "TYPHOON_GLUE_DIR"
 # The bundled official files live inside the package, so any install (editable, wheel, Docker) has them.

@@ -1,7 +1,7 @@
 """How long a grid will take on this machine, measured before it runs (``reproduce --estimate``).
 
-The estimate is a short calibration (56-90 s on the 2-core CPU the bundle was developed on, shared
-with other jobs) and arithmetic:
+The estimate is a short calibration (80 s for the ``cpu`` grid on a shared 2-core AVX512-BF16 EPYC)
+and arithmetic:
 
 1. **The work of each cell is counted, not guessed.** The cell's training data is tokenized as the run
    tokenizes it, and its batches are drawn exactly as the run draws them (``length_grouped_batches`` with

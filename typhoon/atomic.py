@@ -1,0 +1,94 @@
+"""Atomic file writing: a file or a folder appears whole or not at all.
+
+A file is written to a temp file in the same folder, fsynced, then renamed over its target; a folder is
+filled in a staging folder beside it and published with one rename. A crash leaves the old version (or
+nothing) plus a temp name that carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up
+can tell a live writer's temp from one a dead process left (``grid.clean_stale_staging``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename.
+
+    The temp name carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up can tell a
+    live writer's temp file from one a dead process left (``grid.clean_stale_staging``).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def atomic_write_csv(path: Path, frame) -> None:
+    """A pandas DataFrame as CSV (no index), atomically."""
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def _json_default(value):
+    if hasattr(value, "item"):  # numpy / torch scalars
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def publish_dir(staging: Path, final: Path) -> None:
+    """Replace ``final`` by the fully written folder ``staging`` (each step a single rename)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(final, old)
+        os.rename(staging, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(staging, final)
+
+
+def staging_dir(final: Path) -> Path:
+    """A fresh temp folder beside ``final`` (same file system, so the publishing rename is atomic)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    path = final.with_name(f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    path.mkdir()
+    return path
+
+
+@contextlib.contextmanager
+def staged_dir(final: Path):
+    """Yield a staging folder (:func:`staging_dir`) to fill; publish it as ``final`` with one rename when
+    the block ends. Whatever stops the block (a full disk, Ctrl-C) removes the staging folder instead, so
+    ``final`` stays as it was, never half-written."""
+    staging = staging_dir(final)
+    try:
+        yield staging
+        publish_dir(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when the publishing rename happened
+        raise
