@@ -19,10 +19,14 @@ import filelock
 import pandas as pd
 
 from typhoon import faults
-from typhoon.atomic import (  # re-exported: the writers every record uses
+from typhoon.atomic import (  # noqa: F401 -- re-exported: the writers every record user already calls as records.*
+    atomic_write_bytes,
+    atomic_write_csv,
     atomic_write_json,
     atomic_write_text,
+    publish_dir,
     staged_dir,
+    staging_dir,
 )
 
 if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the table helpers need neither
