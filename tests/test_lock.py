@@ -140,7 +140,8 @@ def agreement_problems(repo: Path) -> list[str]:
                  if not ok]
 
     python = lockfiles.locked_python(repo / "Makefile")
-    base = re.search(r"^FROM python:(\d+\.\d+)[.\d]*-", dockerfile, re.MULTILINE)
+    # the default base image (a build argument: a local base may stand in for it)
+    base = re.search(r"^ARG BASE_IMAGE=python:(\d+\.\d+)[.\d]*-", dockerfile, re.MULTILINE)
     if base is None or base.group(1) != python:
         problems.append(f"the Dockerfile's base image is not Python {python} (the locks' --python-version)")
 
