@@ -11,8 +11,13 @@ and at the final one, on one machine (same numerics), and the records are compar
   are left out, as they differ by design;
 - ``mlm_loss.csv``: its bytes;
 - ``masking_state.npz`` (Typhoon): every array's dtype, shape and bytes;
-- ``config.json``: the fields both sides hold (a field added since, such as ``saliency``, is listed, not
-  counted as a difference: the old code ran with its default).
+- ``config.json``: the fields both sides hold, with an ``auto`` execution choice (``attention``,
+  ``dropout``, ``precision``, ``device``, ``num_threads``) read as the value ``metrics.json`` resolved it
+  to (the final code writes resolved values into config.json, the old one wrote ``auto``).
+
+A key one side holds and the other lacks (a field or statistic added since, such as ``saliency``) is
+listed under "format", not counted as a difference: the old code ran with its default. Every value both
+sides hold must be identical.
 
 Floats are compared through their JSON text (Python writes the shortest repr that reads back to the same
 double), so "identical" means the same doubles, not "close".
@@ -70,16 +75,37 @@ def as_text(value) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def metrics_differences(old: dict, new: dict) -> list[str]:
-    return [f"metrics.{key}" for key in TRAINED_METRICS if as_text(old.get(key)) != as_text(new.get(key))]
+# config.json field -> the metrics.json key holding the value an ``auto`` resolved to
+RESOLVED_IN_METRICS = {"attention": "attention", "dropout": "dropout", "precision": "precision",
+                       "device": "device", "num_threads": "threads"}
 
 
-def config_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
-    """(shared fields whose values differ, fields only one side holds)."""
-    shared = sorted(old.keys() & new.keys())
-    differ = [f"config.{key}" for key in shared if as_text(old[key]) != as_text(new[key])]
-    one_side = sorted(old.keys() ^ new.keys())
+def dict_differences(old: dict, new: dict, prefix: str) -> tuple[list[str], list[str]]:
+    """(keys both hold whose values differ, keys only one side holds), each named ``prefix.key``."""
+    differ = [f"{prefix}.{key}" for key in sorted(old.keys() & new.keys()) if as_text(old[key]) != as_text(new[key])]
+    return differ, [f"{prefix}.{key}" for key in sorted(old.keys() ^ new.keys())]
+
+
+def metrics_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
+    """Trained values that differ; a dict value (``masking``) is compared key by key."""
+    differ, one_side = [], []
+    for key in TRAINED_METRICS:
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            d, o = dict_differences(a, b, f"metrics.{key}")
+            differ, one_side = differ + d, one_side + o
+        elif as_text(a) != as_text(b):
+            differ.append(f"metrics.{key}")
     return differ, one_side
+
+
+def resolved(config: dict, metrics: dict) -> dict:
+    """``config`` with each ``auto`` execution choice replaced by what ``metrics`` says it resolved to."""
+    values = dict(config)
+    for field, key in RESOLVED_IN_METRICS.items():
+        if values.get(field) in ("auto", None) and key in metrics:
+            values[field] = metrics[key]
+    return values
 
 
 def first_differing_line(old: bytes, new: bytes) -> str:
@@ -101,39 +127,51 @@ def file_differences(old_dir: Path, new_dir: Path, name: str) -> list[str]:
     return [] if old == new else [f"{name} bytes ({first_differing_line(old, new)})"]
 
 
-def npz_differences(old_dir: Path, new_dir: Path, name: str = "masking_state.npz") -> tuple[list[str], int]:
-    """(arrays that differ in dtype, shape or bytes, number of arrays compared)."""
+def npz_meta(archive) -> dict:
+    """The JSON ``meta`` string of a masking state, as a dict."""
+    return json.loads(str(archive["meta"]))
+
+
+def npz_differences(old_dir: Path, new_dir: Path,
+                    name: str = "masking_state.npz") -> tuple[list[str], list[str], int]:
+    """(arrays that differ in dtype, shape or bytes, format changes, number of numeric arrays compared).
+    The ``meta`` string is compared key by key, as ``metrics.masking`` is."""
     old_path, new_path = old_dir / name, new_dir / name
     if not old_path.exists() and not new_path.exists():
-        return [], 0
+        return [], [], 0
     if old_path.exists() != new_path.exists():
-        return [f"{name} on one side only"], 0
+        return [f"{name} on one side only"], [], 0
     with np.load(old_path) as old, np.load(new_path) as new:
         differ = [f"{name}:{key} on one side only" for key in sorted(set(old.files) ^ set(new.files))]
-        shared = sorted(set(old.files) & set(new.files))
-        for key in shared:
+        arrays = sorted((set(old.files) & set(new.files)) - {"meta"})
+        for key in arrays:
             a, b = old[key], new[key]
             if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
                 differ.append(f"{name}:{key}")
-    return differ, len(shared)
+        one_side = []
+        if "meta" in old.files and "meta" in new.files:
+            meta_differ, one_side = dict_differences(npz_meta(old), npz_meta(new), f"{name}:meta")
+            differ += meta_differ
+    return differ, one_side, len(arrays)
 
 
 def compare_cell(old_dir: Path, new_dir: Path) -> dict:
     """One row of the table: what of the two records differs, and what was compared."""
     old_metrics, new_metrics = read_json(old_dir / "metrics.json"), read_json(new_dir / "metrics.json")
-    config_differ, one_side = config_differences(read_json(old_dir / "config.json"),
-                                                 read_json(new_dir / "config.json"))
-    npz_differ, n_arrays = npz_differences(old_dir, new_dir)
-    differ = (metrics_differences(old_metrics, new_metrics) + config_differ
-              + file_differences(old_dir, new_dir, "mlm_loss.csv") + npz_differ)
+    metrics_differ, metrics_one_side = metrics_differences(old_metrics, new_metrics)
+    config_differ, config_one_side = dict_differences(resolved(read_json(old_dir / "config.json"), old_metrics),
+                                                      resolved(read_json(new_dir / "config.json"), new_metrics),
+                                                      "config")
+    npz_differ, npz_one_side, n_arrays = npz_differences(old_dir, new_dir)
+    differ = metrics_differ + config_differ + file_differences(old_dir, new_dir, "mlm_loss.csv") + npz_differ
     return {
         "identical": not differ,
         "differs": ", ".join(differ) or "-",
         "final": as_text(new_metrics.get("final")),
-        "epochs": len(new_metrics.get("epochs") or []),
+        "train_loss": as_text([epoch.get("train_loss") for epoch in new_metrics.get("epochs") or []]),
         "loss_rows": len((new_dir / "mlm_loss.csv").read_text().splitlines()) - 1,
         "npz_arrays": n_arrays,
-        "config_one_side": ", ".join(one_side) or "-",
+        "format": ", ".join(metrics_one_side + config_one_side + npz_one_side) or "-",
         "commits": f"{str(old_metrics.get('git_commit'))[:7]} vs {str(new_metrics.get('git_commit'))[:7]}",
     }
 
@@ -149,13 +187,13 @@ def compare_folders(old_out: Path, new_out: Path) -> list[tuple[str, dict]]:
 
 
 def print_table(rows: list[tuple[str, dict]]) -> None:
-    print("| cell | commits | identical | what differs | final (new) | epochs | mlm loss rows | npz arrays "
-          "| config fields on one side |")
+    print("| cell | commits | identical | what differs | final (new) | train loss per epoch (new) "
+          "| mlm loss rows | npz arrays | format (keys on one side only) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for cell, row in rows:
         print(f"| {cell} | {row['commits']} | {'yes' if row['identical'] else 'NO'} | {row['differs']} "
-              f"| {row['final']} | {row['epochs']} | {row['loss_rows']} | {row['npz_arrays']} "
-              f"| {row['config_one_side']} |")
+              f"| {row['final']} | {row['train_loss']} | {row['loss_rows']} | {row['npz_arrays']} "
+              f"| {row['format']} |")
 
 
 def main(argv: list[str] | None = None) -> int:
