@@ -32,10 +32,21 @@ Commands run for the check of issue 23 (2 shared CPU cores, one process at a tim
         --strategy $s --seed 0 --out /work/bitcheck/out-<old|new>-fp32 --set max_train_examples=256 \\
         --set max_eval_examples=128 --set num_threads=1 --set precision=fp32
 
-then the typhoon cell again with ``precision=bf16`` into ``out-<old|new>-bf16``, and::
+then the typhoon cell again with ``precision=bf16`` into ``out-<old|new>-bf16``, and, since 256 training
+examples leave the head at the majority class (dev F1 = the all-positive F1 for every strategy, so the
+dev metrics test nothing), the typhoon fp32 cell with ``max_train_examples=1024`` into
+``out-<old|new>-fp32-n1024`` (dev F1 0.816, below the all-positive 0.826: a head that predicts both
+classes). Then::
 
     .venv/bin/python benchmarks/check_training_path.py /work/bitcheck/out-old-fp32 /work/bitcheck/out-new-fp32
     .venv/bin/python benchmarks/check_training_path.py /work/bitcheck/out-old-bf16 /work/bitcheck/out-new-bf16
+    .venv/bin/python benchmarks/check_training_path.py /work/bitcheck/out-old-fp32-n1024 \
+        /work/bitcheck/out-new-fp32-n1024
+
+All five cells identical (log: /work/notes/bitcheck.log). Main moved to 8297b0b meanwhile; it adds
+only ``typhoon/display.py`` (notebook tables), which no module of ``typhoon/`` imports. This machine (AMD EPYC, AVX512-BF16, no AMX)
+is not the one that trained ``results/cpu`` (an Intel Xeon with AMX, bf16), so its records cannot be
+reproduced bit for bit here; old against new code on one machine is the check that can be made.
 
 Exit status: 0 every cell identical, 1 some cell differs, 2 bad input (a missing folder, no records, a cell
 on one side only).
