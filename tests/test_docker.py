@@ -240,7 +240,8 @@ def test_install_torch_says_why_the_local_wheel_failed_then_falls_back(tmp_path,
 
 def test_make_docker_builds_for_the_user_and_takes_a_base_image():
     try:
-        out = subprocess.run(["make", "-n", "docker", "DOCKER=podman", "BASE_IMAGE=typhoon-base:bookworm"], cwd=REPO,
+        out = subprocess.run(["make", "-n", "--no-print-directory", "docker", "DOCKER=podman",
+                              "BASE_IMAGE=typhoon-base:bookworm"], cwd=REPO,
                              capture_output=True, text=True, timeout=60)
     except OSError:
         pytest.skip("no make here")
