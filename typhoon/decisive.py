@@ -251,9 +251,7 @@ def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -
             continue
         for source in sources:
             run_dir = source / config.relative_dir()
-            stored, metrics = records.read_config(run_dir), records.read_json(run_dir / "metrics.json")
-            if stored is None or not metrics or metrics.get("status") != "ok" or not records.identity_matches(
-                    records.resolved_config(stored, metrics), config):
+            if reuse.finished_record_of(run_dir, config) is None:
                 continue
             # Named by the design, so taken across kernel families (AMX records on an AVX512-BF16 CPU): a
             # seed's arms must share the precision and device kind (check_seed_numerics), and

@@ -138,8 +138,8 @@ def resolved_config(config: RunConfig, metrics: dict | None) -> RunConfig:
 def identity_matches(stored: RunConfig, config: RunConfig) -> bool:
     """Whether the stored (resolved) config of a record computed the run ``config`` asks for: equal
     identities (``RunConfig.identity``), where an ``auto`` in ``config`` stands for whatever the record's run
-    resolved it to. To ask whether a record stands for a run *on this machine*, resolve ``config`` here
-    first (:func:`typhoon.reuse.find_equal_record` does)."""
+    resolved it to. Whether the record also ran with this machine's numerics is another question
+    (:func:`typhoon.reuse.find_equal_record` asks both)."""
     wanted, found = config.identity(), stored.identity()
     for name in RESOLVED_FIELDS:
         if wanted.get(name) == "auto":

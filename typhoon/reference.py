@@ -67,11 +67,17 @@ def _record(folder: Path, record_path: str) -> tuple[dict | None, bytes | None]:
     return records.read_json(run_dir / "metrics.json"), loss.read_bytes() if loss.is_file() else None
 
 
+def _computed_numbers(metrics: dict) -> tuple:
+    """What a record computed (not how long it took): the final dev metrics and, per epoch, the dev
+    metrics and the training loss."""
+    epochs = [{k: v for k, v in e.items() if k.startswith("dev_") or k in ("epoch", "train_loss")}
+              for e in metrics.get("epochs", [])]
+    return metrics.get("final"), epochs
+
+
 def _same_numbers(a: dict, b: dict) -> bool:
-    """Whether two records' computed numbers are equal bit for bit (the dev metrics of every epoch)."""
-    return a.get("final") == b.get("final") and [
-        {k: v for k, v in e.items() if k.startswith("dev_") or k in ("epoch", "train_loss")} for e in a.get("epochs", [])
-    ] == [{k: v for k, v in e.items() if k.startswith("dev_") or k in ("epoch", "train_loss")} for e in b.get("epochs", [])]
+    """Whether two records' computed numbers are equal bit for bit (:func:`_computed_numbers`)."""
+    return _computed_numbers(a) == _computed_numbers(b)
 
 
 def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.DataFrame:

@@ -78,6 +78,16 @@ class ReusePlan:
         return out
 
 
+def finished_record_of(run_dir: Path, config: RunConfig) -> tuple[RunConfig, dict] | None:
+    """The stored config and metrics of the finished (``ok``) record in ``run_dir`` if it computed
+    ``config``'s run, of whatever profile (an ``auto`` in ``config`` matches what the record resolved it
+    to; the numerics are the caller's to judge); None otherwise."""
+    stored, metrics = read_config(run_dir), read_json(Path(run_dir) / "metrics.json")
+    if stored is None or not metrics or metrics.get("status") != "ok":
+        return None
+    return (stored, metrics) if identity_matches(resolved_config(stored, metrics), config) else None
+
+
 def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Path] = (),
                       here: provenance.Numerics | None = None) -> tuple[Path | None, list[dict]]:
     """The first record under :func:`reuse_candidates` that can stand in for ``config``'s run on this
@@ -89,14 +99,10 @@ def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Pat
     passed_over = []
     for folder in reuse_candidates(out_dir, reuse_from):
         run_dir = folder / config.relative_dir()
-        stored, metrics = read_config(run_dir), read_json(run_dir / "metrics.json")
-        if stored is None or not metrics or metrics.get("status") != "ok":
+        found = finished_record_of(run_dir, config)
+        if found is None or (found[0].profile == config.profile and folder not in named):
             continue
-        if stored.profile == config.profile and folder not in named:
-            continue
-        if not identity_matches(resolved_config(stored, metrics), config):
-            continue  # another run (an ``auto`` matches any value here; the numerics are checked next)
-        theirs = provenance.numerics_of_metrics(metrics)
+        theirs = provenance.numerics_of_metrics(found[1])
         if theirs.key != here.key:
             passed_over.append({"record_path": config.relative_dir().as_posix(), "source": str(run_dir),
                                 "theirs": theirs.key, "ours": here.key})
