@@ -3,14 +3,14 @@
     python benchmarks/bench_cell_phases.py [--examples 320] [--rounds 3] [--task mrpc]
         [--variants bf16 fp32 fp32+malloc ...]
 
-Each measurement runs ``pipeline.train_and_evaluate`` (the pipeline's own loops: collate, masking,
+Each measurement runs ``training_run.train_and_evaluate`` (the pipeline's own loops: collate, masking,
 optimizer, LR schedule, clipping, dev evaluation) of minilm-l6 with the ``cpu`` profile's settings on the
 first ``--examples`` training examples (dev capped at a ninth of that, MRPC's ratio), in a fresh
 subprocess, so process-level settings (allocator, threads, environment) start clean. The variants
 are interleaved round by round, so load from other processes on a shared machine spreads over all.
 
 A variant is ``+``-joined options: ``fp32`` / ``bf16`` (precision), ``t1`` / ``t2`` (threads, default 1),
-``malloc`` (typhoon.speed.tune_malloc), ``pad16`` / ``pad32`` (padding multiple, default 8), ``jemalloc`` /
+``malloc`` (typhoon.training.speed.tune_malloc), ``pad16`` / ``pad32`` (padding multiple, default 8), ``jemalloc`` /
 ``tcmalloc`` (LD_PRELOAD of the Debian library, when installed).
 
 Prints per variant and phase the median and range over rounds of: useful GFLOP/s by wall clock, useful
@@ -57,19 +57,20 @@ def parse_variant(name: str) -> dict:
 
 def worker(args) -> None:
     """One measurement: a capped cell in this process; prints its figures as one JSON line."""
-    from typhoon import pipeline, speed
     from typhoon.config import get_profile
+    from typhoon.training import run as training_run
+    from typhoon.training import speed
 
     options = parse_variant(args.worker)
     configure = speed.configure
     speed.configure = lambda device_type: configure(device_type, options["malloc"])  # the variant's, not auto
-    pipeline.PAD_MULTIPLE = options["pad"]
+    training_run.PAD_MULTIPLE = options["pad"]
     config = get_profile("cpu").run_config(
         task=args.task, backbone="minilm-l6", strategy=args.strategy, seed=0, precision=options["precision"],
         num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9))
-    inputs = pipeline.load_inputs(config)
+    inputs = training_run.load_inputs(config)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    metrics, _, _ = pipeline.train_and_evaluate(config, inputs, progress=False)
+    metrics, _, _ = training_run.train_and_evaluate(config, inputs, progress=False)
     after = resource.getrusage(resource.RUSAGE_SELF)
     timing = metrics["timing"]
     steps = timing["mlm_steps"] + len(metrics["epochs"]) * -(-metrics["n_train"] // config.batch_size)
@@ -81,7 +82,7 @@ def worker(args) -> None:
 
 def cpu_time_peaks() -> dict:
     """1-thread matmul peak of each dtype by this process's CPU time (GFLOP/s)."""
-    from typhoon.hardware import DTYPES, PEAK_SHAPES, time_matmul
+    from typhoon.training.flops import DTYPES, PEAK_SHAPES, time_matmul
 
     torch.set_num_threads(1)
     return {d: max(time_matmul(*s, DTYPES[d], torch.device("cpu"), clock=time.process_time) for s in PEAK_SHAPES.values())

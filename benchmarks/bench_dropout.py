@@ -1,4 +1,4 @@
-"""Fast CPU dropout (typhoon/dropout.py) against torch's native dropout, alone and in a training step.
+"""Fast CPU dropout (typhoon/models/dropout.py) against torch's native dropout, alone and in a training step.
 
     python benchmarks/bench_dropout.py [--threads 2] [--repeats 5]
 
@@ -20,9 +20,11 @@ import time
 import numpy as np
 import torch
 
-from typhoon.data import collate, length_grouped_batches, load_glue, tokenize_glue
-from typhoon.dropout import fast_dropout
-from typhoon.models import load_backbone
+from typhoon.data.batching import collate, length_grouped_batches
+from typhoon.data.glue_files import load_glue
+from typhoon.data.tokenizing import tokenize_glue
+from typhoon.models.backbones import load_backbone
+from typhoon.models.dropout import fast_dropout
 
 
 def median_ms(fn, repeats: int, inner: int = 10) -> float:

@@ -4,8 +4,8 @@
     python benchmarks/bench_estimate.py --profile cpu --cells 2 --set max_train_examples=1000 --set ft_epochs=1
     python benchmarks/bench_estimate.py --manifest outputs/smoke   # after `python -m typhoon reproduce`
 
-Runs :func:`typhoon.estimate.estimate_grid` on the first ``--cells`` cells of the profile's grid (all by
-default), then those cells with :func:`typhoon.grid.run_grid` (``--workers`` at once, default the
+Runs :func:`typhoon.runner.estimate.estimate_grid` on the first ``--cells`` cells of the profile's grid (all by
+default), then those cells with :func:`typhoon.runner.grid.run_grid` (``--workers`` at once, default the
 profile's) into a fresh temporary folder, then with ``--analysis`` the analysis notebooks as
 ``reproduce`` runs them. Prints each cell's estimate beside its real notebook time, and the grid's
 (and with ``--analysis`` the whole reproduction's) estimate beside the real wall time, with the error
@@ -23,8 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from typhoon import estimate, grid, records
+from typhoon import atomic
 from typhoon.config import get_profile, parse_overrides
+from typhoon.records import result_rows, run_record
+from typhoon.runner import estimate, grid, notebooks
 
 
 def error(estimated: float, actual: float) -> str:
@@ -79,13 +81,13 @@ def main() -> None:
 
     grid.preflight(configs)
     start = time.perf_counter()
-    cells = grid.run_grid(configs, out, grid.notebooks_dir(), workers)
+    cells = grid.run_grid(configs, out, notebooks.notebooks_dir(), workers)
     grid_s = time.perf_counter() - start
     analysis_s = None
     if args.analysis:
-        records.atomic_write_csv(out / "results.csv", records.collect_results(out, configs))
+        atomic.atomic_write_csv(out / "results.csv", result_rows.collect_results(out, configs))
         start = time.perf_counter()
-        grid.run_analysis(out, grid.notebooks_dir(), spec.analysis, spec.name, workers)
+        grid.run_analysis(out, notebooks.notebooks_dir(), spec.analysis, spec.name, workers)
         analysis_s = time.perf_counter() - start
 
     rows = []
@@ -93,7 +95,7 @@ def main() -> None:
           f"{load_before:.1f}, after {os.getloadavg()[0]:.1f}; estimate took {plan.calibration_s:.0f} s)")
     for row in cells.to_dict("records"):
         predicted = plan.per_cell.get(row["record_path"], {}).get("total_s")
-        metrics = records.read_json(out / row["record_path"] / "metrics.json") or {}
+        metrics = run_record.read_json(out / row["record_path"] / "metrics.json") or {}
         timing = metrics.get("timing", {})
         share = ((timing.get("mlm_cpu_s", 0) + timing.get("ft_cpu_s", 0))
                  / max((timing.get("mlm_wall_s", 0) + timing.get("ft_wall_s", 0)) * (metrics.get("threads") or 1), 1e-9))

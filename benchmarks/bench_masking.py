@@ -4,7 +4,7 @@ Same tokenized MRPC train batches for everybody (B=32, padded to 128). Two views
 ``collator``, the full call on a list of feature dicts (what a DataLoader runs: tensorizing plus
 masking), and ``mask only``, its ``torch_mask_tokens`` on ready tensors. Ours: the strategy call
 (selection + 80/10/10 corruption) on a ready padded batch, and ``+ collate`` which adds the
-project's list-to-tensor collation (``typhoon.data.collate``) of the same pre-padded features, the
+project's list-to-tensor collation (``typhoon.data.batching.collate``) of the same pre-padded features, the
 counterpart of the HF collator call. Whole-word in transformers 5.x needs ``offset_mapping``.
 Note: HF whole-word selects each word with probability p, and also disables the 80/10/10 rule
 (all [MASK]); ours keeps 80/10/10.
@@ -31,9 +31,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from transformers import DataCollatorForLanguageModeling  # noqa: E402
 
-from typhoon.data import collate, load_glue  # noqa: E402
+from typhoon.data.batching import collate  # noqa: E402
+from typhoon.data.glue_files import load_glue  # noqa: E402
 from typhoon.masking import get_strategy, maskable_positions  # noqa: E402
-from typhoon.models import load_tokenizer, minilm_dir  # noqa: E402
+from typhoon.models.backbones import load_tokenizer, minilm_dir  # noqa: E402
 
 BATCH_SIZE = 32
 

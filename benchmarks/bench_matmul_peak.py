@@ -1,4 +1,4 @@
-"""The machine's matrix-product peak in fp32 and bf16, on 1 and 2 threads (typhoon.hardware.matmul_peak).
+"""The machine's matrix-product peak in fp32 and bf16, on 1 and 2 threads (typhoon.training.flops.matmul_peak).
 
     python benchmarks/bench_matmul_peak.py [--rounds 5] [--threads 1 2]
 
@@ -6,7 +6,7 @@ The shapes are MiniLM-L6's FFN product at 2048 tokens (2048x384 @ 384x1536) and 
 Every (dtype, threads) pair is measured once per round, the rounds interleaved, so load from other
 processes on a shared machine spreads over all pairs alike. Prints per pair the median and the range over
 rounds of the best-shape GFLOP/s, by wall clock and by this process's CPU time (user + system) times
-the thread count, as typhoon.hardware.matmul_peak measures it: CPU time leaves out the time other
+the thread count, as typhoon.training.flops.matmul_peak measures it: CPU time leaves out the time other
 processes held the cores, so it shows what the cores do when they are ours.
 """
 
@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from typhoon.hardware import DTYPES, PEAK_SHAPES, cpu_features, time_matmul
+from typhoon.machine import cpu_features
+from typhoon.training.flops import DTYPES, PEAK_SHAPES, time_matmul
 
 
 def best_shape(dtype: str, threads: int, clock) -> float:

@@ -22,9 +22,11 @@ import time
 
 import torch
 
-from typhoon.data import collate, load_glue, tokenize_glue
+from typhoon.data.batching import collate
+from typhoon.data.glue_files import load_glue
+from typhoon.data.tokenizing import tokenize_glue
 from typhoon.masking import get_strategy
-from typhoon.models import load_backbone
+from typhoon.models.backbones import load_backbone
 
 
 def batches(backbone, n: int, size: int = 32, length: int = 64):

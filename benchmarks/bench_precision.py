@@ -13,17 +13,17 @@ import os
 
 import torch
 
-from typhoon import pipeline
 from typhoon.config import RunConfig
+from typhoon.training import run as training_run
 
 
 def fine_tune_once(task: str, precision: str, epochs: int, lr: float) -> tuple[list, dict]:
     config = RunConfig(task=task, precision=precision, ft_epochs=epochs, ft_lr=lr, mlm_epochs=0, device="cpu",
                        seed=0)
-    ctx = pipeline.set_up(config, progress=False)
+    ctx = training_run.set_up(config, progress=False)
     torch.manual_seed(0)
     classifier = ctx.backbone.classifier(ctx.task.num_labels, seed=0)
-    return pipeline.fine_tune(ctx, classifier)
+    return training_run.fine_tune(ctx, classifier)
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_masking import BATCH_SIZE, mrpc_features, tensorize  # noqa: E402
 
 from typhoon.masking import SaliencyProbe, get_strategy, maskable_positions  # noqa: E402
-from typhoon.models import load_tokenizer, minilm_dir  # noqa: E402
+from typhoon.models.backbones import load_tokenizer, minilm_dir
 
 SEQ_LEN = 64
 MODES = ("plain", "hook", "onehot")

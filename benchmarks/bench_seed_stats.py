@@ -1,4 +1,4 @@
-"""Seed statistics (typhoon/stats.py): cost of ASO and of a comparisons table, and what the bootstrap CI
+"""Seed statistics (typhoon/analysis/pairwise.py): cost of ASO and of a comparisons table, and what the bootstrap CI
 of the mean paired difference is worth with the study's few seeds.
 
     python benchmarks/bench_seed_stats.py [--repeats 5] [--coverage-reps 1000]
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from typhoon import stats as S
+from typhoon.analysis import pairwise, significance
 
 TY = np.array([0.842, 0.861, 0.855, 0.849, 0.870])
 RA = np.array([0.851, 0.858, 0.860, 0.838, 0.866])
@@ -44,7 +44,7 @@ def aso_speed(repeats: int) -> None:
     import deepsig
 
     def ours():
-        return S.aso_epsilon_min(TY, RA, iterations=1000, seed=0)
+        return significance.aso_epsilon_min(TY, RA, iterations=1000, seed=0)
 
     def theirs():
         return deepsig.aso(TY, RA, num_bootstrap_iterations=1000, seed=0, num_jobs=1, show_progress=False)
@@ -65,14 +65,14 @@ def table_speed(repeats: int) -> None:
                 rows.append(dict(task="mrpc", backbone=f"b{cell}", strategy=strategy, seed=seed, status="ok",
                                  primary_value=float(v)))
     results = pd.DataFrame(rows)
-    n = len(S.paired_comparisons(results, aso_iterations=1))
-    t = median_s(lambda: S.paired_comparisons(results), repeats)
+    n = len(pairwise.paired_comparisons(results, aso_iterations=1))
+    t = median_s(lambda: pairwise.paired_comparisons(results), repeats)
     print(f"paired_comparisons, {n} comparisons, defaults (ASO 2 x 1000 iterations, percentile 9999): {t:.2f} s")
 
 
 def aso_spread() -> None:
     for iterations in (200, 1000):
-        eps = [S.aso_epsilon_min(TY + 0.01, RA, iterations=iterations, seed=s * iterations) for s in range(20)]
+        eps = [significance.aso_epsilon_min(TY + 0.01, RA, iterations=iterations, seed=s * iterations) for s in range(20)]
         print(f"epsilon_min(TY + 0.01, RA) over 20 bootstrap seeds, {iterations} iterations: "
               f"mean {np.mean(eps):.3f}, sd {np.std(eps, ddof=1):.3f}")
 
@@ -88,7 +88,7 @@ def coverage(reps: int) -> None:
             for method in ("BCa", "percentile"):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    lo, hi, _ = S.bootstrap_mean_ci(d, 0.95, method, seed=rep)
+                    lo, hi, _ = significance.bootstrap_mean_ci(d, 0.95, method, seed=rep)
                 hits[method] += lo <= 0 <= hi
         print(f"coverage of nominal 95% CIs, n = {n} normal differences, {reps} data sets: "
               + ", ".join(f"{k} {v / reps:.3f}" for k, v in hits.items()))

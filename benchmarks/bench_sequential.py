@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from typhoon import decisive, sequential
+from typhoon.analysis import decisive, sequential
 
 STUDIES = 20_000
 

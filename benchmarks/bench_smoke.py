@@ -4,7 +4,7 @@ figure), and each analysis notebook and the report.
 
     python benchmarks/bench_smoke.py [--profile smoke] [--workers N] [--set KEY=VALUE ...] [--out DIR]
 
-It runs the grid as ``reproduce`` does (typhoon.grid: run_grid, then run_analysis; each notebook's time
+It runs the grid as ``reproduce`` does (typhoon.runner.grid: run_grid, then run_analysis; each notebook's time
 is the duration papermill records in it), into a fresh temporary folder unless ``--out`` is given, and prints a table. Say the machine
 and its load beside the figures: a shared machine's load moves them a lot.
 """
@@ -18,8 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from typhoon import grid, records
+from typhoon import atomic
 from typhoon.config import get_profile, parse_overrides
+from typhoon.records import result_rows, run_record
+from typhoon.runner import grid, notebooks
 
 
 def papermill_duration(notebook: Path) -> float | None:
@@ -45,7 +47,7 @@ def main() -> None:
     start = time.perf_counter()
     configs = spec.grid(parse_overrides(args.set))
     grid.preflight(configs)
-    nb_dir = grid.notebooks_dir()
+    nb_dir = notebooks.notebooks_dir()
     figures["preflight_s"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -53,18 +55,18 @@ def main() -> None:
     figures["grid_s"] = time.perf_counter() - start
     figures["cells"] = []
     for row in cells.to_dict("records"):
-        metrics = records.read_json(out / row["record_path"] / "metrics.json") or {}
+        metrics = run_record.read_json(out / row["record_path"] / "metrics.json") or {}
         timing = metrics.get("timing", {})
         figures["cells"].append({"cell": row["record_path"], "status": row["status"], "notebook_s": row["seconds"],
                                  "run_wall_s": timing.get("wall_s"), "mlm_s": timing.get("mlm_wall_s"),
                                  "ft_s": timing.get("ft_wall_s"), "threads": metrics.get("threads")})
-    records.atomic_write_csv(out / "results.csv", records.collect_results(out, configs))
+    atomic.atomic_write_csv(out / "results.csv", result_rows.collect_results(out, configs))
 
     print(f"grid {figures['grid_s']:.1f} s", flush=True)
     start = time.perf_counter()
     grid.run_analysis(out, nb_dir, spec.analysis, spec.name, workers)  # as reproduce runs them, report included
     figures["analysis_s"] = time.perf_counter() - start
-    figures["analysis"] = {nb.name: papermill_duration(out / "notebooks" / nb.name) for nb in grid.ANALYSIS_NOTEBOOKS}
+    figures["analysis"] = {nb.name: papermill_duration(out / "notebooks" / nb.name) for nb in notebooks.ANALYSIS_NOTEBOOKS}
     figures["total_s"] = time.perf_counter() - total
     figures["load_after"] = os.getloadavg()
 

@@ -21,17 +21,17 @@ import time
 import pandas as pd
 import torch
 
-from typhoon import pipeline
-from typhoon.budget_spread import calibration_sweep
+from typhoon.analysis.budget_spread import calibration_sweep
 from typhoon.config import resolve
-from typhoon.data import token_counts
+from typhoon.data.batching import token_counts
 from typhoon.masking import get_strategy
+from typhoon.training import run as training_run
 
 
 def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int = 0) -> tuple[dict, pd.DataFrame]:
     config = resolve("cpu", dict(task=task, backbone="minilm-l6", strategy="typhoon_softmax", seed=seed),
                      {"tau": tau, "max_train_examples": examples, "max_eval_examples": 64, "num_threads": threads})
-    ctx = pipeline.set_up(config, progress=False)
+    ctx = training_run.set_up(config, progress=False)
     torch.manual_seed(config.seed)
     strategy = get_strategy(config.strategy, **config.strategy_params())
     train = ctx.data["train"]
@@ -39,7 +39,7 @@ def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int =
                                   len(ctx.backbone.tokenizer)))
     mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     started = time.perf_counter()
-    _, timing = pipeline.adapt_mlm(ctx, mlm, strategy)
+    _, timing = training_run.adapt_mlm(ctx, mlm, strategy)
     diag = strategy.diagnostics()
     row = {"task": task, "train_tau": tau, "examples": len(train), "steps": timing["mlm_steps"],
            "wall_s": round(time.perf_counter() - started, 1), "precision": ctx.precision.name,

@@ -21,9 +21,10 @@ import torch
 from common import minilm_mrpc
 from torch.profiler import ProfilerActivity, profile
 
-from typhoon import hardware, pipeline
-from typhoon.data import collate
+from typhoon.data.batching import collate
 from typhoon.masking import get_strategy
+from typhoon.training import flops
+from typhoon.training import run as training_run
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
 
@@ -34,14 +35,14 @@ def profile_step(phase: str, precision: str, backbone, batch: dict, masked, labe
     lengths = batch["attention_mask"].sum(1).tolist()
     if phase == "mlm":
         model = backbone.mlm_model(attention="eager", fast_dropout=True)
-        inputs = pipeline.model_inputs({**batch, "input_ids": masked}, backbone.family)
-        flops = hardware.step_flops(backbone.config, lengths, selected=int((labels != -100).sum()))
+        inputs = training_run.model_inputs({**batch, "input_ids": masked}, backbone.family)
+        step_flop_count = flops.step_flops(backbone.config, lengths, selected=int((labels != -100).sum()))
     else:
         model = backbone.classifier(2, attention="eager", fast_dropout=True)
-        inputs = pipeline.model_inputs(batch, backbone.family)
-        flops = hardware.step_flops(backbone.config, lengths, num_labels=2)
-    optimizer = pipeline.make_optimizer(model, 5e-5, 0.01)
-    scheduler = pipeline.linear_schedule(optimizer, 1000, 0.1)
+        inputs = training_run.model_inputs(batch, backbone.family)
+        step_flop_count = flops.step_flops(backbone.config, lengths, num_labels=2)
+    optimizer = training_run.make_optimizer(model, 5e-5, 0.01)
+    scheduler = training_run.linear_schedule(optimizer, 1000, 0.1)
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
@@ -50,7 +51,7 @@ def profile_step(phase: str, precision: str, backbone, batch: dict, masked, labe
             else:
                 loss = torch.nn.functional.cross_entropy(model(**inputs).logits.float(), batch["labels"])
         loss.backward()
-        pipeline.optimizer_step(model, optimizer, scheduler)
+        training_run.optimizer_step(model, optimizer, scheduler)
 
     step()  # warm-up
     cpu = time.process_time()
@@ -63,7 +64,7 @@ def profile_step(phase: str, precision: str, backbone, batch: dict, masked, labe
     matmul = sum(self_time[k] for k in MATMULS) / total
     others = ", ".join(f"{k.removeprefix('aten::')} {100 * v / total:.1f}%"
                        for k, v in self_time.most_common(16) if k not in MATMULS)
-    return (f"{phase:<3} {precision}: {flops / cpu / 1e9:5.1f} GFLOP per CPU-s ({cpu:.2f} CPU s/step, profiled); "
+    return (f"{phase:<3} {precision}: {step_flop_count / cpu / 1e9:5.1f} GFLOP per CPU-s ({cpu:.2f} CPU s/step, profiled); "
             f"matrix products {100 * matmul:.1f}% of self time; then {others}")
 
 

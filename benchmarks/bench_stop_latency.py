@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from typhoon import records
+from typhoon.records import run_record
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--set", "max_train_examples=64", "--set", "max_eval_examples=32"]
@@ -38,7 +38,7 @@ def stop_once(argv: list[str], out: Path, signum: int) -> tuple[float, int, int]
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"{argv[0]} ended before a cell trained (exit {proc.returncode})")
-        states = [records.read_json(p) for p in out.glob("runs/*/*/*/.seed*.progress.json")]
+        states = [run_record.read_json(p) for p in out.glob("runs/*/*/*/.seed*.progress.json")]
         if any(s and s.get("phase") in ("mlm", "finetune") for s in states):
             break
         time.sleep(0.1)

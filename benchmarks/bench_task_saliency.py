@@ -3,7 +3,7 @@
 The same masked MRPC batches (minilm-l6, the ``cpu`` profile's settings, batch 32) go through one phase-1
 training step of each kind, interleaved so that both see the same machine load: ``mlm`` = forward, one
 backward, the probe's saliency; ``task`` = the frozen task model's forward and input-only backward
-(:func:`typhoon.task_saliency.task_saliency`), then the MLM forward and backward without the probe.
+(:func:`typhoon.masking.task_saliency.task_saliency`), then the MLM forward and backward without the probe.
 Optimizer steps are left out (the same for both), and so is the task model's warm-up (``task_head_warmup``
 fine-tuning steps, once per run). Reports the median seconds per step of each and their ratio.
 
@@ -18,11 +18,11 @@ import time
 
 import torch
 
-from typhoon import pipeline
 from typhoon.config import resolve
-from typhoon.data import collate, length_grouped_batches
+from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking import SaliencyProbe, get_strategy
-from typhoon.task_saliency import task_saliency
+from typhoon.masking.task_saliency import task_saliency
+from typhoon.training import run as training_run
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     config = resolve("cpu", dict(task="mrpc", backbone="minilm-l6", strategy="typhoon", seed=0),
                      {"max_train_examples": 32 * (args.steps + 2), "max_eval_examples": 32,
                       "num_threads": args.threads})
-    ctx = pipeline.set_up(config, progress=False)
+    ctx = training_run.set_up(config, progress=False)
     tokenizer, train = ctx.backbone.tokenizer, ctx.data["train"]
     mlm = ctx.backbone.mlm_model(seed=0, **ctx.kernels).train()
     task_model = ctx.backbone.classifier(ctx.task.num_labels, seed=0, **ctx.kernels).eval()  # untrained: same cost
@@ -42,7 +42,7 @@ def main() -> None:
     lengths = [len(x["input_ids"]) for x in train]
     times = {"mlm": [], "task": []}
     for i, idx in enumerate(length_grouped_batches(lengths, config.batch_size, ctx.rng)):
-        batch = collate([train[j] for j in idx], tokenizer.pad_token_id, pipeline.PAD_MULTIPLE)
+        batch = collate([train[j] for j in idx], tokenizer.pad_token_id, training_run.PAD_MULTIPLE)
         masked, labels = masker(batch, generator, mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
         inputs = ctx.backbone.model_inputs({**batch, "input_ids": masked})
         for kind in ("mlm", "task") if i % 2 == 0 else ("task", "mlm"):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from typhoon.hardware import DTYPES, PEAK_SHAPES, time_matmul
+from typhoon.training.flops import DTYPES, PEAK_SHAPES, time_matmul
 
 
 def cpu_time_peak(dtype: str) -> float:

@@ -44,7 +44,7 @@ classes). Then::
         /work/bitcheck/out-new-fp32-n1024
 
 All five cells identical (log: /work/notes/bitcheck.log). Main moved to 8297b0b meanwhile; it adds
-only ``typhoon/display.py`` (notebook tables), which no module of ``typhoon/`` imports. This machine (AMD EPYC, AVX512-BF16, no AMX)
+only ``typhoon/report/display.py`` (notebook tables), which no module of ``typhoon/`` imports. This machine (AMD EPYC, AVX512-BF16, no AMX)
 is not the one that trained ``results/cpu`` (an Intel Xeon with AMX, bf16), so its records cannot be
 reproduced bit for bit here; old against new code on one machine is the check that can be made.
 

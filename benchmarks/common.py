@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from typhoon import pipeline
 from typhoon.config import get_profile
+from typhoon.training import run as training_run
 
 
 def minilm_mrpc(threads: int, examples: int = 512) -> tuple[object, list[dict]]:
@@ -13,5 +13,5 @@ def minilm_mrpc(threads: int, examples: int = 512) -> tuple[object, list[dict]]:
     torch.set_num_threads(threads)
     config = get_profile("cpu").run_config(task="mrpc", backbone="minilm-l6", strategy="random", seed=0,
                                            max_train_examples=examples)
-    inputs = pipeline.load_inputs(config)
+    inputs = training_run.load_inputs(config)
     return inputs.backbone, inputs.data["train"]

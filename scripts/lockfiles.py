@@ -125,8 +125,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    from typhoon.records import atomic_write_text
-
+    from typhoon.atomic import atomic_write_text
 
     text = render_environment(DEV_LOCK, makefile_variable("TORCH_VERSION"), locked_python())
     atomic_write_text(Path(argv[0]), text)

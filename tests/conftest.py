@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 # unless TYPHOON_GLUE_DIR points elsewhere.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-# Every supported family (typhoon.models.FAMILIES; test_models checks the two agree), listed here so
+# Every supported family (typhoon.models.mlm_head.FAMILIES; test_models checks the two agree), listed here so
 # that collecting the tests does not import transformers.
 FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "electra"]
 
@@ -22,20 +22,21 @@ FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "el
 @pytest.fixture(scope="session")
 def glue_dir() -> Path:
     """The GLUE folder load_glue reads CoLA and MRPC from."""
-    from typhoon.data import locate_glue
+    from typhoon.data.glue_files import locate_glue
 
     return locate_glue("mrpc").folder.parent
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from typhoon.models import load_tokenizer, minilm_dir
+    from typhoon.models.backbones import load_tokenizer, minilm_dir
 
     return load_tokenizer(minilm_dir())
 
 
 def _tokenized(task: str, glue_dir: Path, tokenizer, n: int = 256):
-    from typhoon.data import load_glue, tokenize_glue
+    from typhoon.data.glue_files import load_glue
+    from typhoon.data.tokenizing import tokenize_glue
 
     raw = load_glue(task, glue_dir)
     small = raw.__class__({k: v.select(range(min(n, len(v)))) for k, v in raw.items() if k != "test"})
@@ -55,7 +56,7 @@ def cola_tokenized(glue_dir, tokenizer):
 
 
 def make_batch(tokenized_split, tokenizer, start: int = 0, size: int = 32):
-    from typhoon.data import collate
+    from typhoon.data.batching import collate
 
     rows = [tokenized_split[i] for i in range(start, start + size)]
     return collate(rows, tokenizer.pad_token_id)
@@ -77,7 +78,7 @@ def cola_batch(cola_tokenized, tokenizer):
 def mrpc_sentences(glue_dir) -> list[str]:
     """The first 1000 MRPC training pairs' sentences: the text the family tokenizers are trained on
     (enough for a 2000-token vocabulary, and fast)."""
-    from typhoon.data import load_glue
+    from typhoon.data.glue_files import load_glue
 
     train = load_glue("mrpc", glue_dir)["train"].select(range(1000))
     return list(train["sentence1"]) + list(train["sentence2"])

@@ -1,4 +1,4 @@
-"""Your run against the reference (typhoon.reference), on synthetic output folders: agree, disagree, mixed
+"""Your run against the reference (typhoon.analysis.reference), on synthetic output folders: agree, disagree, mixed
 numerics, a missing cell. The interval is checked against scipy's own t interval."""
 
 import json
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from typhoon import reference
+from typhoon.analysis import reference
 
 AMX = {"precision": "bf16", "device": "cpu", "attention": "eager", "dropout": "fast",
        "hardware": {"cpu": {"avx512f": True, "avx512_bf16": True, "amx_bf16": True}}}

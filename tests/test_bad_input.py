@@ -13,22 +13,27 @@ import pytest
 from conftest import REPO
 from test_findings import make_output
 
-from typhoon import config, findings, records, stats
+from typhoon import atomic, config
+from typhoon.analysis import run_summary
 from typhoon.cli import main
+from typhoon.data import glue_files
+from typhoon.models import backbones
+from typhoon.records import run_record
+from typhoon.report import results_readme
 
 
 def _with_records(out):
     """make_output's folder, with a finished record (metrics.json) behind every row."""
     make_output(out)
     for path in pd.read_csv(out / "results.csv")["record_path"]:
-        records.atomic_write_json(out / path / "metrics.json", {"status": "ok"})
+        atomic.atomic_write_json(out / path / "metrics.json", {"status": "ok"})
     return out
 
 
 def test_a_truncated_results_csv_is_refused_naming_the_file(tmp_path, capsys):
     out = _with_records(tmp_path / "ref")
     readme = tmp_path / "README.md"
-    readme.write_text(f"{findings.README_BEGIN}\nold\n{findings.README_END}\n")
+    readme.write_text(f"{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n")
     assert main(["results-readme", str(out), "--readme", str(readme)]) == 0  # whole: accepted
     table = pd.read_csv(out / "results.csv")
     table.head(1).to_csv(out / "results.csv", index=False)  # rows lost: the old code summarised "1 runs"
@@ -36,20 +41,20 @@ def test_a_truncated_results_csv_is_refused_naming_the_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "results.csv does not match the run records" in err and "17 record(s) have no row" in err
     with pytest.raises(ValueError, match="results.csv does not match"):
-        stats.load_results(out / "results.csv")  # what notebook 20 reads it with
+        run_summary.load_results(out / "results.csv")  # what notebook 20 reads it with
     table.drop(columns="primary_value").to_csv(out / "results.csv", index=False)  # a column lost
     assert main(["results-readme", str(out), "--readme", str(readme)]) == 2
     assert "missing column(s) ['primary_value']" in capsys.readouterr().err
     (out / "results.csv").write_text(table.to_csv(index=False)[:200])  # cut mid-line
     with pytest.raises(ValueError, match="results.csv"):
-        stats.load_results(out / "results.csv")
+        run_summary.load_results(out / "results.csv")
 
 
 def test_a_results_csv_with_a_row_but_no_record_is_refused(tmp_path):
     out = _with_records(tmp_path / "ref")
     (out / "runs/mrpc/minilm-l6/typhoon/seed0/metrics.json").unlink()
     with pytest.raises(ValueError, match=r"1 ok row\(s\) have no record \(e.g. runs/mrpc/minilm-l6/typhoon/seed0\)"):
-        stats.load_results(out / "results.csv")
+        run_summary.load_results(out / "results.csv")
 
 
 def test_a_syntax_error_in_profiles_toml_names_the_file_and_line(tmp_path, monkeypatch, capsys):
@@ -87,24 +92,23 @@ def test_an_unknown_task_or_backbone_is_refused_before_torch_is_imported(args, m
 
 
 def test_the_quick_name_lists_agree_with_the_registries():
-    from typhoon import data, models, names
+    from typhoon import names
 
-    assert names.GLUE_TASK_NAMES == tuple(sorted(data.GLUE_TASKS))
-    assert names.TASK_ALIASES == data._ALIASES
-    assert names.BACKBONE_NAMES == tuple(sorted(models.BACKBONES))
+    assert names.GLUE_TASK_NAMES == tuple(sorted(glue_files.GLUE_TASKS))
+    assert names.TASK_ALIASES == glue_files._ALIASES
+    assert names.BACKBONE_NAMES == tuple(sorted(backbones.BACKBONES))
 
 
 def test_a_corrupted_metrics_json_is_named_when_its_cell_is_trained_again(tmp_path):
-    from typhoon import records
     from typhoon.config import get_profile
 
     config = get_profile("cpu").grid()[0]
     run_dir = tmp_path / config.relative_dir()
-    assert records.why_incomplete(run_dir, config) == "no record yet"
-    records.write_record(run_dir, config, {"status": "ok", "final": {"dev_f1": 0.8}})
-    assert records.why_incomplete(run_dir, config) is None
+    assert run_record.why_incomplete(run_dir, config) == "no record yet"
+    run_record.write_record(run_dir, config, {"status": "ok", "final": {"dev_f1": 0.8}})
+    assert run_record.why_incomplete(run_dir, config) is None
     (run_dir / "metrics.json").write_text('{"status": "ok", "fin')  # truncated mid-write by hand
-    why = records.why_incomplete(run_dir, config)
+    why = run_record.why_incomplete(run_dir, config)
     assert "metrics.json is unreadable (JSONDecodeError" in why and "trained again" in why
-    records.write_record(run_dir, config, {"status": "failed", "error": "RuntimeError: boom"})
-    assert records.why_incomplete(run_dir, config) == "the last attempt failed: RuntimeError: boom"
+    run_record.write_record(run_dir, config, {"status": "failed", "error": "RuntimeError: boom"})
+    assert run_record.why_incomplete(run_dir, config) == "the last attempt failed: RuntimeError: boom"

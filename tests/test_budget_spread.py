@@ -1,4 +1,4 @@
-"""Tests for typhoon.budget_spread (the budget-spread bottleneck) and the two analysis notebooks end to end."""
+"""Tests for typhoon.analysis.budget_spread (the budget-spread bottleneck) and the two analysis notebooks end to end."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from typhoon import budget_spread
+from typhoon.analysis import budget_spread
 from typhoon.masking import calibrate
 
 REPO = Path(__file__).resolve().parents[1]

@@ -62,7 +62,7 @@ def test_the_wrapper_sees_a_heavy_import():
 def test_run_help_lists_every_strategy_parameter():
     """The help text comes from the torch-free declarations; they are the registry's parameters."""
     from typhoon.masking import STRATEGIES
-    from typhoon.strategy_params import STRATEGY_PARAMS, strategy_help
+    from typhoon.masking.params import STRATEGY_PARAMS, strategy_help
 
     assert {name: cls.PARAMS for name, cls in STRATEGIES.items()} == STRATEGY_PARAMS
     text = strategy_help()

@@ -10,8 +10,10 @@ import time
 
 import pytest
 
-from typhoon import cli, cluster, grid, interrupt, progress, records
+from typhoon import cli
 from typhoon.config import get_profile
+from typhoon.records import result_rows, run_record
+from typhoon.runner import cluster, grid, notebooks, progress, stop
 
 
 def test_job_script_requests_the_profiles_resources():
@@ -63,7 +65,7 @@ def fake_run_cell(config, out_dir, nb_dir, device=None, threads=None):
     with LOCK:
         RUNNING["now"] -= 1
         RAN.append((config.relative_dir().as_posix(), get_worker().name, threads))
-    return records.status_row(config, "ok", seconds=0.2)
+    return result_rows.status_row(config, "ok", seconds=0.2)
 
 
 def test_a_grid_runs_through_the_cluster_executor_one_cell_per_worker(tmp_path, monkeypatch):
@@ -74,7 +76,7 @@ def test_a_grid_runs_through_the_cluster_executor_one_cell_per_worker(tmp_path, 
     monkeypatch.setattr(grid, "run_cell", fake_run_cell)
     spec = cluster.ClusterSpec(kind="local", jobs=2)
     with cluster.cluster_executor(spec) as executor:
-        cells = grid.run_grid(configs, tmp_path, grid.notebooks_dir(), workers=1, executor=executor)
+        cells = grid.run_grid(configs, tmp_path, notebooks.notebooks_dir(), workers=1, executor=executor)
     assert list(cells["status"]) == ["ok"] * 4
     assert sorted(path for path, _, _ in RAN) == sorted(c.relative_dir().as_posix() for c in configs)
     assert {worker for _, worker, _ in RAN} == {0, 1}  # both workers took cells
@@ -117,7 +119,7 @@ ATTEMPTS: list[str] = []  # the worker addresses the doomed cell started on
 
 
 def temp_notebook(config, out_dir):
-    target = grid.cell_notebook(config, out_dir)
+    target = notebooks.cell_notebook(config, out_dir)
     return target.with_name(f".{target.stem}.tmp-{os.getpid()}-{len(ATTEMPTS)}.ipynb")
 
 
@@ -134,10 +136,10 @@ def losing_cell(config, out_dir, nb_dir, device=None, threads=None):
         ATTEMPTS.append(worker.address)
         while worker.status == Status.running:  # until the test removes this worker, as a job's end would
             time.sleep(0.05)
-        return records.status_row(config, "ok")  # never reaches the grid: the worker is gone
+        return result_rows.status_row(config, "ok")  # never reaches the grid: the worker is gone
     time.sleep(0.2)
     temp.unlink()
-    return records.status_row(config, "ok", seconds=0.2)
+    return result_rows.status_row(config, "ok", seconds=0.2)
 
 
 async def lose_worker(address, dask_scheduler=None):
@@ -164,7 +166,7 @@ def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_p
 
         killer = threading.Thread(target=job_killer, daemon=True)
         killer.start()
-        cells = grid.run_grid(configs, tmp_path, grid.notebooks_dir(), workers=1, executor=executor)
+        cells = grid.run_grid(configs, tmp_path, notebooks.notebooks_dir(), workers=1, executor=executor)
         killer.join(timeout=30)
         deadline = time.monotonic() + 30
         while len(executor.client.scheduler_info()["workers"]) < spec.jobs and time.monotonic() < deadline:
@@ -176,7 +178,7 @@ def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_p
     assert rows.loc[DOOMED, "status"] == "failed"
     assert "LostWorker" in rows.loc[DOOMED, "error"] and ATTEMPTS[-1] in rows.loc[DOOMED, "error"]
     assert (rows.drop(DOOMED)["status"] == "ok").all()
-    record = records.read_json(tmp_path / DOOMED / "metrics.json")
+    record = run_record.read_json(tmp_path / DOOMED / "metrics.json")
     assert record["status"] == "failed" and ATTEMPTS[-1] in record["error"]
     assert seen_leftovers == [1] * (spec.retries + 1)  # each attempt's temp notebook was there when it was lost ...
     assert not list(tmp_path.rglob("*.tmp-*"))  # ... and none is left
@@ -188,7 +190,7 @@ def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
     made = []
     for config in (lost, other):
         run_dir = tmp_path / config.relative_dir()
-        notebook = grid.cell_notebook(config, tmp_path)
+        notebook = notebooks.cell_notebook(config, tmp_path)
         for path in (notebook.with_name(f".{notebook.stem}.tmp-123-1.ipynb"), progress.progress_path(run_dir),
                      run_dir.with_name(f".{run_dir.name}.lock")):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,10 +199,10 @@ def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
         staging = run_dir.with_name(f".{run_dir.name}.tmp-123-abcd")
         (staging / "sub").mkdir(parents=True)
         made.append(staging)
-    records.write_record(tmp_path / other.relative_dir(), other, {"status": "ok"})
+    run_record.write_record(tmp_path / other.relative_dir(), other, {"status": "ok"})
     grid.remove_cell_leftovers(lost, tmp_path)
     assert [p.exists() for p in made] == [False] * 4 + [True] * 4  # the lost cell's gone, the other's kept
-    assert records.record_status(tmp_path / other.relative_dir(), other) == "ok"
+    assert run_record.record_status(tmp_path / other.relative_dir(), other) == "ok"
 
 
 class FakeClient:
@@ -314,13 +316,13 @@ def record_stop(dask_worker=None):  # module level: Dask pickles it by reference
 
 def slow_cell(config, out_dir, nb_dir, device=None, threads=None):
     time.sleep(4.0)
-    return records.status_row(config, "ok")
+    return result_rows.status_row(config, "ok")
 
 
 def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkeypatch):
     """Ctrl-C mid-grid: every worker runs the stop helper (its kernels are killed) and no cell is left running."""
     STOPPED_ON.clear()
-    monkeypatch.setattr(interrupt, "stop_worker_cells", record_stop)
+    monkeypatch.setattr(stop, "stop_worker_cells", record_stop)
     configs = get_profile("smoke").grid()[:2]
     monkeypatch.setattr(grid, "run_cell", slow_cell)
     with cluster.cluster_executor(cluster.ClusterSpec(kind="local", jobs=2)) as executor:
@@ -335,8 +337,8 @@ def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkey
         monkeypatch.setattr(monitor, "poll", ctrl_c_once_cells_run)
         try:
             with pytest.raises(KeyboardInterrupt):
-                grid.run_grid(configs, tmp_path, grid.notebooks_dir(), executor=executor, monitor=monitor)
+                grid.run_grid(configs, tmp_path, notebooks.notebooks_dir(), executor=executor, monitor=monitor)
         finally:
-            interrupt.clear_stop()
+            stop.clear_stop()
         assert sorted(STOPPED_ON) == sorted(executor.alive) and len(STOPPED_ON) == 2  # each worker was told
         assert all(cell.future.cancelled() for cell in executor.cells)

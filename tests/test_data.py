@@ -7,16 +7,8 @@ import sys
 
 import pytest
 
-from typhoon.data import (
-    BUNDLED_GLUE_DIR,
-    GlueSource,
-    collate,
-    get_task,
-    length_grouped_batches,
-    load_glue,
-    locate_glue,
-    token_counts,
-)
+from typhoon.data.batching import collate, length_grouped_batches, token_counts
+from typhoon.data.glue_files import BUNDLED_GLUE_DIR, GlueSource, get_task, load_glue, locate_glue
 
 
 @pytest.mark.parametrize(
@@ -73,7 +65,7 @@ def _copy_task(glue_dir, folder, root):
 def test_bundled_data_is_found_from_any_folder(tmp_path):
     """No TYPHOON_GLUE_DIR, another working directory, the hub off: the bundle inside the package is used."""
     env = {k: v for k, v in os.environ.items() if k != "TYPHOON_GLUE_DIR"} | {"HF_HUB_OFFLINE": "1"}
-    code = ("from typhoon.data import load_glue, locate_glue; d = load_glue('cola'); "
+    code = ("from typhoon.data.glue_files import load_glue, locate_glue; d = load_glue('cola'); "
             "print(locate_glue('cola').origin, len(d['train']), len(d['validation']), len(d['test']))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)

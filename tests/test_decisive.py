@@ -1,4 +1,4 @@
-"""The decisive runner's planning (typhoon/decisive.py) on synthetic records: which cells the next look
+"""The decisive runner's planning (typhoon/analysis/decisive.py) on synthetic records: which cells the next look
 needs, that decided comparisons stop costing cells, stopping when all are decided, capping. No training."""
 
 import zlib
@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from typhoon import decisive, records
+from typhoon.analysis import decisive
 from typhoon.config import get_profile
+from typhoon.records import result_rows, run_numerics, run_record, schema
+from typhoon.runner import grid
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def synthetic(study, seeds, value=lambda task, strategy, seed: 0.8, skip=()):
                 if (task, strategy, seed) not in skip:
                     rows.append({"task": task, "backbone": "minilm-l6", "strategy": strategy, "seed": seed,
                                  "status": "ok", "primary_value": value(task, strategy, seed)})
-    return pd.DataFrame(rows).reindex(columns=records.RESULT_COLUMNS)
+    return pd.DataFrame(rows).reindex(columns=schema.RESULT_COLUMNS)
 
 
 def noise(scale, offset=0.0):
@@ -99,13 +101,12 @@ def test_a_bad_design_is_named(study):
 
 
 def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
-    from typhoon import provenance
 
     spec = get_profile("decisive")
     configs = decisive.grid_configs(spec)
-    monkeypatch.setattr(provenance, "record_numerics",
+    monkeypatch.setattr(run_numerics, "record_numerics",
                         lambda run_dir: "bf16 on cpu" if "seed3" in str(run_dir) and "random" in str(run_dir) else None)
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "fp32 on cpu")
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "fp32 on cpu")
     with pytest.raises(ValueError, match="seed 3 of mrpc.*must not mix"):
         decisive.check_seed_numerics([configs[("mrpc", "typhoon", 3)]], configs, tmp_path)
     decisive.check_seed_numerics([configs[("mrpc", "typhoon", 4)]], configs, tmp_path)  # seed 4 has no records
@@ -115,13 +116,12 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     """reproduce_decisive with the training replaced by synthetic records (equal arms): it trains the
     first look's seeds, then the next look's, stops when all comparisons are equivalent, and writes
     verdicts.csv, history.csv, seeds.csv and the figure; a second run trains nothing (resumable)."""
-    from typhoon import grid, provenance
 
     spec = get_profile("decisive")
     spec.design = {**spec.design, "reuse_from": []}
     monkeypatch.setattr(decisive, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "bf16 on cpu")
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "bf16 on cpu")
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
 
     def fake_run_grid(configs, out_dir, nb_dir, workers, executor, on_done):
@@ -129,8 +129,8 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
         for c in configs:
             metrics = {"status": "ok", "primary_metric": "f1" if c.task == "mrpc" else "mcc", "precision": "bf16",
                        "device": "cpu", "final": {f"dev_{m}": 0.8 + 1e-6 * c.seed * arm[c.strategy] for m in ("f1", "mcc")}}
-            records.write_record(out_dir / c.relative_dir(), c, metrics)
-        return pd.DataFrame([records.status_row(c, "ok") for c in configs], columns=records.STATUS_COLUMNS)
+            run_record.write_record(out_dir / c.relative_dir(), c, metrics)
+        return pd.DataFrame([result_rows.status_row(c, "ok") for c in configs], columns=schema.STATUS_COLUMNS)
 
     monkeypatch.setattr(grid, "run_grid", fake_run_grid)
     out = tmp_path / "decisive"

@@ -1,10 +1,10 @@
-"""The notebooks' table view (typhoon.display): readable numbers, a few rows, and where the whole table is."""
+"""The notebooks' table view (typhoon.report.display): readable numbers, a few rows, and where the whole table is."""
 
 import math
 
 import pandas as pd
 
-from typhoon.display import number_format, show_frame
+from typhoon.report.display import number_format, show_frame
 
 
 def test_numbers_read_as_a_person_writes_them():

@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO
 
 from typhoon.config import get_profile
-from typhoon.data import BUNDLED_TASKS
-from typhoon.models import BACKBONES
+from typhoon.data.glue_files import BUNDLED_TASKS
+from typhoon.models.backbones import BACKBONES
 
 DOCKERFILE = (REPO / "Dockerfile").read_text(encoding="utf-8")
 

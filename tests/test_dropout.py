@@ -6,8 +6,8 @@ import torch
 from scipy import stats
 from torch import nn
 
-from typhoon.dropout import EAGER_FAST_DROPOUT, FastDropout, drop_threshold, fast_dropout
-from typhoon.models import load_backbone
+from typhoon.models.backbones import load_backbone
+from typhoon.models.dropout import EAGER_FAST_DROPOUT, FastDropout, drop_threshold, fast_dropout
 
 N = 1_000_001  # odd: the last 32-bit word is only half used
 

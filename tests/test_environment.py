@@ -1,4 +1,4 @@
-"""typhoon.environment: the setup report (versions and device, GLUE data, backbones)."""
+"""typhoon.report.setup_tables: the setup report (versions and device, GLUE data, backbones)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from typhoon import environment
-from typhoon.data import BUNDLED_GLUE_DIR, load_glue, locate_glue
-from typhoon.models import BACKBONES
+from typhoon.data.glue_files import BUNDLED_GLUE_DIR, load_glue, locate_glue
+from typhoon.models.backbones import BACKBONES
+from typhoon.report import setup_tables
 
 # Official GLUE split sizes (train, dev, test): the local files must be the official ones.
 GLUE_SIZES = {"mrpc": (3668, 408, 1725), "cola": (8551, 1043, 1063)}
@@ -22,7 +22,7 @@ def test_environment_report_names_versions_and_threads():
 
     import typhoon
 
-    report = environment.environment_report().set_index("item")["value"]
+    report = setup_tables.environment_report().set_index("item")["value"]
     assert report["torch"] == torch.__version__
     assert report["transformers"] == transformers.__version__
     assert report["datasets"] == datasets.__version__
@@ -35,7 +35,7 @@ def test_environment_report_names_versions_and_threads():
 
 
 def test_data_report_sizes_labels_and_source(glue_dir):
-    report = environment.data_report(["mrpc", "cola"])
+    report = setup_tables.data_report(["mrpc", "cola"])
     for task, sizes in GLUE_SIZES.items():
         rows = report[report.task == task].set_index("split")
         assert tuple(rows.loc[["train", "validation", "test"], "examples"]) == sizes
@@ -49,17 +49,17 @@ def test_data_report_sizes_labels_and_source(glue_dir):
 
 def test_data_source_without_local_folder(monkeypatch):
     monkeypatch.delenv("TYPHOON_GLUE_DIR", raising=False)
-    assert environment.glue_source("mrpc") == f"bundled: {BUNDLED_GLUE_DIR / 'MRPC'}"
+    assert setup_tables.glue_source("mrpc") == f"bundled: {BUNDLED_GLUE_DIR / 'MRPC'}"
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    assert environment.glue_source("rte") == "hub: nyu-mll/glue"  # not bundled: the hub is next (not contacted here)
+    assert setup_tables.glue_source("rte") == "hub: nyu-mll/glue"  # not bundled: the hub is next (not contacted here)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(FileNotFoundError, match="data fetch rte"):  # offline: a clear error
-        environment.data_report(["rte"])
+        setup_tables.data_report(["rte"])
 
 
 def test_backbone_report_covers_the_registry():
-    report = environment.backbone_report().set_index("backbone")
+    report = setup_tables.backbone_report().set_index("backbone")
     assert list(report.index) == list(BACKBONES)
     assert report.loc["minilm-l6", "available_now"] and report.loc["tiny-random", "available_now"]
     assert report.loc["minilm-l6", "source"].endswith("model")

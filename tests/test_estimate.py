@@ -1,4 +1,4 @@
-"""The grid estimate (typhoon.estimate): the work it counts per cell is the work the run does, the
+"""The grid estimate (typhoon.runner.estimate): the work it counts per cell is the work the run does, the
 schedule arithmetic is right, and a calibration measures real steps and prices every cell."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from typhoon import estimate, hardware
 from typhoon.config import get_profile, resolve
-from typhoon.data import collate, length_grouped_batches
+from typhoon.data.batching import collate, length_grouped_batches
+from typhoon.runner import estimate, grid
+from typhoon.training import flops
 
-SHAPE = hardware.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
+SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
 
 
 def _examples(n: int, seed: int = 0) -> list[dict]:
@@ -45,7 +46,7 @@ def test_cell_work_counts_the_runs_steps_widths_and_flops(n, batch_size, mlm_epo
                 mask = collate([train[i] for i in idx], 0, 8)["attention_mask"]
                 widths[phase].add(mask.shape[1])
                 if phase == "ft":
-                    ft_gflop += hardware.step_flops(SHAPE, [mask.shape[1]] * mask.shape[0], num_labels=2) / 1e9
+                    ft_gflop += flops.step_flops(SHAPE, [mask.shape[1]] * mask.shape[0], num_labels=2) / 1e9
     assert work["mlm"].widths == widths["mlm"] and work["ft"].widths == widths["ft"]
     assert work["ft"].gflop == pytest.approx(ft_gflop)
 
@@ -57,7 +58,7 @@ def test_mlm_work_counts_the_expected_selected_positions():
     work = estimate.cell_work(config, SHAPE, train, _examples(3), num_labels=2)
     width = max(-(-len(x["input_ids"]) // 8) * 8 for x in train)
     maskable = sum(len(x["input_ids"]) - 2 for x in train)
-    expected = hardware.step_flops(SHAPE, [width] * 50, selected=round(0.2 * maskable)) / 1e9
+    expected = flops.step_flops(SHAPE, [width] * 50, selected=round(0.2 * maskable)) / 1e9
     assert work["mlm"].gflop == pytest.approx(expected)
 
 
@@ -110,7 +111,7 @@ def test_the_estimate_text_says_kernels_cells_and_total():
 
 
 def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
-    from typhoon import cli, grid
+    from typhoon import cli
 
     seen = {}
 
@@ -136,7 +137,7 @@ def test_the_estimate_calibrates_in_a_kernel_started_as_a_cells(tmp_path):
     config = get_profile("smoke").grid()[0]
     plan = estimate.estimate_grid("smoke", [config], tmp_path, workers=1, analysis=False)
     cell = plan.per_cell[config.relative_dir().as_posix()]
-    from typhoon.grid import usable_cores
+    from typhoon.machine import usable_cores
 
     assert plan.cells_todo == [config.relative_dir().as_posix()] and plan.threads == usable_cores()  # one worker
     assert 0 < plan.cell_start_s < plan.calibration_s and 0 < plan.core_share <= 1

@@ -11,7 +11,8 @@ from conftest import REPO, make_batch
 from test_masking import word_is_split
 from transformers import AutoTokenizer
 
-from typhoon.data import load_glue, tokenize_glue
+from typhoon.data.glue_files import load_glue
+from typhoon.data.tokenizing import tokenize_glue
 from typhoon.masking import get_strategy
 
 N_PAIRS = 64

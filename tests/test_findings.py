@@ -1,4 +1,4 @@
-"""typhoon.findings: the headline table, the paper's claims judged from the tables, and the README's
+"""typhoon.analysis.paper_claims: the headline table, the paper's claims judged from the tables, and the README's
 Results block regenerated from the committed reference run (it must agree with the README)."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import pytest
 from conftest import REPO
 from scipy import stats as st
 
-from typhoon import findings, records, stats
-from typhoon.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.analysis import pairwise, paper_claims, run_summary, stats_tables
+from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.records import schema
+from typhoon.report import results_readme
 
 STRATEGIES = ("typhoon", "random", "whole_word")
 
@@ -20,7 +22,7 @@ STRATEGIES = ("typhoon", "random", "whole_word")
 def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl=PAPER_KL_NATS_PER_TOKEN,
                 seeds=3, noise=0.01, seed_loss_sd=0.0, states=None):
     """An output folder as the grid and notebooks 20/30 leave it: results.csv, stats/summary.csv and
-    comparisons.csv (computed by typhoon.stats), stats/budget_states.csv and each run's mlm_loss.csv.
+    comparisons.csv (computed by typhoon.analysis.pairwise), stats/budget_states.csv and each run's mlm_loss.csv.
 
     ``shift``: {strategy: added to its dev metric}; ``noise``: the sd of the dev metric between runs;
     ``ww_loss``: how much higher whole-word masking's MLM training loss is; ``typhoon_gap``: how far Typhoon's
@@ -48,27 +50,27 @@ def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl
                 dev = pd.DataFrame({"step": [50], "epoch": [1], "split": ["dev"], "loss": [4.0]})
                 (out / record_path).mkdir(parents=True)
                 pd.concat([frame, dev]).to_csv(out / record_path / "mlm_loss.csv", index=False)
-    results = pd.DataFrame(rows).reindex(columns=records.RESULT_COLUMNS)
+    results = pd.DataFrame(rows).reindex(columns=schema.RESULT_COLUMNS)
     results.to_csv(out / "results.csv", index=False)
-    comparisons = stats.paired_comparisons(results, aso_iterations=50, bootstrap_resamples=200)
-    stats.write_tables({"summary": stats.summarize(results), "comparisons": comparisons}, out / "stats")
+    comparisons = pairwise.paired_comparisons(results, aso_iterations=50, bootstrap_resamples=200)
+    stats_tables.write_tables({"summary": run_summary.summarize(results), "comparisons": comparisons}, out / "stats")
     if states is None:
         runs = [(task, seed) for task in ("mrpc", "cola") for seed in range(seeds)]
         states = pd.DataFrame({"task": [t for t, _ in runs], "backbone": "minilm-l6", "strategy": "typhoon",
                                "seed": [s for _, s in runs], "p": 0.15, "delta": 0.4, "calibration": "minmax",
                                "kl_to_uniform": kl * np.exp(rng.normal(0, 0.1, len(runs)))})
     states.to_csv(out / "stats" / "budget_states.csv", index=False)
-    return findings.read_tables(out)
+    return paper_claims.read_tables(out)
 
 
 def verdicts(tables) -> dict[str, str]:
-    table = findings.claims_table(tables)
+    table = paper_claims.claims_table(tables)
     return dict(zip(table["claim"].str.split().str[:2].str.join(" "), table["verdict"], strict=True))
 
 
 def test_the_null_result_is_judged_reproduced_claim_by_claim(tmp_path):
     tables = make_output(tmp_path)
-    claims = findings.claims_table(tables)
+    claims = paper_claims.claims_table(tables)
     assert list(claims.columns) == ["claim", "paper", "runs", "criterion", "this run", "verdict"] and len(claims) == 6
     got = verdicts(tables)
     assert got["No significant"] == got["Every 95"] == "reproduced"
@@ -89,26 +91,26 @@ def test_claims_that_do_not_hold_are_not_reproduced(tmp_path):
     got = verdicts(tables)
     assert got["No significant"] == got["Every 95"] == got["On MRPC,"] == "contradicted"
     assert got["Whole-word masking"] == got["Random and"] == got["Typhoon's masking"] == "contradicted"
-    assert "2 of 2" not in findings.headline(tables) and "significant after Holm" in findings.headline(tables)
+    assert "2 of 2" not in paper_claims.headline(tables) and "significant after Holm" in paper_claims.headline(tables)
 
 
 def test_a_pipeline_check_is_never_judged(tmp_path):
     tables = make_output(tmp_path, profile="smoke")
-    claims = findings.claims_table(tables)
+    claims = paper_claims.claims_table(tables)
     assert (claims["verdict"] == "not comparable").all() and claims["this run"].str.contains("pipeline check").all()
-    assert "not findings" in findings.headline(tables) and "reproduced" not in findings.headline(tables)
+    assert "not findings" in paper_claims.headline(tables) and "reproduced" not in paper_claims.headline(tables)
 
 
 def test_the_kl_claim_needs_the_papers_calibration(tmp_path):
     tables = make_output(tmp_path)
     tables.budget_states["delta"] = 1.0
-    claims = findings.claims_table(tables)
+    claims = paper_claims.claims_table(tables)
     assert claims.iloc[-1]["verdict"] == "not comparable" and "delta" in claims.iloc[-1]["this run"]
 
 
 def test_the_headline_table_shows_the_summary_and_the_comparisons(tmp_path):
     tables = make_output(tmp_path)
-    table = findings.headline_table(tables)
+    table = paper_claims.headline_table(tables)
     assert len(table) == len(tables.summary) == 6
     for row, (_, s) in zip(table.itertuples(index=False), tables.summary.iterrows(), strict=True):
         mean, sd = (float(x) for x in row[5].split(" ± "))
@@ -124,18 +126,18 @@ def test_the_headline_table_shows_the_summary_and_the_comparisons(tmp_path):
 def test_readme_block_is_rewritten_in_place(tmp_path):
     make_output(tmp_path / "ref")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n## Results\n\n{findings.README_BEGIN}\nold\n{findings.README_END}\n\n## After\n")
-    assert findings.update_readme(tmp_path / "ref", readme, check=True)
+    readme.write_text(f"# x\n\n## Results\n\n{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n\n## After\n")
+    assert results_readme.update_readme(tmp_path / "ref", readme, check=True)
     assert "old" in readme.read_text()  # check: nothing written
-    assert findings.update_readme(tmp_path / "ref", readme)
+    assert results_readme.update_readme(tmp_path / "ref", readme)
     text = readme.read_text()
     assert text.startswith("# x\n\n## Results\n\n") and text.endswith("\n\n## After\n") and "old" not in text
     assert "(ref/figures/paired_differences.png)" not in text  # no figure in this folder: no broken link
     assert "[`ref/report.html`](ref/report.html)" in text
-    assert not findings.update_readme(tmp_path / "ref", readme)  # up to date now
+    assert not results_readme.update_readme(tmp_path / "ref", readme)  # up to date now
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="no Results block"):
-        findings.update_readme(tmp_path / "ref", readme)
+        results_readme.update_readme(tmp_path / "ref", readme)
 
 
 def test_the_readme_results_agree_with_the_committed_reference_run():
@@ -146,7 +148,7 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
         pytest.skip("no committed reference run in results/cpu yet (made last, by "
                     "`python -m typhoon reproduce --profile cpu --out results/cpu`)")
     readme = REPO / "README.md"
-    assert findings.readme_block_in(readme) == findings.readme_block(reference, readme), \
+    assert results_readme.readme_block_in(readme) == results_readme.readme_block(reference, readme), \
         "README.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
@@ -155,7 +157,7 @@ def test_the_results_readme_command(tmp_path, capsys):
 
     make_output(tmp_path / "ref")
     readme = tmp_path / "README.md"
-    readme.write_text(f"{findings.README_BEGIN}\nold\n{findings.README_END}\n")
+    readme.write_text(f"{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n")
     assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme), "--check"]) == 1
     assert "out of date" in capsys.readouterr().out and "old" in readme.read_text()
     assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme)]) == 0
@@ -180,7 +182,7 @@ def test_the_kl_claim_reads_only_states_at_the_papers_calibration(tmp_path):
     kls = {("mrpc", 0): ("minmax", 2.0e-5), ("mrpc", 1): ("minmax", 2.5e-5), ("mrpc", 2): ("minmax", 3.0e-5),
            ("cola", 0): ("rank", 1.0e-3), ("cola", 1): ("rank", 0.9e-3), ("cola", 2): ("rank", 1.1e-3)}
     tables = make_output(tmp_path, states=_states(kls))
-    kl = findings.claims_table(tables).iloc[-1]
+    kl = paper_claims.claims_table(tables).iloc[-1]
     assert kl["verdict"] == "contradicted"
     assert "3 states" in kl["this run"] and "typhoon (min-max" in kl["runs"] and "mrpc" in kl["runs"]
     log = np.log([2.0e-5, 2.5e-5, 3.0e-5])
@@ -192,22 +194,22 @@ def test_the_kl_claim_reads_only_states_at_the_papers_calibration(tmp_path):
 def test_the_kl_claim_has_three_outcomes(tmp_path):
     near = {(t, s): ("minmax", PAPER_KL_NATS_PER_TOKEN * f) for t in ("mrpc", "cola")
             for s, f in enumerate((0.8, 1.0, 1.25))}
-    assert findings.claims_table(make_output(tmp_path / "a", states=_states(near))).iloc[-1]["verdict"] == "reproduced"
+    assert paper_claims.claims_table(make_output(tmp_path / "a", states=_states(near))).iloc[-1]["verdict"] == "reproduced"
     wide = {(t, s): ("minmax", PAPER_KL_NATS_PER_TOKEN * f) for t, s, f in
             (("mrpc", 0, 0.01), ("mrpc", 1, 1.0), ("cola", 0, 30.0))}  # the interval straddles the factor of 3
-    assert findings.claims_table(make_output(tmp_path / "b", states=_states(wide))).iloc[-1]["verdict"] == "not decided"
+    assert paper_claims.claims_table(make_output(tmp_path / "b", states=_states(wide))).iloc[-1]["verdict"] == "not decided"
 
 
 def test_the_mrpc_gap_is_judged_by_its_paired_interval(tmp_path):
     """A point estimate inside ±0.004 with a wide CI is not decided (the old check called it reproduced)."""
     noisy = make_output(tmp_path / "noisy", noise=0.03)
     c = noisy.vs_reference[noisy.vs_reference["task"] == "mrpc"]
-    claim = findings.claims_table(noisy).iloc[2]
+    claim = paper_claims.claims_table(noisy).iloc[2]
     straddles = ((c["ci_low"] < -0.004) | (c["ci_high"] > 0.004)) & (c["ci_high"] > -0.004) & (c["ci_low"] < 0.004)
     assert straddles.all() and claim["verdict"] == "not decided"
-    tight = findings.claims_table(make_output(tmp_path / "tight", noise=0.0002)).iloc[2]
+    tight = paper_claims.claims_table(make_output(tmp_path / "tight", noise=0.0002)).iloc[2]
     assert tight["verdict"] == "reproduced"
-    far = findings.claims_table(make_output(tmp_path / "far", noise=0.001, shift={"typhoon": 0.02})).iloc[2]
+    far = paper_claims.claims_table(make_output(tmp_path / "far", noise=0.001, shift={"typhoon": 0.02})).iloc[2]
     assert far["verdict"] == "contradicted"
     assert "inside ±0.004" in claim["criterion"] and "mrpc" in claim["runs"] and "cola" not in claim["runs"]
 
@@ -216,7 +218,7 @@ def test_the_loss_claims_are_paired_by_seed(tmp_path):
     """Typhoon's loss 0.2 above random's in every seed, seeds 1.0 apart: the unpaired sd hid it (the old check
     said "nearly identical"); paired, the difference lies outside ±1 % of the loss."""
     tables = make_output(tmp_path, typhoon_gap=0.2, seed_loss_sd=1.0, ww_loss=0.0)
-    claims = findings.claims_table(tables).set_index("claim")
+    claims = paper_claims.claims_table(tables).set_index("claim")
     curves = claims.loc["Random and Typhoon MLM loss curves are nearly identical"]
     assert curves["verdict"] == "contradicted" and "higher in 3 of 3 seeds" in curves["this run"]
     losses = tables.losses.pivot_table(index=["task", "seed"], columns="strategy", values="train_loss")
@@ -232,6 +234,6 @@ def test_claims_leave_out_runs_that_are_not_the_papers(tmp_path):
     extra = tables.results[tables.results["strategy"] == "typhoon"].assign(strategy="typhoon_rank",
                                                                            calibration="rank", primary_value=0.1)
     tables.results = pd.concat([tables.results, extra], ignore_index=True)
-    claims = findings.claims_table(tables)
+    claims = paper_claims.claims_table(tables)
     assert claims.iloc[0]["runs"].endswith("left out: typhoon_rank (not the paper's strategies)")
     assert claims.iloc[0]["verdict"] == "reproduced"  # typhoon_rank's far lower scores are not compared

@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from typhoon import grid, paths, records
+from typhoon import atomic, paths
 from typhoon.cli import main
 from typhoon.config import resolve
+from typhoon.records import run_record
+from typhoon.runner import grid, notebooks
 
 RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke",
        "--set", "max_train_examples=32", "--set", "max_eval_examples=16"]
@@ -78,14 +80,14 @@ def test_run_into_an_unwritable_folder_exits_2(capsys, tmp_path, monkeypatch):
 
 def test_disk_full_while_writing_the_record_exits_2_and_leaves_no_record(capsys, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    write_json = records.atomic_write_json
+    write_json = atomic.atomic_write_json
 
     def full_at_metrics(path, obj):
         if Path(path).name == "metrics.json":
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         write_json(path, obj)
 
-    monkeypatch.setattr(records, "atomic_write_json", full_at_metrics)
+    monkeypatch.setattr(run_record, "atomic_write_json", full_at_metrics)
     code = main([*RUN, "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -109,14 +111,14 @@ def test_a_kernel_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, m
 
     monkeypatch.setattr(grid, "execute_notebook", kernel_out_of_space)
     with pytest.raises(paths.OutputPathError, match=f"no space left on the device writing {where}"):
-        grid.run_cell(config, tmp_path, grid.notebooks_dir())
+        grid.run_cell(config, tmp_path, notebooks.notebooks_dir())
     assert not (tmp_path / config.relative_dir()).exists()
 
     def kernel_bug(source, target, parameters):
         raise PapermillExecutionError(3, 1, "x", "OSError", "[Errno 2] No such file or directory: 'a'", [])
 
     monkeypatch.setattr(grid, "execute_notebook", kernel_bug)  # not the file system's fault: a failed cell
-    assert grid.run_cell(config, tmp_path, grid.notebooks_dir())["status"] == "failed"
+    assert grid.run_cell(config, tmp_path, notebooks.notebooks_dir())["status"] == "failed"
 
 
 def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):

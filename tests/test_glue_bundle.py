@@ -10,9 +10,16 @@ import zipfile
 import pytest
 from conftest import REPO
 
-import typhoon.data as data
 from typhoon.cli import main
-from typhoon.data import BUNDLED_GLUE_DIR, CHECKSUM_FILE, fetch_glue, load_glue, locate_glue, read_checksums
+from typhoon.data import glue_files as data
+from typhoon.data.glue_files import (
+    BUNDLED_GLUE_DIR,
+    CHECKSUM_FILE,
+    fetch_glue,
+    load_glue,
+    locate_glue,
+    read_checksums,
+)
 
 # The curated official files beside the repository (../shared), where this machine has them.
 SHARED = next((path for path in (REPO.parent / "shared" / "data" / "glue", REPO.parents[1] / "shared" / "data" / "glue")

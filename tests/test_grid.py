@@ -3,37 +3,39 @@ end-to-end runs are in test_reproduce)."""
 
 import pytest
 
-from typhoon import grid
+from typhoon import machine
 from typhoon.config import RunConfig, get_profile, resolve
+from typhoon.records import result_rows, run_record
+from typhoon.runner import grid, notebooks
 
 CPU_CELL = resolve("cpu", dict(task="mrpc", strategy="random", seed=0))  # num_threads unset
 
 
 def test_parallel_cpu_cells_share_the_cores(monkeypatch):
-    monkeypatch.setattr(grid, "usable_cores", lambda: 2)
-    assert grid.cell_threads(CPU_CELL, workers=2, gpus=[]) == 1
-    assert grid.cell_threads(CPU_CELL, workers=3, gpus=[]) == 1  # never below one thread
-    monkeypatch.setattr(grid, "usable_cores", lambda: 16)
-    assert grid.cell_threads(CPU_CELL, workers=4, gpus=[]) == 4
+    monkeypatch.setattr(machine, "usable_cores", lambda: 2)
+    assert machine.cell_threads(CPU_CELL, workers=2, gpus=[]) == 1
+    assert machine.cell_threads(CPU_CELL, workers=3, gpus=[]) == 1  # never below one thread
+    monkeypatch.setattr(machine, "usable_cores", lambda: 16)
+    assert machine.cell_threads(CPU_CELL, workers=4, gpus=[]) == 4
 
 
 def test_cells_keep_their_threads_when_alone_on_gpus_or_set(monkeypatch):
-    monkeypatch.setattr(grid, "usable_cores", lambda: 2)
-    assert grid.cell_threads(CPU_CELL, workers=1, gpus=[]) is None
-    assert grid.cell_threads(CPU_CELL, workers=2, gpus=["cuda:0", "cuda:1"]) is None
-    assert grid.cell_threads(CPU_CELL.replace(num_threads=2), workers=2, gpus=[]) is None
+    monkeypatch.setattr(machine, "usable_cores", lambda: 2)
+    assert machine.cell_threads(CPU_CELL, workers=1, gpus=[]) is None
+    assert machine.cell_threads(CPU_CELL, workers=2, gpus=["cuda:0", "cuda:1"]) is None
+    assert machine.cell_threads(CPU_CELL.replace(num_threads=2), workers=2, gpus=[]) is None
 
 
 def test_a_cell_gets_its_resolved_config_whole(tmp_path):
     config = resolve("cpu", dict(task="cola", strategy="typhoon", seed=2), {"p": 0.2, "delta": 1.0})
-    params = grid.cell_parameters(config, tmp_path, device="cuda:1", threads=1)
+    params = notebooks.cell_parameters(config, tmp_path, device="cuda:1", threads=1)
     assert set(params) == {"config", "out_dir"} and params["out_dir"] == str(tmp_path)
     received = RunConfig.from_json(params["config"])
     # what the kernel runs is the resolved config, with only the execution fields changed
     assert received == config.replace(device="cuda:1", num_threads=1)
     assert received.identity() == config.identity()
     assert received.p == 0.2 and received.delta == 1.0 and received.ft_epochs == 3  # CoLA: the cpu profile's 3 epochs
-    assert RunConfig.from_json(grid.cell_parameters(config, tmp_path)["config"]) == config
+    assert RunConfig.from_json(notebooks.cell_parameters(config, tmp_path)["config"]) == config
 
 
 class _Stop(Exception):
@@ -73,7 +75,7 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
     monkeypatch.setattr(grid, "execute_notebook", lambda source, target, params: calls.append((source.name, params)))
     monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: out_dir / "report.html")
     grid.run_analysis(tmp_path, tmp_path, get_profile("smoke").analysis)
-    assert [name for name, _ in calls] == [nb.name for nb in grid.ANALYSIS_NOTEBOOKS] + ["25_reference.ipynb"]
+    assert [name for name, _ in calls] == [nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS] + ["25_reference.ipynb"]
     assert {"00_setup.ipynb", "01_masking_walkthrough.ipynb"} <= set(dict(calls))  # every walkthrough runs
     params = dict(calls)
     assert params["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
@@ -108,17 +110,15 @@ def _tiny_profile(name, strategies, **settings):
 
 
 def _in_process_cell(config, out_dir, nb_dir, device=None, threads=None):
-    """run_cell without papermill (the same pipeline.run the 10_run notebook calls): fast enough for CI."""
-    from typhoon import pipeline, records
+    """run_cell without papermill (the same training_run.run the 10_run notebook calls): fast enough for CI."""
+    from typhoon.training import run as training_run
 
-    pipeline.run(config, out_dir, progress=False)
-    return records.status_row(config, "ok")
+    training_run.run(config, out_dir, progress=False)
+    return result_rows.status_row(config, "ok")
 
 
 def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp_path):
     import json
-
-    from typhoon import records
 
     first = _tiny_profile("first", ["random", "typhoon"])
     # the second profile sets tau for its softmax cells: its random and min-max cells are still the same runs
@@ -142,14 +142,14 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     for strategy in ("random", "typhoon"):
         config = second.grid()[["random", "typhoon"].index(strategy)]
         source, copy = (tmp_path / name / config.relative_dir() for name in ("first", "second"))
-        assert records.is_complete(copy, config)  # a complete record of the second profile's cell
+        assert run_record.is_complete(copy, config)  # a complete record of the second profile's cell
         metrics = json.loads((copy / "metrics.json").read_text())
         assert metrics["reused_from"]["profile"] == "first" and metrics["reused_from"]["record"].endswith(
             config.relative_dir().as_posix())
         assert metrics["final"] == json.loads((source / "metrics.json").read_text())["final"]
-        assert records.read_config(copy).profile == "second" and records.read_config(copy).tau == 1.0  # what ran
+        assert run_record.read_config(copy).profile == "second" and run_record.read_config(copy).tau == 1.0  # what ran
     assert (tmp_path / "second" / second.grid()[1].relative_dir() / "masking_state.npz").is_file()
-    results = records.collect_results(tmp_path / "second", second.grid())
+    results = result_rows.collect_results(tmp_path / "second", second.grid())
     assert list(results["status"]) == ["ok"] * 3 and set(results["profile"]) == {"second"}
 
     trained.clear()
@@ -184,29 +184,29 @@ def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_al
     monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: reported.append(notebooks))
     with pytest.raises(RuntimeError, match="cell failed"):
         grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
-    assert most[0] == 2 and sorted(done) == sorted(nb.name for nb in grid.ANALYSIS_NOTEBOOKS) and not reported
+    assert most[0] == 2 and sorted(done) == sorted(nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS) and not reported
     done.clear()
-    monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in grid.ANALYSIS_NOTEBOOKS
+    monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
                                                           if nb.name != "20_statistics.ipynb"))
     grid.run_analysis(tmp_path, tmp_path, {}, workers=3)
     # in notebook order, the comparison with the reference last (after the statistics when there are any)
-    assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, grid.REFERENCE_NOTEBOOK)]
+    assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, notebooks.REFERENCE_NOTEBOOK)]
 
 
 def test_a_profile_runs_no_more_cells_at_once_than_there_are_usable_cores(monkeypatch):
-    monkeypatch.setattr(grid, "gpu_devices", lambda: [])
-    assert grid.choose_workers(None, 2, cores=2) == (2, None)
-    workers, note = grid.choose_workers(None, 2, cores=1)
+    monkeypatch.setattr(machine, "gpu_devices", lambda: [])
+    assert machine.choose_workers(None, 2, cores=2) == (2, None)
+    workers, note = machine.choose_workers(None, 2, cores=1)
     assert workers == 1 and "1 usable core(s)" in note and "instead of the profile's 2" in note
-    workers, note = grid.choose_workers(3, 2, cores=2)  # asked for: kept, with a warning
+    workers, note = machine.choose_workers(3, 2, cores=2)  # asked for: kept, with a warning
     assert workers == 3 and "share the cores" in note
 
 
 def test_usable_cores_honour_a_container_quota(tmp_path):
     cpu_max = tmp_path / "cpu.max"
     cpu_max.write_text("150000 100000\n")  # 1.5 CPUs: rounded up
-    assert grid.usable_cores(cpu_max) == min(2, grid.usable_cores(tmp_path / "none"))
+    assert machine.usable_cores(cpu_max) == min(2, machine.usable_cores(tmp_path / "none"))
     cpu_max.write_text("50000 100000\n")
-    assert grid.usable_cores(cpu_max) == 1
+    assert machine.usable_cores(cpu_max) == 1
     cpu_max.write_text("max 100000\n")
-    assert grid.usable_cores(cpu_max) == grid.usable_cores(tmp_path / "none")
+    assert machine.usable_cores(cpu_max) == machine.usable_cores(tmp_path / "none")

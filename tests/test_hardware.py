@@ -1,4 +1,4 @@
-"""typhoon.hardware: CPU features, device and precision choice, the matmul peak, FLOPs of a step."""
+"""typhoon.training.flops: CPU features, device and precision choice, the matmul peak, FLOPs of a step."""
 
 import itertools
 
@@ -14,8 +14,9 @@ from transformers import (
     DistilBertForSequenceClassification,
 )
 
-from typhoon import hardware
-from typhoon.models import MaskedLM
+from typhoon import machine
+from typhoon.models.mlm_head import MaskedLM
+from typhoon.training import device_settings, flops
 
 SAPPHIRE_RAPIDS_VM = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -31,9 +32,9 @@ SAPPHIRE_RAPIDS_AMX = "model name\t: Intel Xeon Platinum 8480+\nflags\t: avx2 av
 ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics bf16\nCPU part\t: 0xd0c\n"
 
 
-def features(text: str) -> hardware.CpuFeatures:
-    flags, model = hardware.parse_cpuinfo(text)
-    return hardware.features_from_flags(flags, model, "test")
+def features(text: str) -> machine.CpuFeatures:
+    flags, model = machine.parse_cpuinfo(text)
+    return machine.features_from_flags(flags, model, "test")
 
 
 def test_cpu_features_from_cpuinfo_text():
@@ -51,10 +52,10 @@ def test_cpu_features_from_cpuinfo_text():
 def test_cpu_features_reads_the_file_and_falls_back_to_torch_capability(tmp_path, monkeypatch):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(EPYC_AVX2)
-    read = hardware.cpu_features(cpuinfo)
+    read = machine.cpu_features(cpuinfo)
     assert read.source == str(cpuinfo) and read.model == "AMD EPYC 7B12" and read.avx2 and not read.avx512f
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    fallback = hardware.cpu_features(tmp_path / "missing")
+    fallback = machine.cpu_features(tmp_path / "missing")
     assert fallback.source == "torch capability AVX512"
     assert fallback.avx2 and fallback.avx512f and not fallback.native_bf16  # the capability says nothing of bf16
 
@@ -64,54 +65,54 @@ def test_device_resolution_prefers_cuda_then_mps_then_cpu(monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         monkeypatch.setattr(torch.backends.mps, "is_available", lambda mps=mps: mps)
         expected = "cuda" if cuda else "mps" if mps else "cpu"
-        assert hardware.resolve_device("auto").type == expected
-    assert hardware.resolve_device("cpu") == torch.device("cpu")
-    assert hardware.resolve_device("cuda:1") == torch.device("cuda:1")
+        assert device_settings.resolve_device("auto").type == expected
+    assert device_settings.resolve_device("cpu") == torch.device("cpu")
+    assert device_settings.resolve_device("cuda:1") == torch.device("cuda:1")
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
-        hardware.resolve_device("tpu")
+        device_settings.resolve_device("tpu")
 
 
 def test_precision_choice_and_its_reason():
     cpu = torch.device("cpu")
-    fp32 = hardware.choose_precision("auto", cpu, features(EPYC_AVX2))
+    fp32 = device_settings.choose_precision("auto", cpu, features(EPYC_AVX2))
     assert (fp32.name, fp32.reason, fp32.bf16) == ("fp32", "no AVX512-BF16/AMX: fp32", False)
-    amx = hardware.choose_precision("auto", cpu, features(SAPPHIRE_RAPIDS_AMX))
+    amx = device_settings.choose_precision("auto", cpu, features(SAPPHIRE_RAPIDS_AMX))
     assert (amx.name, amx.reason) == ("bf16", "AMX-BF16: bf16 autocast")
-    assert hardware.choose_precision("fp32", cpu, features(SAPPHIRE_RAPIDS_AMX)) == hardware.Precision("fp32", "requested")
-    assert hardware.choose_precision("bf16", cpu, features(EPYC_AVX2)).bf16
-    assert hardware.choose_precision("auto", torch.device("mps")).name == "fp32"
+    assert device_settings.choose_precision("fp32", cpu, features(SAPPHIRE_RAPIDS_AMX)) == device_settings.Precision("fp32", "requested")
+    assert device_settings.choose_precision("bf16", cpu, features(EPYC_AVX2)).bf16
+    assert device_settings.choose_precision("auto", torch.device("mps")).name == "fp32"
     with pytest.raises(ValueError, match="unknown precision 'fp16'"):
-        hardware.choose_precision("fp16", cpu)
+        device_settings.choose_precision("fp16", cpu)
 
 
 def test_avx512_bf16_keeps_bf16_only_where_its_measured_peak_wins():
     """AVX512-BF16 without AMX: bf16 products can be slower than fp32 (vdpbf16ps on one port), so the
     choice follows the measured peaks (given here) rather than the flag alone."""
     cpu, vm = torch.device("cpu"), features(SAPPHIRE_RAPIDS_VM)
-    slow = hardware.choose_precision("auto", cpu, vm, peaks={"fp32": 136.0, "bf16": 72.0})
+    slow = device_settings.choose_precision("auto", cpu, vm, peaks={"fp32": 136.0, "bf16": 72.0})
     assert slow.name == "fp32"
     assert slow.reason == "AVX512-BF16 without AMX, but bf16 products (72 GFLOP/s) are not faster than fp32 (136): fp32"
-    fast = hardware.choose_precision("auto", cpu, vm, peaks={"fp32": 60.0, "bf16": 200.0})
+    fast = device_settings.choose_precision("auto", cpu, vm, peaks={"fp32": 60.0, "bf16": 200.0})
     assert (fast.name, fast.reason) == ("bf16", "AVX512-BF16, bf16 products 200 GFLOP/s vs fp32 60: bf16 autocast")
 
 
 def test_time_matmul_arithmetic_with_a_fake_clock():
     ticks = itertools.count()
-    gflops = hardware.time_matmul(64, 32, 16, torch.float32, torch.device("cpu"), repeats=2, min_seconds=0.5,
+    gflops = flops.time_matmul(64, 32, 16, torch.float32, torch.device("cpu"), repeats=2, min_seconds=0.5,
                                   clock=lambda: float(next(ticks)))  # every loop "takes" one second
     assert gflops == pytest.approx(2 * 64 * 32 * 16 / 1e9)
 
 
 def test_matmul_peak_is_measured_cached_and_restores_threads():
     before = torch.get_num_threads()
-    peak = hardware.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01)
+    peak = flops.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01)
     assert torch.get_num_threads() == before
     assert (peak.dtype, peak.threads, peak.device, peak.clock) == ("fp32", 1, "cpu", "cpu time x threads")
-    assert set(peak.by_shape) == set(hardware.PEAK_SHAPES)
+    assert set(peak.by_shape) == set(flops.PEAK_SHAPES)
     assert peak.gflop_per_s == max(peak.by_shape.values()) > 0
-    assert hardware.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01) is peak
+    assert flops.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01) is peak
     with pytest.raises(ValueError, match="unknown dtype 'int8'"):
-        hardware.matmul_peak("int8")
+        flops.matmul_peak("int8")
 
 
 # FLOPs against torch's own counter on real forward + backward passes -----------------------------
@@ -146,10 +147,10 @@ def test_mlm_step_flops_match_torch_flop_counter(family):
     labels[:, ::5] = ids[:, ::5]
     selected = int((labels != -100).sum())
     training = counted_flops(lambda: mlm(input_ids=ids, attention_mask=mask, labels=labels).backward())
-    assert hardware.step_flops(config, [24] * 3, selected=selected) == pytest.approx(training, rel=0.02)
+    assert flops.step_flops(config, [24] * 3, selected=selected) == pytest.approx(training, rel=0.02)
     with torch.no_grad():
         evaluation = counted_flops(lambda: mlm(input_ids=ids, attention_mask=mask, labels=labels))
-    assert hardware.step_flops(config, [24] * 3, selected=selected, backward=False) == pytest.approx(evaluation, rel=0.02)
+    assert flops.step_flops(config, [24] * 3, selected=selected, backward=False) == pytest.approx(evaluation, rel=0.02)
 
 
 @pytest.mark.parametrize("family", ["bert", "distilbert"])
@@ -164,7 +165,7 @@ def test_classifier_step_flops_match_torch_flop_counter(family):
         logits = model(input_ids=ids, attention_mask=mask).logits
         torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2, 0])).backward()
 
-    assert hardware.step_flops(config, [16] * 4, num_labels=3) == pytest.approx(counted_flops(step), rel=0.02)
+    assert flops.step_flops(config, [16] * 4, num_labels=3) == pytest.approx(counted_flops(step), rel=0.02)
 
 
 def test_useful_flops_of_real_lengths_equal_the_rows_run_unpadded():
@@ -178,37 +179,37 @@ def test_useful_flops_of_real_lengths_equal_the_rows_run_unpadded():
         unpadded = sum(counted_flops(lambda n=n, row=row: model(input_ids=ids[row:row + 1, :n]))
                        for row, n in enumerate(lengths))
         padded = counted_flops(lambda: model(input_ids=ids, attention_mask=random_inputs(3, 19, lengths)[1]))
-    assert hardware.step_flops(config, lengths, num_labels=2, backward=False) == pytest.approx(unpadded, rel=0.02)
-    assert hardware.step_flops(config, [19] * 3, num_labels=2, backward=False) == pytest.approx(padded, rel=0.02)
+    assert flops.step_flops(config, lengths, num_labels=2, backward=False) == pytest.approx(unpadded, rel=0.02)
+    assert flops.step_flops(config, [19] * 3, num_labels=2, backward=False) == pytest.approx(padded, rel=0.02)
 
 
 def test_minilm_encoder_has_the_issue_s_10_6_m_matmul_parameters():
-    shape = hardware.EncoderShape(hidden=384, layers=6, intermediate=1536, vocab=30522)
+    shape = flops.EncoderShape(hidden=384, layers=6, intermediate=1536, vocab=30522)
     assert shape.matmul_parameters == 10_616_832
     with pytest.raises(ValueError, match="cannot read encoder sizes"):
-        hardware.EncoderShape.from_config(object())
+        flops.EncoderShape.from_config(object())
     with pytest.raises(ValueError, match="selected and num_labels must be >= 0"):
-        hardware.step_flops(shape, [8], selected=-1)
+        flops.step_flops(shape, [8], selected=-1)
 
 
 def test_phase_meter_counts_useful_and_executed_work():
     config = BertConfig(**BERT)
-    meter = hardware.PhaseMeter(config).start()
+    meter = flops.PhaseMeter(config).start()
     mask = random_inputs(3, 16, [16, 9, 4])[1]
     meter.add(mask, selected=5)
     meter.add(mask, num_labels=2, backward=False)
     meter.stop()
-    useful = hardware.step_flops(config, [16, 9, 4], selected=5) + hardware.step_flops(config, [16, 9, 4], num_labels=2, backward=False)
-    executed = hardware.step_flops(config, [16] * 3, selected=5) + hardware.step_flops(config, [16] * 3, num_labels=2, backward=False)
+    useful = flops.step_flops(config, [16, 9, 4], selected=5) + flops.step_flops(config, [16, 9, 4], num_labels=2, backward=False)
+    executed = flops.step_flops(config, [16] * 3, selected=5) + flops.step_flops(config, [16] * 3, num_labels=2, backward=False)
     assert (meter.useful, meter.executed) == (useful, executed)
     summary = meter.summary("ft")
     assert summary["ft_gflop"] == round(useful / 1e9, 3)
     assert summary["ft_gflop_per_s"] == useful / meter.wall_s / 1e9
     assert summary["ft_executed_gflop_per_s"] == executed / meter.wall_s / 1e9
     assert summary["ft_gflop_per_cpu_s"] == useful / meter.cpu_s / 1e9
-    two_threads = hardware.MatmulPeak("fp32", 2, "cpu", 100.0, {})
-    fractions = hardware.peak_fractions(summary, "ft", two_threads)
+    two_threads = flops.MatmulPeak("fp32", 2, "cpu", 100.0, {})
+    fractions = flops.peak_fractions(summary, "ft", two_threads)
     assert fractions == {"ft_peak_fraction": summary["ft_gflop_per_s"] / 100.0,
                          "ft_cpu_peak_fraction": summary["ft_gflop_per_cpu_s"] * 2 / 100.0}
-    gpu = hardware.MatmulPeak("bf16", 1, "cuda", 1000.0, {})
-    assert hardware.peak_fractions(summary, "ft", gpu) == {"ft_peak_fraction": summary["ft_gflop_per_s"] / 1000.0}
+    gpu = flops.MatmulPeak("bf16", 1, "cuda", 1000.0, {})
+    assert flops.peak_fractions(summary, "ft", gpu) == {"ft_peak_fraction": summary["ft_gflop_per_s"] / 1000.0}

@@ -1,4 +1,4 @@
-"""Tests for typhoon.identifiability: exact enumeration against brute force, the mode-form identity to
+"""Tests for typhoon.analysis.identifiability: exact enumeration against brute force, the mode-form identity to
 1e-10, the second-order factorisation, mode blindness, the three experiments, and the notebook's layer
 (settings, tables, figures, conclusions checked against the tables). The schedules are tested in
 test_schedules.py."""
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from typhoon import identifiability as idf
-from typhoon.schedules import (
+from typhoon.analysis import identifiability as idf
+from typhoon.masking.schedules import (
     FixedMaskingRatio,
     FixedVisibleCount,
     MixtureSchedule,
@@ -389,7 +389,7 @@ def test_prose_sentences_are_colas_train_and_dev(glue_dir, monkeypatch):
     sentences = idf.load_prose_sentences(glue_dir)
     assert sentences == column("train.tsv") + column("dev.tsv") and len(sentences) == 8551 + 1043
     monkeypatch.setenv("TYPHOON_GLUE_DIR", str(glue_dir))
-    assert idf.load_prose_sentences() == sentences  # no folder given: wherever typhoon.data.load_glue looks
+    assert idf.load_prose_sentences() == sentences  # no folder given: wherever typhoon.data.glue_files.load_glue looks
 
 
 def test_text_mode_uncertainty_smoke(glue_dir):

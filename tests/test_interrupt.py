@@ -19,7 +19,9 @@ import psutil
 import pytest
 from conftest import REPO
 
-from typhoon import interrupt, records
+from typhoon import atomic
+from typhoon.records import locks, run_record
+from typhoon.runner import stop
 
 SMALL = ["--set", "max_train_examples=64", "--set", "max_eval_examples=32"]
 
@@ -46,7 +48,7 @@ def wait_until_training(proc, out: Path, timeout: float = 300) -> dict:
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"the command ended before training: {output(proc)[-3000:]}"
         for path in out.glob("runs/*/*/*/.seed*.progress.json"):
-            state = records.read_json(path)
+            state = run_record.read_json(path)
             if state and state.get("phase") in ("mlm", "finetune"):
                 return state
         time.sleep(0.1)
@@ -97,7 +99,7 @@ def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_
     assert leftovers(out) == []
     assert not running.exists(), "the stopped cell must leave no record"
     for run_dir in out.glob("runs/*/*/*/seed*"):  # anything published is whole
-        assert records.read_json(run_dir / "metrics.json")["status"] == "ok"
+        assert run_record.read_json(run_dir / "metrics.json")["status"] == "ok"
     assert "Traceback" not in text
     assert "stopped by SIGINT" in text
     assert "resume with: python -m typhoon " + " ".join(argv) in text
@@ -128,13 +130,13 @@ def test_sigterm_stops_run_and_leaves_no_lock_record_or_folder(tmp_path):
 
 def test_a_released_lock_leaves_no_file(tmp_path):
     lock = tmp_path / ".seed0.lock"
-    with records.exclusive_lock(lock, "x"):
+    with locks.exclusive_lock(lock, "x"):
         assert lock.exists() and lock.with_name(".seed0.lock.pid").read_text() == str(os.getpid())
     assert sorted(tmp_path.iterdir()) == []
-    with pytest.raises(KeyboardInterrupt), records.exclusive_lock(lock, "x"):
+    with pytest.raises(KeyboardInterrupt), locks.exclusive_lock(lock, "x"):
         raise KeyboardInterrupt
     assert sorted(tmp_path.iterdir()) == []
-    with records.exclusive_lock(lock, "x"):  # and it can be taken again
+    with locks.exclusive_lock(lock, "x"):  # and it can be taken again
         pass
 
 
@@ -142,7 +144,7 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from typhoon import records
-    with records.exclusive_lock(Path(sys.argv[1]), "test"):
+    with locks.exclusive_lock(Path(sys.argv[1]), "test"):
         print("held", flush=True)
         time.sleep(120)
 """)
@@ -154,15 +156,15 @@ def test_stale_lock_of_a_killed_holder_is_removed_a_live_one_kept(tmp_path):
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert not records.remove_stale_lock(lock) and lock.exists()  # in use: untouched
-        with pytest.raises(records.LockedError):
-            with records.exclusive_lock(lock, "x"):
+        assert not locks.remove_stale_lock(lock) and lock.exists()  # in use: untouched
+        with pytest.raises(locks.LockedError):
+            with locks.exclusive_lock(lock, "x"):
                 pass
     finally:
         holder.kill()
         holder.wait()
     assert lock.exists()  # a killed holder cannot clean up ...
-    assert records.remove_stale_lock(lock)  # ... the next clean-up does
+    assert locks.remove_stale_lock(lock)  # ... the next clean-up does
     assert sorted(tmp_path.iterdir()) == []
 
 
@@ -172,13 +174,13 @@ def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
 
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()
-    with records.record_lock(run_dir):
-        records.write_record(run_dir, config, {"status": "ok"})
+    with locks.record_lock(run_dir):
+        run_record.write_record(run_dir, config, {"status": "ok"})
     folder = run_dir.parent
     dead = 2**22 + 4321  # above Linux's pid_max: no such process
     (folder / f".seed1.tmp-{dead}-abcd").mkdir()  # a killed kernel's staging folder
     (folder / ".seed1.lock").write_text("")  # ... its lock
-    records.atomic_write_json(folder / ".seed1.progress.json", {"pid": dead})  # ... its progress file
+    atomic.atomic_write_json(folder / ".seed1.progress.json", {"pid": dead})  # ... its progress file
     live = folder / f".seed2.tmp-{os.getppid()}-abcd"  # a live process's staging (our parent is alive)
     live.mkdir()
     (tmp_path / "runs" / "cola" / "tiny-random" / "random").mkdir(parents=True)  # made for a record never written
@@ -187,15 +189,15 @@ def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
     notebook_tmp.write_text("{}")  # this process's own stopped notebook
     (tmp_path / f".results.csv.tmp-{dead}-abcd").write_text("task")  # a table half-written by a killed batch
 
-    interrupt.clean_after_stop(tmp_path)
-    assert records.is_complete(run_dir, config)
+    stop.clean_after_stop(tmp_path)
+    assert run_record.is_complete(run_dir, config)
     assert sorted(p.name for p in folder.iterdir()) == sorted(["seed0", live.name])
     assert not (tmp_path / "runs" / "cola").exists() and not (tmp_path / "notebooks").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
 
 def test_resume_command_and_exit_codes():
-    assert interrupt.resume_command(["reproduce", "--out", "a b"]) == "python -m typhoon reproduce --out 'a b'"
-    assert interrupt.Interrupted(signal.SIGINT).exit_code == 130
-    assert interrupt.Interrupted(signal.SIGTERM).exit_code == 143
-    assert interrupt.as_interrupted(KeyboardInterrupt()).signal_name == "SIGINT"
+    assert stop.resume_command(["reproduce", "--out", "a b"]) == "python -m typhoon reproduce --out 'a b'"
+    assert stop.Interrupted(signal.SIGINT).exit_code == 130
+    assert stop.Interrupted(signal.SIGTERM).exit_code == 143
+    assert stop.as_interrupted(KeyboardInterrupt()).signal_name == "SIGINT"

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon import grid, paths
+from typhoon import paths
+from typhoon.runner import notebooks
 
 COMMITTED_NOTEBOOKS = sorted((REPO / "results").glob("*/notebooks/**/*.ipynb"))
 
@@ -142,7 +143,7 @@ def test_scrub_points_out_dir_at_the_run_from_the_notebooks_folder(tmp_path):
                       nbformat.v4.new_code_cell(f'print("{out}/stats")')]
         book.metadata["papermill"] = {"parameters": {"out_dir": str(out), "profile": "cpu"}}
         nbformat.write(book, target)
-        grid.scrub_notebook(target, out)
+        notebooks.scrub_notebook(target, out)
         assert (target.parent / injected_out_dir(target)).resolve() == out.resolve()
         assert str(out) not in target.read_text()
 
@@ -167,7 +168,7 @@ def test_a_committed_analysis_notebook_reruns_where_it_lies(tmp_path):
     shutil.copytree(reference, run, ignore=shutil.ignore_patterns("runs", "stats", "figures"))
     (run / "runs").symlink_to(reference / "runs", target_is_directory=True)  # records are only read
     notebook = run / "notebooks" / "20_statistics.ipynb"
-    papermill.execute_notebook(str(notebook), str(notebook), kernel_name=grid.KERNEL, progress_bar=False,
+    papermill.execute_notebook(str(notebook), str(notebook), kernel_name=notebooks.KERNEL, progress_bar=False,
                                cwd=str(notebook.parent))
     for name in ("summary.csv", "comparisons.csv"):
         pd.testing.assert_frame_equal(pd.read_csv(run / "stats" / name), pd.read_csv(reference / "stats" / name),

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from typhoon.data import collate
+from typhoon.data.batching import collate
 from typhoon.masking import (
     STRATEGIES,
     MaskingStrategy,

@@ -11,8 +11,8 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.metrics import matthews_corrcoef as sk_mcc
 
-from typhoon.data import GLUE_TASKS
-from typhoon.metrics import GLUE_METRIC_DIR, glue_metrics, load_glue_metric, majority_baseline
+from typhoon.data.glue_files import GLUE_TASKS
+from typhoon.data.metrics import GLUE_METRIC_DIR, glue_metrics, load_glue_metric, majority_baseline
 
 
 @pytest.mark.parametrize("seed", range(5))

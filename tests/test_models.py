@@ -12,7 +12,8 @@ from family_backbones import family_config
 from transformers import AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 from typhoon.masking import SaliencyProbe, get_strategy
-from typhoon.models import BACKBONES, FAMILIES, MaskedLM, load_backbone, minilm_dir
+from typhoon.models.backbones import BACKBONES, load_backbone, minilm_dir
+from typhoon.models.mlm_head import FAMILIES, MaskedLM
 
 
 def masked_inputs(backbone, batch, seed: int = 0):

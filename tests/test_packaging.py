@@ -47,7 +47,7 @@ def test_wheel_carries_the_bundled_data_and_the_metric(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=600)
-    code = ("import typhoon, typhoon.data as d, typhoon.metrics as m; "
+    code = ("import typhoon, typhoon.data.glue_files as d, typhoon.data.metrics as m; "
             "print(typhoon.__file__, d.locate_glue('mrpc').folder, len(d.load_glue('mrpc')['validation']), "
             "m.glue_metrics('mrpc', [1, 0, 1], [1, 1, 1])['f1'])")
     env = {k: v for k, v in os.environ.items() if k != "TYPHOON_GLUE_DIR"} | {"PYTHONPATH": str(target)}
@@ -63,7 +63,7 @@ def test_importable_without_fcntl():
     """Windows has no fcntl: the package (its locks included) must not need it."""
     code = ("import sys; sys.modules['fcntl'] = None\n"  # `import fcntl` now raises ImportError
             "import tempfile, pathlib\n"
-            "import typhoon.cli, typhoon.data, typhoon.metrics, typhoon.records as r\n"
+            "import typhoon.cli, typhoon.data.glue_files, typhoon.data.metrics, typhoon.records.locks as r\n"
             "with tempfile.TemporaryDirectory() as d:\n"
             "    with r.exclusive_lock(pathlib.Path(d) / 'x.lock', 'test'):\n"
             "        print('locked')\n")

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon import records
 from typhoon.config import resolve
-from typhoon.pipeline import run
+from typhoon.records import locks, result_rows, run_record, schema
+from typhoon.training.run import run
 
 SMOKE = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1)
 
@@ -48,7 +48,7 @@ def test_record_layout(typhoon_run):
         assert timing[f"{phase}_cpu_peak_fraction"] == timing[f"{phase}_gflop_per_cpu_s"] * peak["threads"] / peak["gflop_per_s"]
     assert metrics["hardware"]["matmul_peak"]["dtype"] == metrics["precision"] == "fp32"  # the smoke profile's
     assert metrics["precision_reason"] == "requested" and "avx2" in metrics["hardware"]["cpu"]
-    assert metrics["speed"] == {"malloc": "tuned"}  # auto on a glibc CPU (typhoon/speed.py)
+    assert metrics["speed"] == {"malloc": "tuned"}  # auto on a glibc CPU (typhoon/training/speed.py)
     assert metrics["versions"]["torch"] and metrics["n_train"] == 64 and metrics["n_dev"] == 32
     assert 0 < metrics["masking"]["kl_to_uniform"] < 1
     assert (metrics["attention"], metrics["dropout"], metrics["device"]) == ("eager", "fast", "cpu")  # "auto" on CPU
@@ -72,11 +72,11 @@ def test_complete_record_is_reused_not_recomputed(typhoon_run):
 
 def test_results_table_from_records(typhoon_run):
     out, config, _ = typhoon_run
-    table = records.collect_results(out, [config])
-    assert list(table.columns) == records.RESULT_COLUMNS
+    table = result_rows.collect_results(out, [config])
+    assert list(table.columns) == schema.RESULT_COLUMNS
     row = table.iloc[0]
     assert row.status == "ok" and row.strategy == "typhoon" and row.record_path == "runs/mrpc/tiny-random/typhoon/seed0"
-    assert row.primary_value == records.read_record(out / row.record_path).final["dev_f1"]
+    assert row.primary_value == run_record.read_record(out / row.record_path).final["dev_f1"]
 
 
 def test_same_seed_bit_identical_across_processes_and_seeds_differ(tmp_path):
@@ -105,7 +105,7 @@ def test_failed_run_is_recorded_and_retried(tmp_path, monkeypatch):
     failed = json.loads((run_dir / "metrics.json").read_text())
     assert failed["status"] == "failed" and "injected fault" in failed["error"]
     assert "InjectedFault" in (run_dir / "traceback.txt").read_text()
-    assert not records.is_complete(run_dir, config)
+    assert not run_record.is_complete(run_dir, config)
     monkeypatch.delenv("TYPHOON_FAULT_INJECT")
     assert run(config, tmp_path, progress=False).metrics["status"] == "ok"
 
@@ -113,8 +113,8 @@ def test_failed_run_is_recorded_and_retried(tmp_path, monkeypatch):
 def test_a_record_has_one_writer(tmp_path):
     config = resolve("smoke", dict(task="mrpc", strategy="random", seed=0, **SMOKE))
     run_dir = tmp_path / config.relative_dir()
-    with records.record_lock(run_dir):
-        with pytest.raises(records.LockedError, match="in use by another process"):
-            with records.record_lock(run_dir, wait_s=0.6):
+    with locks.record_lock(run_dir):
+        with pytest.raises(locks.LockedError, match="in use by another process"):
+            with locks.record_lock(run_dir, wait_s=0.6):
                 pass
     assert not run_dir.exists()

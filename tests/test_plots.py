@@ -1,4 +1,4 @@
-"""Tests for typhoon.plots: files are written, non-empty, and bad input raises."""
+"""Tests for typhoon.report.figures: files are written, non-empty, and bad input raises."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from typhoon import plots as P
-from typhoon import stats as S
+from typhoon.analysis import pairwise, seed_budget
+from typhoon.report import figures, masking_figures
 
 
 def _results(strategies=("typhoon", "random", "wwm"), seeds=3, tasks=("mrpc",), backbones=("bert",)):
@@ -31,35 +31,35 @@ def _check(paths):
 
 def test_metric_per_seed_and_forest(tmp_path):
     r = _results(tasks=("mrpc", "cola"), backbones=("bert", "roberta"))
-    _check(P.plot_metric_per_seed(r, tmp_path / "fig" / "metric_per_seed.png"))
-    c = S.paired_comparisons(r)
-    _check(P.plot_paired_differences(c, tmp_path / "fig" / "forest"))
-    _check(P.plot_expected_max(S.expected_max_performance(r, ks=range(1, 6)), tmp_path / "evp"))
+    _check(figures.plot_metric_per_seed(r, tmp_path / "fig" / "metric_per_seed.png"))
+    c = pairwise.paired_comparisons(r)
+    _check(figures.plot_paired_differences(c, tmp_path / "fig" / "forest"))
+    _check(figures.plot_expected_max(seed_budget.expected_max_performance(r, ks=range(1, 6)), tmp_path / "evp"))
 
 
 def test_single_seed_still_plots(tmp_path):
     r = _results(seeds=1)
-    _check(P.plot_metric_per_seed(r, tmp_path / "m"))
-    c = S.paired_comparisons(r, on_invalid="skip")
-    _check(P.plot_paired_differences(c, tmp_path / "f"))
+    _check(figures.plot_metric_per_seed(r, tmp_path / "m"))
+    c = pairwise.paired_comparisons(r, on_invalid="skip")
+    _check(figures.plot_paired_differences(c, tmp_path / "f"))
 
 
 def test_bad_input_raises(tmp_path):
     r = _results()
     with pytest.raises(ValueError, match="primary_value"):
-        P.plot_metric_per_seed(r.drop(columns="primary_value"), tmp_path / "x")
+        figures.plot_metric_per_seed(r.drop(columns="primary_value"), tmp_path / "x")
     with pytest.raises(ValueError, match="empty"):
-        P.plot_metric_per_seed(r.iloc[:0], tmp_path / "x")
+        figures.plot_metric_per_seed(r.iloc[:0], tmp_path / "x")
     with pytest.raises(ValueError, match="ci_low"):
-        P.plot_paired_differences(pd.DataFrame({"task": ["a"]}), tmp_path / "x")
+        figures.plot_paired_differences(pd.DataFrame({"task": ["a"]}), tmp_path / "x")
     with pytest.raises(TypeError):
-        P.plot_loss_curves([1, 2, 3], tmp_path / "x")
+        figures.plot_loss_curves([1, 2, 3], tmp_path / "x")
     with pytest.raises(ValueError, match="1-D"):
-        P.plot_weights_vs_probs(np.ones(3), np.ones(4), 0.15, tmp_path / "x")
+        masking_figures.plot_weights_vs_probs(np.ones(3), np.ones(4), 0.15, tmp_path / "x")
     with pytest.raises(ValueError, match="no seen"):
-        P.plot_prob_histogram(np.ones(3), 0.15, tmp_path / "x", seen=np.zeros(3, bool))
+        masking_figures.plot_prob_histogram(np.ones(3), 0.15, tmp_path / "x", seen=np.zeros(3, bool))
     with pytest.raises(ValueError, match="pi_ratio"):
-        P.plot_calibration_sweep(pd.DataFrame({"method": ["minmax"], "delta": [0.1]}), tmp_path / "x")
+        masking_figures.plot_calibration_sweep(pd.DataFrame({"method": ["minmax"], "delta": [0.1]}), tmp_path / "x")
     assert not list(tmp_path.glob("x*"))
 
 
@@ -72,16 +72,16 @@ def test_loss_curves(tmp_path):
         train = pd.DataFrame(dict(step=steps, epoch=0, split="train", loss=5 - 0.05 * steps))
         dev = pd.DataFrame(dict(step=[25, 49], epoch=[0, 1], split="dev", loss=[4.2, 3.9]))
         pd.concat([train, dev]).to_csv(d / "mlm_loss.csv", index=False)
-    curves = P.load_loss_curves(r, tmp_path)
+    curves = figures.load_loss_curves(r, tmp_path)
     assert list(curves.columns) == ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"]
     assert len(curves) == 5 * (5 + 2) and curves.attrs["missing"] == [r.record_path.iloc[-1]]
     with pytest.raises(FileNotFoundError):
-        P.load_loss_curves(r, tmp_path, strict=True)
-    _check(P.plot_loss_curves(curves, tmp_path / "loss"))
+        figures.load_loss_curves(r, tmp_path, strict=True)
+    _check(figures.plot_loss_curves(curves, tmp_path / "loss"))
     with pytest.raises(ValueError, match="empty"):
-        P.plot_loss_curves(P.load_loss_curves(r.iloc[-1:], tmp_path), tmp_path / "loss2")
+        figures.plot_loss_curves(figures.load_loss_curves(r.iloc[-1:], tmp_path), tmp_path / "loss2")
     with pytest.raises(ValueError, match="record_path"):
-        P.load_loss_curves(r.drop(columns="record_path"), tmp_path)
+        figures.load_loss_curves(r.drop(columns="record_path"), tmp_path)
 
 
 def test_budget_spread_figures(tmp_path):
@@ -91,12 +91,12 @@ def test_budget_spread_figures(tmp_path):
     seen[:5] = False
     w[~seen] = np.nan
     pi = 0.15 * (0.6 + 0.4 * (w - np.nanmin(w)) / (np.nanmax(w) - np.nanmin(w)))
-    _check(P.plot_weights_vs_probs(w, pi, 0.15, tmp_path / "rank", seen=seen))
-    _check(P.plot_prob_histogram(pi, 0.15, tmp_path / "hist", seen=seen, counts=rng.integers(1, 100, 200)))
+    _check(masking_figures.plot_weights_vs_probs(w, pi, 0.15, tmp_path / "rank", seen=seen))
+    _check(masking_figures.plot_prob_histogram(pi, 0.15, tmp_path / "hist", seen=seen, counts=rng.integers(1, 100, 200)))
     sweep = pd.DataFrame(dict(method=["minmax", "minmax", "softmax", "softmax"], delta=[0.2, 0.4, 0.2, 0.4],
                               tau=[np.nan, np.nan, 1.0, 1.0], kl_to_uniform=[1e-4, 4e-4, 1e-2, 1e-2],
                               budget_moved=[0.01, 0.02, 0.2, 0.2], pi_ratio=[1.2, 1.6, 30, 30]))
-    _check(P.plot_calibration_sweep(sweep, tmp_path / "sweep", paper_kl=7e-4))
+    _check(masking_figures.plot_calibration_sweep(sweep, tmp_path / "sweep", paper_kl=7e-4))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,15 +108,15 @@ def saved_figures(monkeypatch):
     """Every figure saved while the test runs (drawn, as it was written)."""
     from matplotlib.figure import Figure
 
-    figures, original = [], Figure.savefig
+    saved, original = [], Figure.savefig
 
     def record(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        if self not in figures:
-            figures.append(self)
+        if self not in saved:
+            saved.append(self)
 
     monkeypatch.setattr(Figure, "savefig", record)
-    return figures
+    return saved
 
 
 def _texts(fig):
@@ -143,23 +143,23 @@ def _overlapping_ticks(ax, axis: str) -> list[str]:
 
 def test_every_figure_is_readable_at_the_reports_width(tmp_path, saved_figures):
     r = _results(tasks=("mrpc", "cola"), backbones=("bert", "roberta", "deberta"))
-    comparisons = S.paired_comparisons(r, aso_iterations=50, bootstrap_resamples=200)
-    P.plot_metric_per_seed(r, tmp_path / "m")
-    P.plot_paired_differences(comparisons, tmp_path / "f")
-    P.plot_expected_max(S.expected_max_performance(r, ks=range(1, 6)), tmp_path / "e")
+    comparisons = pairwise.paired_comparisons(r, aso_iterations=50, bootstrap_resamples=200)
+    figures.plot_metric_per_seed(r, tmp_path / "m")
+    figures.plot_paired_differences(comparisons, tmp_path / "f")
+    figures.plot_expected_max(seed_budget.expected_max_performance(r, ks=range(1, 6)), tmp_path / "e")
     sweep = pd.DataFrame(dict(method=["minmax"] * 3 + ["softmax"], delta=[0.0, 0.4, 1.0, np.nan],
                               tau=[np.nan] * 3 + [1.0], kl_to_uniform=[1e-5, 4e-4, 1e-2, 1e-2],
                               budget_moved=[0.0, 0.02, 0.2, 0.2], pi_ratio=[1.0, 1.6, 30, 30]))
-    P.plot_calibration_sweep(sweep, tmp_path / "s", paper_kl=7e-4)
-    P.plot_metric_per_seed(_results(), tmp_path / "one-backbone")  # the narrowest: its title must fit
+    masking_figures.plot_calibration_sweep(sweep, tmp_path / "s", paper_kl=7e-4)
+    figures.plot_metric_per_seed(_results(), tmp_path / "one-backbone")  # the narrowest: its title must fit
     curves = pd.DataFrame(dict(task="mrpc", backbone="bert", strategy="random", seed=0, step=[1, 2, 2],
                                epoch=1, split=["train", "train", "dev"], loss=[10.3, 10.2, 10.25]))
-    P.plot_loss_curves(curves, tmp_path / "loss")
+    figures.plot_loss_curves(curves, tmp_path / "loss")
     assert len(saved_figures) == 6
     for fig in saved_figures:
         width, _ = fig.get_size_inches()
-        assert width <= P.MAX_WIDTH_IN + 1e-9
-        small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < P.MIN_FONT_PT]
+        assert width <= figures.MAX_WIDTH_IN + 1e-9
+        small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < figures.MIN_FONT_PT]
         assert not small, small
         renderer = fig.canvas.get_renderer()
         cut = [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
@@ -174,13 +174,13 @@ def test_the_figure_defects_readers_saw_are_gone(tmp_path, saved_figures):
 
     r = _results(seeds=2)
     # paired differences: x tick labels apart (their overlap was the defect), Holm p beside each row
-    paths = P.plot_paired_differences(S.paired_comparisons(r, on_invalid="skip"), tmp_path / "f")
+    paths = figures.plot_paired_differences(pairwise.paired_comparisons(r, on_invalid="skip"), tmp_path / "f")
     fig = saved_figures[-1]
     assert not _overlapping_ticks(fig.axes[0], "x")
     assert all("Holm p" in t.get_text() for t in fig.axes[0].get_yticklabels())
     assert "Holm-adjusted" in Image.open(paths[0]).text["Description"]  # the caption rides in the PNG
     # expected max: whole seeds on the k axis, one legend for all panels
-    P.plot_expected_max(S.expected_max_performance(r, ks=range(1, 4)), tmp_path / "e")
+    figures.plot_expected_max(seed_budget.expected_max_performance(r, ks=range(1, 4)), tmp_path / "e")
     fig = saved_figures[-1]
     for ax in fig.axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
@@ -189,14 +189,14 @@ def test_the_figure_defects_readers_saw_are_gone(tmp_path, saved_figures):
     assert len(fig.legends) == 1
     # one run's curves: a one-epoch run's epoch axis shows epoch 1, not 0.96-1.04
     loss = pd.DataFrame(dict(step=[1, 2, 3, 3], split=["train"] * 3 + ["dev"], loss=[10.31, 10.32, 10.311, 10.318]))
-    P.plot_run_curves(loss, pd.DataFrame(dict(epoch=[1], dev_f1=[0.81])), "f1", 0.8, tmp_path / "run")
+    figures.plot_run_curves(loss, pd.DataFrame(dict(epoch=[1], dev_f1=[0.81])), "f1", 0.8, tmp_path / "run")
     loss_ax, metric_ax = saved_figures[-1].axes
     assert list(metric_ax.get_xticks()) == [1]
     # no "+1.031e1" offset above an axis
     for ax in (loss_ax, metric_ax):
         assert ax.yaxis.get_offset_text().get_text() == "" and ax.xaxis.get_offset_text().get_text() == ""
     # metric per seed: each mean ± CI marker sits beside its own strategy's dots
-    P.plot_metric_per_seed(_results(), tmp_path / "m")
+    figures.plot_metric_per_seed(_results(), tmp_path / "m")
     ax = saved_figures[-1].axes[0]
     dots = [line for line in ax.get_lines() if line.get_marker() == "o" and line.get_color() != "black"]
     means = [line for line in ax.get_lines() if line.get_color() == "black" and line.get_marker() == "o"]
@@ -208,7 +208,7 @@ def test_style_does_not_leak_into_the_callers_matplotlib(tmp_path):
     import matplotlib
 
     before = dict(matplotlib.rcParams)
-    P.plot_metric_per_seed(_results(), tmp_path / "m")
+    figures.plot_metric_per_seed(_results(), tmp_path / "m")
     assert dict(matplotlib.rcParams) == before
 
 
@@ -219,15 +219,15 @@ def test_budget_vs_difference_is_readable(tmp_path, saved_figures):
         saliency=["mlm", "mlm", "mlm", "task"] * 2, budget_moved=[0.004, 0.07, 0.37, np.nan] * 2,
         diff=[0.002, -0.004, 0.012, 0.0] * 2, ci_low=[-0.01, -0.02, -0.005, np.nan] * 2,
         ci_high=[0.014, 0.012, 0.03, np.nan] * 2))
-    _check(P.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01))
+    _check(masking_figures.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01))
     (fig,) = saved_figures
-    assert fig.get_size_inches()[0] <= P.MAX_WIDTH_IN + 1e-9
-    assert not [t.get_text() for t in _texts(fig) if t.get_fontsize() < P.MIN_FONT_PT]
+    assert fig.get_size_inches()[0] <= figures.MAX_WIDTH_IN + 1e-9
+    assert not [t.get_text() for t in _texts(fig) if t.get_fontsize() < figures.MIN_FONT_PT]
     renderer = fig.canvas.get_renderer()
     assert not [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
                 or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
     with pytest.raises(ValueError, match="budget_moved"):
-        P.plot_budget_vs_difference(verdict.drop(columns="budget_moved"), tmp_path / "bad")
+        masking_figures.plot_budget_vs_difference(verdict.drop(columns="budget_moved"), tmp_path / "bad")
 
 
 def test_budget_ticks_are_readable_percentages(tmp_path, saved_figures):
@@ -235,7 +235,7 @@ def test_budget_ticks_are_readable_percentages(tmp_path, saved_figures):
     verdict = pd.DataFrame(dict(task="mrpc", strategy=["typhoon", "typhoon_rank", "typhoon_softmax"],
                                 saliency="mlm", budget_moved=[0.004, 0.07, 0.37], diff=[0.0, 0.01, -0.01],
                                 ci_low=[-0.01, 0.0, -0.02], ci_high=[0.01, 0.02, 0.0]))
-    P.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01)
+    masking_figures.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01)
     (fig,) = saved_figures
     fig.canvas.draw()
     ax = fig.axes[0]
@@ -244,4 +244,4 @@ def test_budget_ticks_are_readable_percentages(tmp_path, saved_figures):
     assert {"0.5 %", "1 %", "10 %"} <= set(labels)
     lo, hi = ax.get_xlim()
     assert lo < 0.004 and hi > 0.37  # every point inside
-    assert [P.percent_label(x) for x in (0.004, 0.07, 0.3, 0.0005)] == ["0.4 %", "7 %", "30 %", "0.05 %"]
+    assert [masking_figures.percent_label(x) for x in (0.004, 0.07, 0.3, 0.0005)] == ["0.4 %", "7 %", "30 %", "0.05 %"]

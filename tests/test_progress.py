@@ -4,8 +4,10 @@ batch prints from it with and without a terminal, and the reproduce log's lines.
 import io
 import json
 
-from typhoon import progress, records
+from typhoon import atomic
 from typhoon.config import resolve
+from typhoon.records import result_rows, run_record
+from typhoon.runner import progress
 
 
 class Clock:
@@ -65,9 +67,9 @@ def test_a_progress_file_is_never_a_record(tmp_path):
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()
     progress.ProgressFile(run_dir, config.relative_dir().as_posix()).update("mlm", step=1, steps=2)
-    assert not records.is_complete(run_dir, config)
-    assert records.collect_results(tmp_path).empty
-    assert list(records.collect_results(tmp_path, [config])["status"]) == ["missing"]
+    assert not run_record.is_complete(run_dir, config)
+    assert result_rows.collect_results(tmp_path).empty
+    assert list(result_rows.collect_results(tmp_path, [config])["status"]) == ["missing"]
 
 
 def test_unwritable_progress_never_stops_a_run(tmp_path):
@@ -82,8 +84,8 @@ def test_stale_progress_files_are_removed_live_ones_kept(tmp_path):
     folder = tmp_path / "runs" / "mrpc" / "b" / "s"
     folder.mkdir(parents=True)
     live, dead = folder / ".seed0.progress.json", folder / ".seed1.progress.json"
-    records.atomic_write_json(live, {"pid": __import__("os").getpid()})
-    records.atomic_write_json(dead, {"pid": 2**22 + 12345})  # above Linux's pid_max: no such process
+    atomic.atomic_write_json(live, {"pid": __import__("os").getpid()})
+    atomic.atomic_write_json(dead, {"pid": 2**22 + 12345})  # above Linux's pid_max: no such process
     progress.remove_stale_progress(tmp_path)
     assert live.exists() and not dead.exists()
 
@@ -112,7 +114,7 @@ def test_grid_monitor_without_a_terminal_prints_a_line_per_change_at_most_every_
     monitor.poll()  # unchanged and too soon: nothing
     before = len(stream.getvalue().splitlines())
     file.close()
-    monitor.finished(records.status_row(todo[0], "ok", seconds=12.3))
+    monitor.finished(result_rows.status_row(todo[0], "ok", seconds=12.3))
     assert stream.getvalue().splitlines()[before:] == [
         "grid: 2/3 done (0 failed): ok runs/mrpc/tiny-random/random/seed0 in 12 s"]
     monitor.close()
@@ -134,8 +136,8 @@ def test_run_log_lines(tmp_path):
     log = progress.RunLog(tmp_path / "reproduce.log")
     config = _configs(1)[0]
     log.write("reproduce started: x")
-    log.cell(records.status_row(config, "ok", seconds=3.0))
-    log.cell(records.status_row(config, "failed", error="ValueError: boom", seconds=1.0, notebook="notebooks/a.ipynb"))
+    log.cell(result_rows.status_row(config, "ok", seconds=3.0))
+    log.cell(result_rows.status_row(config, "failed", error="ValueError: boom", seconds=1.0, notebook="notebooks/a.ipynb"))
     text = (tmp_path / "reproduce.log").read_text()
     lines = text.splitlines()
     assert lines[0].endswith("Z reproduce started: x")

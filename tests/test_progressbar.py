@@ -6,14 +6,14 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from typhoon import progressbar
+from typhoon.training import progress_bars
 
 
 def test_outside_a_kernel_it_is_tqdms_text_bar(capsys):
-    assert not progressbar.in_notebook_kernel()
-    assert list(progressbar.progress_bar(range(3), "demo", mininterval=0)) == [0, 1, 2]
+    assert not progress_bars.in_notebook_kernel()
+    assert list(progress_bars.progress_bar(range(3), "demo", mininterval=0)) == [0, 1, 2]
     assert "demo: 100%" in capsys.readouterr().err
-    assert list(progressbar.progress_bar(range(3), "quiet", enabled=False)) == [0, 1, 2]
+    assert list(progress_bars.progress_bar(range(3), "quiet", enabled=False)) == [0, 1, 2]
     assert "quiet" not in capsys.readouterr().err
 
 
@@ -22,7 +22,7 @@ def test_an_executed_notebook_stores_one_line_per_bar(tmp_path):
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom typhoon.progressbar import progress_bar\n"
+    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom typhoon.training.progress_bars import progress_bar\n"
             "import datasets  # imports tqdm.auto, which warns in a kernel without ipywidgets unless typhoon came first\n"
             "for epoch in (1, 2):\n"
             "    for _ in progress_bar(range(40), f'epoch {epoch}', mininterval=0, leave=False):\n"

@@ -9,8 +9,9 @@ import subprocess
 import pandas as pd
 import pytest
 
-from typhoon import grid, provenance, records
 from typhoon.config import get_profile, resolve
+from typhoon.records import provenance, result_rows, run_numerics, run_record
+from typhoon.runner import grid
 
 GRID = get_profile("cpu").grid()[:3]  # precision "auto": what it means depends on the machine
 METRICS = {"status": "ok", "primary_metric": "f1", "majority_value": 0.81, "final": {"dev_f1": 0.8},
@@ -18,40 +19,40 @@ METRICS = {"status": "ok", "primary_metric": "f1", "majority_value": 0.81, "fina
 
 
 def finish(out, config, precision: str, device: str = "cpu", status: str = "ok"):
-    records.write_record(out / config.relative_dir(), config,
+    run_record.write_record(out / config.relative_dir(), config,
                          {**METRICS, "precision": precision, "device": device, "status": status})
 
 
 def test_the_numerics_of_a_record_and_of_this_machine():
-    assert provenance.numerics("bf16", "cuda:1") == "bf16 on cuda"
-    assert provenance.numerics(None, None) == "unknown on unknown"
+    assert run_numerics.numerics("bf16", "cuda:1") == "bf16 on cuda"
+    assert run_numerics.numerics(None, None) == "unknown on unknown"
     fp32 = resolve("cpu", dict(task="mrpc", strategy="random", seed=0), {"precision": "fp32", "device": "cpu"})
-    assert provenance.planned_numerics(fp32) == "fp32 on cpu"
-    assert provenance.planned_numerics(fp32.replace(precision="bf16")) == "bf16 on cpu"
+    assert run_numerics.planned_numerics(fp32) == "fp32 on cpu"
+    assert run_numerics.planned_numerics(fp32.replace(precision="bf16")) == "bf16 on cpu"
 
 
 def test_a_grid_is_not_resumed_with_other_numerics(tmp_path, monkeypatch):
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "fp32 on cpu")  # e.g. an AVX2-only CPU
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "fp32 on cpu")  # e.g. an AVX2-only CPU
     finish(tmp_path, GRID[0], "bf16")
     finish(tmp_path, GRID[1], "bf16")
     with pytest.raises(ValueError, match=r"would mix numerics.*bf16 on cpu \(2 runs\).*fp32 on cpu \(1 run\)"
                                          r".*--allow-mixed-precision"):
-        provenance.check_numerics(GRID, tmp_path)
-    assert provenance.check_numerics(GRID, tmp_path, allow_mixed=True) == {"bf16 on cpu": 2, "fp32 on cpu": 1}
+        run_numerics.check_numerics(GRID, tmp_path)
+    assert run_numerics.check_numerics(GRID, tmp_path, allow_mixed=True) == {"bf16 on cpu": 2, "fp32 on cpu": 1}
     # the same numerics everywhere: nothing to refuse; a failed record is rerun, so it does not count
     finish(tmp_path, GRID[2], "fp32", status="failed")
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "bf16 on cpu")
-    assert provenance.check_numerics(GRID, tmp_path) == {"bf16 on cpu": 3}
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "bf16 on cpu")
+    assert run_numerics.check_numerics(GRID, tmp_path) == {"bf16 on cpu": 3}
     # finished records that already mix are refused even when nothing is left to run
     finish(tmp_path, GRID[2], "fp32")
     with pytest.raises(ValueError, match="would mix numerics"):
-        provenance.check_numerics(GRID, tmp_path)
+        run_numerics.check_numerics(GRID, tmp_path)
 
 
 def test_reproduce_refuses_the_mix_before_running_anything(tmp_path, monkeypatch):
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("the grid must not start"))
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: "fp32 on cpu")
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "fp32 on cpu")
     config = get_profile("cpu").grid()[0]
     finish(tmp_path, config, "bf16")
     with pytest.raises(ValueError, match="would mix numerics"):
@@ -62,14 +63,14 @@ def test_reproduce_refuses_the_mix_before_running_anything(tmp_path, monkeypatch
 def test_results_table_keeps_each_runs_precision(tmp_path):
     finish(tmp_path, GRID[0], "bf16")
     finish(tmp_path, GRID[1], "fp32")
-    table = records.collect_results(tmp_path, GRID)
+    table = result_rows.collect_results(tmp_path, GRID)
     assert list(table["precision"][:2]) == ["bf16", "fp32"] and pd.isna(table["precision"][2])
-    assert provenance.results_numerics(table) == {"bf16 on cpu": 1, "fp32 on cpu": 1}
+    assert run_numerics.results_numerics(table) == {"bf16 on cpu": 1, "fp32 on cpu": 1}
 
 
 def test_manifest_says_where_the_results_came_from_and_keeps_earlier_invocations(tmp_path):
     finish(tmp_path, GRID[0], "bf16")
-    cells = pd.DataFrame([records.status_row(GRID[0], "ok", seconds=60.0)])
+    cells = pd.DataFrame([result_rows.status_row(GRID[0], "ok", seconds=60.0)])
     first = provenance.write_manifest(tmp_path, "cpu", "2026-01-01T00:00:00+00:00", 61.0, ["reproduce"],
                                       {"bf16 on cpu": 1}, cells)
     assert first["profile"] == "cpu" and first["command"] == "python -m typhoon reproduce"
@@ -109,7 +110,7 @@ def test_a_finished_cell_is_committed_alone(tmp_path):
     config = GRID[0]
     finish(out, config, "bf16")
     (out / config.relative_dir()).with_name(f".{config.relative_dir().name}.lock").write_text("123")
-    row = records.status_row(config, "ok", notebook=None)
+    row = result_rows.status_row(config, "ok", notebook=None)
     assert provenance.commit_cell(out, row)
     committed = git(repo, "show", "--name-only", "--format=%s", "HEAD").split()
     assert any(name.endswith("seed0/metrics.json") for name in committed)

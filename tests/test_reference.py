@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon import grid, records
 from typhoon.config import get_profile
+from typhoon.records import result_rows
+from typhoon.runner import notebooks
 
 REFERENCES = sorted(p.parent for p in (REPO / "results").glob("*/results.csv"))
 # The notebooks whose tables depend on the runs (40_mask_schedules is theory: its tables do not).
@@ -44,7 +45,7 @@ def assert_same_table(got: pd.DataFrame, want: pd.DataFrame, name: str) -> None:
 def test_results_csv_is_what_the_committed_records_say(reference):
     committed = pd.read_csv(reference / "results.csv")
     configs = get_profile(committed["profile"].iloc[0]).grid()
-    rebuilt = records.collect_results(reference, configs)
+    rebuilt = result_rows.collect_results(reference, configs)
     rebuilt = pd.read_csv(io.StringIO(rebuilt.to_csv(index=False)))  # the dtypes a CSV gives
     assert_same_table(rebuilt, committed, "results.csv")
 
@@ -57,7 +58,7 @@ def test_rerunning_the_analysis_reproduces_the_committed_tables(reference, tmp_p
     (out / "runs").symlink_to(reference / "runs", target_is_directory=True)  # records are only read
     profile = pd.read_csv(out / "results.csv")["profile"].iloc[0]
     for name in ANALYSIS:
-        grid.execute_notebook(grid.notebooks_dir() / name, out / "notebooks" / name,
+        notebooks.execute_notebook(notebooks.notebooks_dir() / name, out / "notebooks" / name,
                               {"out_dir": str(out), "profile": profile})
     produced = sorted(p.name for p in (out / "stats").glob("*.csv"))
     assert {"summary.csv", "comparisons.csv", "budget_states.csv"} <= set(produced)

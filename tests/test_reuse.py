@@ -1,4 +1,4 @@
-"""Reuse of an equal run's record (typhoon.reuse): only with this machine's numerics, never from the
+"""Reuse of an equal run's record (typhoon.records.reuse): only with this machine's numerics, never from the
 committed reference runs unless named, and never a plain copy of the same profile's grid (fast: records
 written by hand, no training)."""
 
@@ -6,16 +6,18 @@ import json
 
 import pytest
 
-from typhoon import grid, paths, provenance, records, reuse
+from typhoon import atomic, paths
 from typhoon.config import get_profile, resolve
+from typhoon.records import reuse, run_numerics, run_record
+from typhoon.runner import grid
 
-BF16_AMX = provenance.Numerics("bf16", "cpu", "amx", "eager", "fast")
-FP32_AVX2 = provenance.Numerics("fp32", "cpu", "avx2", "eager", "fast")
+BF16_AMX = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
+FP32_AVX2 = run_numerics.Numerics("fp32", "cpu", "avx2", "eager", "fast")
 CPU_FLAGS = {"amx": {"avx2": True, "avx512f": True, "avx512_bf16": True, "amx_bf16": True},
              "avx2": {"avx2": True}}
 
 
-def ran(numerics: provenance.Numerics) -> dict:
+def ran(numerics: run_numerics.Numerics) -> dict:
     """metrics.json of a finished run with these numerics, as an older record stores them (no `numerics`)."""
     flags = CPU_FLAGS["amx" if numerics.kernels == "amx" else "avx2"]
     return {"status": "ok", "final": {"dev_f1": 0.8}, "precision": numerics.precision, "device": numerics.device,
@@ -23,7 +25,7 @@ def ran(numerics: provenance.Numerics) -> dict:
 
 
 def write(folder, config, numerics=BF16_AMX):
-    records.write_record(folder / config.relative_dir(), config, ran(numerics))
+    run_record.write_record(folder / config.relative_dir(), config, ran(numerics))
 
 
 @pytest.fixture
@@ -44,23 +46,23 @@ BOTTLENECK = CPU.replace(profile="bottleneck")  # the same run, another profile
 
 
 def test_an_older_records_numerics_are_worked_out_from_what_it_stored():
-    assert provenance.numerics_of_metrics(ran(BF16_AMX)) == BF16_AMX
-    assert provenance.numerics_of_metrics(ran(FP32_AVX2)) == FP32_AVX2
-    assert provenance.numerics_of_metrics({**ran(FP32_AVX2), "numerics": BF16_AMX.to_dict()}) == BF16_AMX
-    assert provenance.kernel_family("fp32", "cpu", CPU_FLAGS["amx"], {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}) == \
+    assert run_numerics.numerics_of_metrics(ran(BF16_AMX)) == BF16_AMX
+    assert run_numerics.numerics_of_metrics(ran(FP32_AVX2)) == FP32_AVX2
+    assert run_numerics.numerics_of_metrics({**ran(FP32_AVX2), "numerics": BF16_AMX.to_dict()}) == BF16_AMX
+    assert run_numerics.kernel_family("fp32", "cpu", CPU_FLAGS["amx"], {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}) == \
         "avx512 (MKL_ENABLE_INSTRUCTIONS=AVX2)"
-    assert provenance.kernel_family("bf16", "cuda", None) == "cuda"
-    assert BF16_AMX.label == "bf16 on cpu" and BF16_AMX.key != provenance.Numerics(
+    assert run_numerics.kernel_family("bf16", "cuda", None) == "cuda"
+    assert BF16_AMX.label == "bf16 on cpu" and BF16_AMX.key != run_numerics.Numerics(
         "bf16", "cpu", "avx512_bf16", "eager", "fast").key  # AMX and AVX512-BF16: one label, two keys
 
 
 def test_a_record_stores_what_auto_resolved_to_and_still_completes_its_cell(tmp_path):
     write(tmp_path, CPU, FP32_AVX2)
-    stored = records.read_config(tmp_path / CPU.relative_dir())
+    stored = run_record.read_config(tmp_path / CPU.relative_dir())
     assert (stored.precision, stored.attention, stored.dropout) == ("fp32", "eager", "fast")
-    assert records.is_complete(tmp_path / CPU.relative_dir(), CPU)  # asked for auto: whatever auto gave
-    assert records.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="fp32"))
-    assert not records.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="bf16"))
+    assert run_record.is_complete(tmp_path / CPU.relative_dir(), CPU)  # asked for auto: whatever auto gave
+    assert run_record.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="fp32"))
+    assert not run_record.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="bf16"))
 
 
 def test_the_committed_results_are_searched_only_when_named(repo):
@@ -98,13 +100,13 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
     cells. `reproduce --profile cpu` must train them all here, not copy them and then refuse the mix."""
     for config in get_profile("cpu").grid():
         write(repo / "results" / "bottleneck", config.replace(profile="bottleneck"), BF16_AMX)
-    monkeypatch.setattr(provenance, "numerics_here", lambda config: FP32_AVX2)
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: FP32_AVX2.label)
+    monkeypatch.setattr(run_numerics, "numerics_here", lambda config: FP32_AVX2)
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: FP32_AVX2.label)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     seen = []
 
     def fake_grid(configs, out_dir, nb_dir, workers, executor, on_done=None):
-        seen.append([c for c in configs if not records.is_complete(out_dir / c.relative_dir(), c)])
+        seen.append([c for c in configs if not run_record.is_complete(out_dir / c.relative_dir(), c)])
         raise Stop
 
     monkeypatch.setattr(grid, "run_grid", fake_grid)
@@ -112,8 +114,8 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
         grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
-    monkeypatch.setattr(provenance, "numerics_here", lambda config: BF16_AMX)
-    monkeypatch.setattr(provenance, "planned_numerics", lambda config: BF16_AMX.label)
+    monkeypatch.setattr(run_numerics, "numerics_here", lambda config: BF16_AMX)
+    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: BF16_AMX.label)
     seen.clear()
     with pytest.raises(Stop):
         grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
@@ -148,8 +150,8 @@ def test_older_records_are_rewritten_to_resolved_values_and_still_complete_their
     run_dir = tmp_path / "runs" / "mrpc" / "minilm-l6" / "typhoon_rank" / "seed0"
     write(tmp_path, rank)
     old = {**rank.to_dict(), "precision": "auto", "attention": "auto", "dropout": "auto", "calibration": "minmax"}
-    records.atomic_write_json(run_dir / "config.json", old)  # as the committed records said before
+    atomic.atomic_write_json(run_dir / "config.json", old)  # as the committed records said before
     assert script.resolve_folder(tmp_path) == 1 and script.resolve_folder(tmp_path) == 0
     stored = json.loads((run_dir / "config.json").read_text())
     assert (stored["precision"], stored["attention"], stored["calibration"]) == ("bf16", "eager", "rank")
-    assert records.is_complete(run_dir, rank)
+    assert run_record.is_complete(run_dir, rank)

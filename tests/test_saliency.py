@@ -10,7 +10,7 @@ from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBe
 
 from typhoon.masking import SaliencyProbe, batch_weight_estimate, ema_update, get_strategy
 from typhoon.masking.calibration import calibrate
-from typhoon.models import load_backbone
+from typhoon.models.backbones import load_backbone
 
 VOCAB, MASK_ID, CLS_ID, SEP_ID, PAD_ID = 257, 4, 2, 3, 0
 
@@ -184,7 +184,7 @@ def test_update_shape_mismatch_and_unprepared():
 
 
 # --------------------------------------------------------------------------------------------------
-# Task-loss saliency (typhoon.task_saliency): the gradient of a task model's loss, reaching no parameter
+# Task-loss saliency (typhoon.masking.task_saliency): the gradient of a task model's loss, reaching no parameter
 
 
 def tiny_bert_classifier():
@@ -219,7 +219,7 @@ def _one_hot_task_saliency(classifier, masked_ids, true_ids, task_labels, **inpu
 @pytest.mark.parametrize("make_classifier", [tiny_bert_classifier, tiny_distilbert_classifier],
                          ids=["bert", "distilbert"])
 def test_task_saliency_equals_one_hot_autograd_of_the_task_loss_and_reaches_no_parameter(make_classifier):
-    from typhoon.task_saliency import task_saliency
+    from typhoon.masking.task_saliency import task_saliency
 
     classifier = make_classifier()
     batch = synthetic_batch(5)
@@ -243,7 +243,7 @@ def test_task_saliency_equals_one_hot_autograd_of_the_task_loss_and_reaches_no_p
 
 def test_task_saliency_through_every_family(saved_backbone, family_batch):
     """Every backbone family's own classifier: the hook equals the one-hot autograd of the task loss."""
-    from typhoon.task_saliency import task_saliency
+    from typhoon.masking.task_saliency import task_saliency
 
     backbone = load_backbone(str(saved_backbone.folder))
     classifier = backbone.classifier(2, seed=3).double().eval()

@@ -10,7 +10,7 @@ import torch
 from scipy import integrate, stats
 
 from typhoon.masking import get_strategy, maskable_positions
-from typhoon.schedules import (
+from typhoon.masking.schedules import (
     SCHEDULES,
     FixedMaskingRatio,
     FixedVisibleCount,
@@ -166,7 +166,7 @@ def test_mixture_rates_pick_each_component_by_its_weight():
 
 @pytest.mark.parametrize("strategy", ["random", "whole_word", "span", "typhoon"])
 def test_full_mask_rows_and_rates_are_honoured(strategy, mrpc_batch, mrpc_tokenized, tokenizer):
-    from typhoon.data import token_counts
+    from typhoon.data.batching import token_counts
 
     masking = get_strategy(strategy)
     train = mrpc_tokenized["train"]

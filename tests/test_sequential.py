@@ -1,4 +1,4 @@
-"""The group-sequential design (typhoon/sequential.py): its boundaries against published tables, its
+"""The group-sequential design (typhoon/analysis/sequential.py): its boundaries against published tables, its
 analysis against plain t intervals, and -- the proof -- its error rates by simulation at the study's
 seed counts and variances (the t approximation is checked, not assumed)."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from typhoon import sequential as sq
+from typhoon.analysis import sequential as sq
 
 
 def equally_spaced(k):

@@ -1,4 +1,4 @@
-"""typhoon.speed: process-level settings that change speed, never results."""
+"""typhoon.training.speed: process-level settings that change speed, never results."""
 
 import json
 import subprocess
@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from typhoon import speed
+from typhoon.training import speed
 
 # Three fp32 training steps of a seeded tiny BERT MLM (dropout on) with 40 MB word embeddings, so that
 # the embedding gradient is above glibc's mmap threshold; once with glibc's default settings and once
@@ -16,7 +16,7 @@ SCRIPT = """
 import json, resource, torch
 from transformers import BertConfig, BertForMaskedLM
 from typhoon import speed
-from typhoon.models import MaskedLM
+from typhoon.models.backbones import MaskedLM
 
 def losses():
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Tests for typhoon.stats: numbers against scipy/statsmodels/pingouin and hand computations."""
+"""Tests for typhoon.analysis.pairwise: numbers against scipy/statsmodels/pingouin and hand computations."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
-from typhoon import stats as S
+from typhoon.analysis import pairwise, run_summary, seed_budget, significance, stats_tables, verdict_text
 
 # Fixed data: one task/backbone, three strategies, five seeds.
 TY = np.array([0.842, 0.861, 0.855, 0.849, 0.870])
@@ -51,7 +51,7 @@ def grid():
 
 # ------------------------------------------------------------------ summarize
 def test_summarize_matches_hand(results):
-    s = S.summarize(results)
+    s = run_summary.summarize(results)
     assert list(s["strategy"]) == ["typhoon", "random", "wwm"]
     row = s.set_index("strategy").loc["typhoon"]
     n = len(TY)
@@ -70,7 +70,7 @@ def test_summarize_ignores_failed_and_single_seed(results):
     r = results.copy()
     r.loc[(r.strategy == "wwm") & (r.seed > 0), "status"] = "failed"
     r.loc[(r.strategy == "wwm") & (r.seed > 0), "primary_value"] = np.nan
-    s = S.summarize(r).set_index("strategy")
+    s = run_summary.summarize(r).set_index("strategy")
     assert s.loc["wwm", "n"] == 1 and s.loc["wwm", "n_failed"] == 4
     assert math.isnan(s.loc["wwm", "sd"]) and math.isnan(s.loc["wwm", "ci_low"])
     assert s.loc["wwm", "mean"] == pytest.approx(WW[0])
@@ -78,7 +78,7 @@ def test_summarize_ignores_failed_and_single_seed(results):
 
 # ------------------------------------------------------------------ paired comparisons
 def test_paired_t_matches_scipy_and_hand(results):
-    c = S.paired_comparisons(results, margin=0.01)
+    c = pairwise.paired_comparisons(results, margin=0.01)
     assert len(c) == 3
     pairs = {"typhoon": TY, "random": RA, "wwm": WW}
     for r in c.itertuples():
@@ -107,7 +107,7 @@ def test_paired_t_matches_scipy_and_hand(results):
 
 
 def test_reference_is_strategy_a_and_families(results):
-    c = S.paired_comparisons(results, reference="wwm")
+    c = pairwise.paired_comparisons(results, reference="wwm")
     ref = c[c.family == "vs_reference"]
     assert set(ref.strategy_a) == {"wwm"} and len(ref) == 2
     other = c[c.family == "other"]
@@ -115,7 +115,7 @@ def test_reference_is_strategy_a_and_families(results):
 
 
 def test_holm_matches_statsmodels_and_hand(grid):
-    c = S.paired_comparisons(grid)
+    c = pairwise.paired_comparisons(grid)
     fam = c[c.family == "vs_reference"]
     assert len(fam) == 12  # 2 tasks x 3 backbones x 2 other strategies
     expected = multipletests(fam["p"].to_numpy(), method="holm")[1]
@@ -137,36 +137,36 @@ def test_holm_matches_statsmodels_and_hand(grid):
 
 
 def test_each_holm_p_says_its_family(grid):
-    c = S.paired_comparisons(grid, aso_iterations=20, bootstrap_resamples=199)
+    c = pairwise.paired_comparisons(grid, aso_iterations=20, bootstrap_resamples=199)
     ref, other = c[c.family == "vs_reference"], c[c.family == "other"]
     assert (ref["holm_family"] == "Holm over the 12 comparisons of typhoon vs each other strategy, "
                                   "every task × backbone").all()
     assert (other["holm_family"] == "Holm over the 6 comparisons of the pairs without typhoon, "
                                     "every task × backbone").all()
-    assert (S.comparison_table(c)["Holm family"] == c["holm_family"]).all()
+    assert (stats_tables.comparison_table(c)["Holm family"] == c["holm_family"]).all()
 
 
 def test_paired_differences_of_any_column_match_scipy():
     x, y = TY, RA
     frame = _frame({"typhoon": x, "random": y}).rename(columns={"primary_value": "loss"})
-    got = S.paired_differences(frame, "loss", "typhoon", "random").iloc[0]
+    got = pairwise.paired_differences(frame, "loss", "typhoon", "random").iloc[0]
     d = x - y
     lo, hi = st.t.interval(0.95, d.size - 1, loc=d.mean(), scale=d.std(ddof=1) / math.sqrt(d.size))
     assert (got["n"], got["n_positive"]) == (5, int((d > 0).sum()))
     assert (got["mean_diff"], got["ci_low"], got["ci_high"]) == pytest.approx((d.mean(), lo, hi))
     assert got["p"] == pytest.approx(st.ttest_rel(x, y).pvalue)
-    same = S.paired_differences(_frame({"a": x, "b": x - 0.01}), "primary_value", "a", "b").iloc[0]
+    same = pairwise.paired_differences(_frame({"a": x, "b": x - 0.01}), "primary_value", "a", "b").iloc[0]
     assert np.isnan(same["ci_low"]) and np.isnan(same["p"])  # a constant difference: no spread, no interval
 
 
 def test_holm_helper_nan_and_small():
-    out = S.holm([0.01, np.nan, 0.04, 0.03])
+    out = significance.holm([0.01, np.nan, 0.04, 0.03])
     assert math.isnan(out[1])
     np.testing.assert_allclose(out[[0, 2, 3]], [0.03, 0.06, 0.06])
 
 
 def test_tost_matches_pingouin_and_hand(results):
-    c = S.paired_comparisons(results, margin=0.01)
+    c = pairwise.paired_comparisons(results, margin=0.01)
     pairs = {"typhoon": TY, "random": RA, "wwm": WW}
     for r in c.itertuples():
         x, y = pairs[r.strategy_a], pairs[r.strategy_b]
@@ -179,11 +179,11 @@ def test_tost_matches_pingouin_and_hand(results):
 
 
 def test_tost_wide_margin_equivalent_and_constant_diffs_untestable():
-    assert S.tost_paired(np.array([0.001, -0.002, 0.0005, 0.001]), margin=0.5) < 1e-4
+    assert significance.tost_paired(np.array([0.001, -0.002, 0.0005, 0.001]), margin=0.5) < 1e-4
     # a constant difference has no spread to test against: undefined, not "equivalent" (p = 0)
-    assert math.isnan(S.tost_paired(np.full(4, 0.003), margin=0.01))
-    assert math.isnan(S.tost_paired(np.full(4, 0.03), margin=0.01))
-    assert math.isnan(S.tost_paired(np.array([0.1]), margin=0.01))
+    assert math.isnan(significance.tost_paired(np.full(4, 0.003), margin=0.01))
+    assert math.isnan(significance.tost_paired(np.full(4, 0.03), margin=0.01))
+    assert math.isnan(significance.tost_paired(np.array([0.1]), margin=0.01))
 
 
 def _untestable_row_checks(row):
@@ -197,12 +197,12 @@ def _untestable_row_checks(row):
 
 def test_zero_differences_cannot_be_tested():
     r = _frame({"typhoon": TY, "random": TY.copy()})
-    c = S.paired_comparisons(r)
+    c = pairwise.paired_comparisons(r)
     row = c.iloc[0]
     assert row["mean_diff"] == 0 and math.isnan(row["wilcoxon_p"])
     assert "all differences are zero" in row["note"]
     _untestable_row_checks(row)
-    text = S.conclusion(c)
+    text = verdict_text.conclusion(c)
     assert "could be tested" in text and "cannot be tested" in text and "equivalence" not in text
 
 
@@ -212,66 +212,66 @@ def test_constant_shift_up_to_rounding_cannot_be_tested():
     correct = np.array([344, 349, 351, 346, 340])
     shifted, base = correct / 408, (correct - 2) / 408
     assert 0 < np.std(shifted - base, ddof=1) < 1e-15  # not exactly zero, so the tolerance is exercised
-    c = S.paired_comparisons(_frame({"typhoon": shifted, "random": base}))
+    c = pairwise.paired_comparisons(_frame({"typhoon": shifted, "random": base}))
     _untestable_row_checks(c.iloc[0])
     assert c.iloc[0]["mean_diff"] == pytest.approx(2 / 408)
-    s = S.seeds_needed(c)
+    s = seed_budget.seeds_needed(c)
     assert math.isnan(s["n_observed"].iloc[0]) and math.isnan(s["n_margin"].iloc[0])
 
 
 def test_wilcoxon_small_n_note():
     r = _frame({"typhoon": TY[:3], "random": RA[:3]})
-    row = S.paired_comparisons(r).iloc[0]
+    row = pairwise.paired_comparisons(r).iloc[0]
     assert np.isfinite(row["wilcoxon_p"]) and "smallest attainable p" in row["note"]
 
 
 def test_errors_single_seed_missing_pair_missing_column(results):
     with pytest.raises(ValueError, match="1 paired seed"):
-        S.paired_comparisons(_frame({"typhoon": TY[:1], "random": RA[:1]}))
+        pairwise.paired_comparisons(_frame({"typhoon": TY[:1], "random": RA[:1]}))
     r = results[~((results.strategy == "random") & (results.seed == 3))]
     with pytest.raises(ValueError, match=r"seed\(s\) \[3\].*missing pairs"):
-        S.paired_comparisons(r)
+        pairwise.paired_comparisons(r)
     # a failed run also breaks the pairing
     r2 = results.copy()
     r2.loc[(r2.strategy == "wwm") & (r2.seed == 2), "status"] = "failed"
     with pytest.raises(ValueError, match="missing pairs"):
-        S.paired_comparisons(r2)
+        pairwise.paired_comparisons(r2)
     with pytest.raises(ValueError, match="primary_value"):
-        S.paired_comparisons(results.drop(columns="primary_value"))
+        pairwise.paired_comparisons(results.drop(columns="primary_value"))
     with pytest.raises(ValueError, match="majority_value"):
-        S.degenerate_rate(results.drop(columns="majority_value"))
+        run_summary.degenerate_rate(results.drop(columns="majority_value"))
     with pytest.raises(ValueError, match="duplicated"):
-        S.summarize(pd.concat([results, results.iloc[:1]]))
+        run_summary.summarize(pd.concat([results, results.iloc[:1]]))
     with pytest.raises(ValueError, match="margin"):
-        S.paired_comparisons(results, margin=0)
+        pairwise.paired_comparisons(results, margin=0)
 
 
 def test_skip_mode_reports_why(results):
     one = _frame({"typhoon": TY[:1], "random": RA[:1]})
-    c = S.paired_comparisons(one, on_invalid="skip")
+    c = pairwise.paired_comparisons(one, on_invalid="skip")
     assert len(c) == 1 and math.isnan(c["p"].iloc[0]) and "skipped" in c["note"].iloc[0]
     assert not c["significant"].iloc[0] and not c["equivalent"].iloc[0]
     assert not c["testable"].iloc[0] and c["verdict"].iloc[0] == "cannot be tested"
     r = results[~((results.strategy == "random") & (results.seed == 3))]
-    c = S.paired_comparisons(r, on_invalid="skip")
+    c = pairwise.paired_comparisons(r, on_invalid="skip")
     row = c[(c.strategy_a == "typhoon") & (c.strategy_b == "random")].iloc[0]
     assert row["n"] == 4 and "dropped" in row["note"]
     assert row["t"] == pytest.approx(st.ttest_rel(np.delete(TY, 3), np.delete(RA, 3)).statistic, abs=1e-12)
-    text = S.conclusion(S.paired_comparisons(one, on_invalid="skip"))
+    text = verdict_text.conclusion(pairwise.paired_comparisons(one, on_invalid="skip"))
     assert "could be tested" in text
 
 
 def test_conclusion_is_computed(grid):
-    c = S.paired_comparisons(grid, margin=0.01)
-    text = S.conclusion(c)
+    c = pairwise.paired_comparisons(grid, margin=0.01)
+    text = verdict_text.conclusion(c)
     n_sig = int(c.loc[c.family == "vs_reference", "significant"].sum())
     assert "12 paired comparison(s)" in text
     assert ("None is significant" in text) == (n_sig == 0)
     # with a huge margin everything is equivalent; with a real shift the comparison becomes significant
-    assert "for all 12" in S.conclusion(S.paired_comparisons(grid, margin=1.0))
+    assert "for all 12" in verdict_text.conclusion(pairwise.paired_comparisons(grid, margin=1.0))
     shifted = grid.copy()
     shifted.loc[shifted.strategy == "typhoon", "primary_value"] += 0.2
-    assert "significant after Holm" in S.conclusion(S.paired_comparisons(shifted))
+    assert "significant after Holm" in verdict_text.conclusion(pairwise.paired_comparisons(shifted))
 
 
 # ------------------------------------------------------------------ ASO (against deepsig) and bootstrap (against scipy)
@@ -296,33 +296,33 @@ def _deepsig_aso(deepsig, a, b, **kwargs):
 ])
 def test_aso_matches_deepsig(deepsig, a, b):
     # deepsig's own defaults for confidence_level and dt are ours
-    ours = S.aso_epsilon_min(a, b, iterations=100, seed=7)
+    ours = significance.aso_epsilon_min(a, b, iterations=100, seed=7)
     assert ours == pytest.approx(_deepsig_aso(deepsig, a, b, num_bootstrap_iterations=100, seed=7), abs=1e-12)
-    ours = S.aso_epsilon_min(a, b, confidence=0.99, iterations=60, dt=0.01, seed=1234)
+    ours = significance.aso_epsilon_min(a, b, confidence=0.99, iterations=60, dt=0.01, seed=1234)
     ref = _deepsig_aso(deepsig, a, b, confidence_level=0.99, num_bootstrap_iterations=60, dt=0.01, seed=1234)
     assert ours == pytest.approx(ref, abs=1e-12)
 
 
 def test_aso_direction_determinism_and_global_rng(deepsig):
-    better = S.aso_epsilon_min(TY + 0.02, RA, iterations=200)
-    worse = S.aso_epsilon_min(RA, TY + 0.02, iterations=200)
-    assert better < S.ASO_TAU and worse > 0.5  # "A better than B" is the first argument
-    assert better == S.aso_epsilon_min(TY + 0.02, RA, iterations=200)
-    assert S.aso_epsilon_min(TY, RA, seed=1, iterations=200) != S.aso_epsilon_min(TY, RA, seed=2, iterations=200)
+    better = significance.aso_epsilon_min(TY + 0.02, RA, iterations=200)
+    worse = significance.aso_epsilon_min(RA, TY + 0.02, iterations=200)
+    assert better < significance.ASO_TAU and worse > 0.5  # "A better than B" is the first argument
+    assert better == significance.aso_epsilon_min(TY + 0.02, RA, iterations=200)
+    assert significance.aso_epsilon_min(TY, RA, seed=1, iterations=200) != significance.aso_epsilon_min(TY, RA, seed=2, iterations=200)
     np.random.seed(123)
     state = np.random.get_state()
-    S.aso_epsilon_min(TY, RA, iterations=20)
+    significance.aso_epsilon_min(TY, RA, iterations=20)
     after = np.random.get_state()
     assert all(np.array_equal(x, y) for x, y in zip(state, after, strict=True))  # deepsig would reseed it
     for bad in (dict(scores_a=[]), dict(scores_a=[0.1, np.nan]), dict(iterations=0), dict(confidence=1.0),
                 dict(dt=0.7), dict(seed=-1)):
         kwargs = dict(scores_a=TY, scores_b=RA) | bad
         with pytest.raises(ValueError, match=next(iter(bad))):
-            S.aso_epsilon_min(**kwargs)
+            significance.aso_epsilon_min(**kwargs)
 
 
 def test_table_aso_and_bootstrap_match_deepsig_and_scipy(deepsig, results):
-    c = S.paired_comparisons(results, aso_iterations=50, seed=3)
+    c = pairwise.paired_comparisons(results, aso_iterations=50, seed=3)
     pairs = {"typhoon": TY, "random": RA, "wwm": WW}
     for r in c.itertuples():
         x, y = pairs[r.strategy_a], pairs[r.strategy_b]
@@ -339,31 +339,31 @@ def test_table_aso_and_bootstrap_match_deepsig_and_scipy(deepsig, results):
 @pytest.mark.parametrize("method, confidence, seed", [("BCa", 0.95, 0), ("percentile", 0.9, 5), ("basic", 0.99, 1)])
 def test_bootstrap_ci_matches_scipy(method, confidence, seed):
     for d in (TY - RA, (TY - WW)[:3], np.array([0.01, -0.02])):
-        lo, hi, note = S.bootstrap_mean_ci(d, confidence, method, n_resamples=2000, seed=seed)
+        lo, hi, note = significance.bootstrap_mean_ci(d, confidence, method, n_resamples=2000, seed=seed)
         ref = st.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=2000, method=method,
                            rng=np.random.default_rng(seed)).confidence_interval
         assert (lo, hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
         # a bootstrap interval never reaches past the observed differences (why it is too narrow at n = 3)
         assert d.min() - 1e-12 <= lo <= hi <= d.max() + 1e-12 or method == "basic"
     with pytest.raises(ValueError, match="method"):
-        S.bootstrap_mean_ci(TY - RA, method="bca")
-    assert S.bootstrap_mean_ci(TY - RA)[:2] == S.bootstrap_mean_ci(TY - RA, 0.95, "percentile", 9999, 0)[:2]
+        significance.bootstrap_mean_ci(TY - RA, method="bca")
+    assert significance.bootstrap_mean_ci(TY - RA)[:2] == significance.bootstrap_mean_ci(TY - RA, 0.95, "percentile", 9999, 0)[:2]
     with pytest.raises(ValueError, match="2 finite"):
-        S.bootstrap_mean_ci([0.1])
+        significance.bootstrap_mean_ci([0.1])
 
 
 def test_resampled_columns_reproducible_and_row_independent(results):
-    c1 = S.paired_comparisons(results, aso_iterations=100)
-    c2 = S.paired_comparisons(results, aso_iterations=100)
+    c1 = pairwise.paired_comparisons(results, aso_iterations=100)
+    c2 = pairwise.paired_comparisons(results, aso_iterations=100)
     pd.testing.assert_frame_equal(c1, c2)
-    alone = S.paired_comparisons(results[results.strategy != "wwm"], aso_iterations=100).iloc[0]
+    alone = pairwise.paired_comparisons(results[results.strategy != "wwm"], aso_iterations=100).iloc[0]
     row = c1[(c1.strategy_a == "typhoon") & (c1.strategy_b == "random")].iloc[0]
     for col in ("boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba"):
         assert alone[col] == row[col]
-    other = S.paired_comparisons(results, aso_iterations=100, seed=1)
+    other = pairwise.paired_comparisons(results, aso_iterations=100, seed=1)
     assert not np.array_equal(other["aso_eps_ab"], c1["aso_eps_ab"])
     with pytest.raises(ValueError, match="bootstrap_method"):
-        S.paired_comparisons(results, bootstrap_method="bca")
+        pairwise.paired_comparisons(results, bootstrap_method="bca")
 
 
 def test_verdicts():
@@ -375,11 +375,11 @@ def test_verdicts():
         _frame({"typhoon": TY, "random": RA}, backbone="noisy"),
         _frame({"typhoon": base, "random": base.copy()}, backbone="identical"),
     ]
-    c = S.paired_comparisons(pd.concat(frames, ignore_index=True), margin=0.01, aso_iterations=50)
+    c = pairwise.paired_comparisons(pd.concat(frames, ignore_index=True), margin=0.01, aso_iterations=50)
     verdict = dict(zip(c.backbone, c.verdict, strict=True))
     assert verdict == {"shifted": "different", "small": "different, within margin",
                        "noisy": "equivalent", "identical": "cannot be tested"}
-    c = S.paired_comparisons(pd.concat(frames, ignore_index=True), margin=0.001, aso_iterations=50)
+    c = pairwise.paired_comparisons(pd.concat(frames, ignore_index=True), margin=0.001, aso_iterations=50)
     assert dict(zip(c.backbone, c.verdict, strict=True))["noisy"] == "inconclusive"
     for r in c.itertuples():  # the rule, row by row
         assert r.verdict == ("cannot be tested" if not r.testable else
@@ -390,8 +390,8 @@ def test_verdicts():
 
 def test_comparison_table_for_display(results):
     r = pd.concat([results, _frame({"copy": TY})], ignore_index=True)
-    c = S.paired_comparisons(r, aso_iterations=50)
-    t = S.comparison_table(c)
+    c = pairwise.paired_comparisons(r, aso_iterations=50)
+    t = stats_tables.comparison_table(c)
     assert list(t.columns) == ["task", "backbone", "a", "b", "n", "a - b", "95% t CI", "95% percentile CI", "Holm p",
                                "Holm family", "TOST p", "ASO eps a>b", "ASO eps b>a", "verdict"]
     assert len(t) == len(c) == 6
@@ -408,8 +408,8 @@ def test_comparison_table_for_display(results):
 
 def test_conclusion_counts_untestable_apart(results):
     r = pd.concat([results, _frame({"copy": TY})], ignore_index=True)
-    c = S.paired_comparisons(r, aso_iterations=50, margin=1.0)
-    text = S.conclusion(c)
+    c = pairwise.paired_comparisons(r, aso_iterations=50, margin=1.0)
+    text = verdict_text.conclusion(c)
     # typhoon vs random, wwm tested (and equivalent within the huge margin); typhoon vs copy is not
     assert "2 paired comparison(s)" in text and "for all 2" in text
     assert "1 comparison(s) cannot be tested" in text and "typhoon vs copy" in text
@@ -417,8 +417,8 @@ def test_conclusion_counts_untestable_apart(results):
 
 # ------------------------------------------------------------------ power
 def test_seeds_needed(results):
-    c = S.paired_comparisons(results, margin=0.01)
-    s = S.seeds_needed(c)
+    c = pairwise.paired_comparisons(results, margin=0.01)
+    s = seed_budget.seeds_needed(c)
     for r, cr in zip(s.itertuples(), c.itertuples(), strict=True):
         n = r.n_observed
         # n is the smallest integer with power >= 0.8
@@ -430,12 +430,12 @@ def test_seeds_needed(results):
     # huge effect -> the minimum of 2; zero effect, or one beyond 10^7 pairs -> inf
     fake = c.copy()
     fake["cohen_dz"] = [50.0, 0.0, 1e-4]
-    s = S.seeds_needed(fake)
+    s = seed_budget.seeds_needed(fake)
     assert s["n_observed"].tolist() == [2.0, math.inf, math.inf]
     with pytest.raises(ValueError, match="smallest difference"):
-        S.seeds_needed(c, margin=0)
+        seed_budget.seeds_needed(c, margin=0)
     with pytest.raises(ValueError, match="cohen_dz"):
-        S.seeds_needed(c.drop(columns="cohen_dz"))
+        seed_budget.seeds_needed(c.drop(columns="cohen_dz"))
 
 
 def _paired_power(d: float, n: int, alpha: float = 0.05) -> float:
@@ -446,8 +446,8 @@ def _paired_power(d: float, n: int, alpha: float = 0.05) -> float:
 
 @pytest.mark.parametrize("smallest_difference", [None, 0.005, 0.02])
 def test_seeds_needed_against_noncentral_t(grid, smallest_difference):
-    c = S.paired_comparisons(grid, margin=0.01, aso_iterations=20)
-    s = S.seeds_needed(c, margin=smallest_difference)
+    c = pairwise.paired_comparisons(grid, margin=0.01, aso_iterations=20)
+    s = seed_budget.seeds_needed(c, margin=smallest_difference)
     difference = 0.01 if smallest_difference is None else smallest_difference
     np.testing.assert_allclose(s["mean_diff"], c["mean_diff"])
     for r, cr in zip(s.itertuples(), c.itertuples(), strict=True):
@@ -466,8 +466,8 @@ def test_expected_max_brute_force(values, k):
     n = len(values)
     # enumerate all n^k equally likely ordered draws with replacement
     brute = np.mean([max(c) for c in itertools.product(values, repeat=k)])
-    assert S.expected_max(values, k) == pytest.approx(brute, abs=1e-12)
-    assert S.expected_max(values, 1) == pytest.approx(np.mean(values), abs=1e-12)
+    assert seed_budget.expected_max(values, k) == pytest.approx(brute, abs=1e-12)
+    assert seed_budget.expected_max(values, 1) == pytest.approx(np.mean(values), abs=1e-12)
     assert n >= 1
 
 
@@ -475,22 +475,22 @@ def test_expected_max_monte_carlo_and_monotone():
     rng = np.random.default_rng(0)
     v = rng.normal(size=6)
     draws = rng.choice(v, size=(200_000, 8)).max(axis=1)
-    assert S.expected_max(v, 8) == pytest.approx(draws.mean(), abs=5e-3)
-    e = [S.expected_max(v, k) for k in range(1, 30)]
+    assert seed_budget.expected_max(v, 8) == pytest.approx(draws.mean(), abs=5e-3)
+    e = [seed_budget.expected_max(v, k) for k in range(1, 30)]
     assert all(b >= a - 1e-15 for a, b in itertools.pairwise(e)) and e[-1] <= v.max() + 1e-12
     with pytest.raises(ValueError):
-        S.expected_max([], 2)
+        seed_budget.expected_max([], 2)
     with pytest.raises(ValueError):
-        S.expected_max([1.0], 0)
+        seed_budget.expected_max([1.0], 0)
 
 
 def test_expected_max_performance_table(results):
-    t = S.expected_max_performance(results, ks=[1, 3, 10])
+    t = seed_budget.expected_max_performance(results, ks=[1, 3, 10])
     assert len(t) == 3 * 3
     row = t[(t.strategy == "wwm") & (t.k == 3)].iloc[0]
-    assert row["expected_max"] == pytest.approx(S.expected_max(WW, 3))
+    assert row["expected_max"] == pytest.approx(seed_budget.expected_max(WW, 3))
     assert bool(t[t.k == 10]["extrapolated"].all()) and not bool(t[t.k == 3]["extrapolated"].any())
-    assert S.expected_max_performance(results)["k"].max() == 5
+    assert seed_budget.expected_max_performance(results)["k"].max() == 5
 
 
 # ------------------------------------------------------------------ degenerate runs
@@ -499,18 +499,18 @@ def test_degenerate_rate(results):
     r.loc[(r.strategy == "random") & (r.seed.isin([1, 2])), "primary_value"] = 0.8122  # = majority
     r.loc[(r.strategy == "random") & (r.seed == 4), "primary_value"] = 0.5  # below
     r.loc[(r.strategy == "wwm") & (r.seed == 0), "status"] = "failed"
-    d = S.degenerate_rate(r).set_index("strategy")
+    d = run_summary.degenerate_rate(r).set_index("strategy")
     assert d.loc["random", "n_degenerate"] == 3 and d.loc["random", "rate"] == pytest.approx(0.6)
     assert d.loc["typhoon", "rate"] == 0
     assert d.loc["wwm", "n"] == 4 and d.loc["wwm", "n_failed"] == 1
     # tol widens the band above the majority level
-    assert S.degenerate_rate(r, tol=0.1).set_index("strategy").loc["typhoon", "rate"] == 1.0
+    assert run_summary.degenerate_rate(r, tol=0.1).set_index("strategy").loc["typhoon", "rate"] == 1.0
 
 
 # ------------------------------------------------------------------ writing
 def test_write_tables_atomic(tmp_path, results):
-    c = S.paired_comparisons(results)
-    out = S.write_tables({"summary": S.summarize(results), "comparisons": c}, tmp_path / "stats")
+    c = pairwise.paired_comparisons(results)
+    out = stats_tables.write_tables({"summary": run_summary.summarize(results), "comparisons": c}, tmp_path / "stats")
     for paths in out.values():
         assert [p.suffix for p in paths] == [".csv", ".md", ".tex"]
         for p in paths:
@@ -523,15 +523,15 @@ def test_write_tables_atomic(tmp_path, results):
     assert sorted(p.name for p in (tmp_path / "stats").iterdir()) == sorted(
         p.name for ps in out.values() for p in ps)
     with pytest.raises(TypeError):
-        S.write_tables({"x": [1, 2]}, tmp_path)
+        stats_tables.write_tables({"x": [1, 2]}, tmp_path)
 
 
 def test_load_results(tmp_path, results):
     p = tmp_path / "results.csv"
     results.to_csv(p, index=False)
-    pd.testing.assert_frame_equal(S.load_results(p), pd.read_csv(p))
+    pd.testing.assert_frame_equal(run_summary.load_results(p), pd.read_csv(p))
     results.drop(columns="seed").to_csv(p, index=False)
     with pytest.raises(ValueError, match="seed"):
-        S.load_results(p)
+        run_summary.load_results(p)
     with pytest.raises(FileNotFoundError):
-        S.load_results(tmp_path / "nope.csv")
+        run_summary.load_results(tmp_path / "nope.csv")

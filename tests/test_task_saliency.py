@@ -1,4 +1,4 @@
-"""Task-loss saliency in the pipeline (typhoon.task_saliency): the task model learns before its gradient
+"""Task-loss saliency in the pipeline (typhoon.masking.task_saliency): the task model learns before its gradient
 drives the masks (checked against the majority class, stored, refused at chance, flagged in the results
 table), and the task gradient stays out of the phase-1 encoder."""
 
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from typhoon import pipeline, records
 from typhoon.config import RunConfig, resolve
 from typhoon.masking import TyphoonMasking
-from typhoon.task_saliency import TaskHeadAtChance, label_entropy, require_learned, task_head_report
+from typhoon.masking.task_saliency import TaskHeadAtChance, label_entropy, require_learned, task_head_report
+from typhoon.records import result_rows
+from typhoon.training import run as training_run
 
 TINY = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1, num_threads=1,
             precision="fp32", task_head_warmup=40, ft_lr=1e-3)
@@ -38,13 +39,13 @@ def learnable(data: dict[str, list[dict]], marker: int) -> dict[str, list[dict]]
 
 @pytest.fixture
 def learnable_data(monkeypatch):
-    """pipeline.prepare_data returns the learnable relabelling of the real (capped) MRPC examples."""
-    original = pipeline.prepare_data
+    """training_run.prepare_data returns the learnable relabelling of the real (capped) MRPC examples."""
+    original = training_run.prepare_data
 
     def prepare(config, tokenizer):
         return learnable(original(config, tokenizer), tokenizer.convert_tokens_to_ids("[unused7]"))
 
-    monkeypatch.setattr(pipeline, "prepare_data", prepare)
+    monkeypatch.setattr(training_run, "prepare_data", prepare)
 
 
 def test_report_against_an_independent_count():
@@ -63,7 +64,7 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
     """Every phase-1 step's encoder gradient equals an explicit autograd of the MLM loss alone on the same
     masked batch (same parameters, same dropout draws). The first version added the task loss's gradient."""
     config = task_config()
-    ctx = pipeline.set_up(config, progress=False)
+    ctx = training_run.set_up(config, progress=False)
     steps = []
 
     original_call = TyphoonMasking.__call__
@@ -73,18 +74,18 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
         steps.append({"batch": batch, "masked_ids": masked_ids, "labels": labels, "rng": torch.get_rng_state()})
         return masked_ids, labels
 
-    original_step = pipeline.optimizer_step
+    original_step = training_run.optimizer_step
 
     def recording_step(model, optimizer, scheduler):
         mlm = getattr(model, "mlm", model)  # the first version's phase-1 model wrapped the MaskedLM
-        if isinstance(mlm, pipeline.MaskedLM):
+        if isinstance(mlm, training_run.MaskedLM):
             steps[-1]["params"] = {n: p.detach().clone() for n, p in mlm.named_parameters()}
             steps[-1]["grads"] = {n: p.grad.clone() for n, p in mlm.named_parameters() if p.grad is not None}
         original_step(model, optimizer, scheduler)
 
     monkeypatch.setattr(TyphoonMasking, "__call__", recording_call)
-    monkeypatch.setattr(pipeline, "optimizer_step", recording_step)
-    pipeline.train_and_evaluate(ctx)
+    monkeypatch.setattr(training_run, "optimizer_step", recording_step)
+    training_run.train_and_evaluate(ctx)
     assert len(steps) == 4 and all("grads" in s for s in steps)
 
     reference = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels)
@@ -107,7 +108,7 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
 
 def test_a_task_model_that_learned_is_checked_and_stored(learnable_data, tmp_path):
     config = task_config()
-    record = pipeline.run(config, tmp_path, progress=False)
+    record = training_run.run(config, tmp_path, progress=False)
     head = record.metrics["task_head"]
     assert head["learned"] and head["dev_accuracy"] > head["majority_accuracy"] == 0.5
     assert head["warmup_steps"] == 40 and head["prior_entropy"] == pytest.approx(np.log(2))
@@ -117,12 +118,12 @@ def test_a_task_model_that_learned_is_checked_and_stored(learnable_data, tmp_pat
     assert task_loss < head["prior_entropy"]  # the masks' gradient comes from a head that beats the prior
     assert record.metrics["masking"]["saliency"] == "task" and record.metrics["masking"]["name"] == "typhoon_task"
     assert "mlm_task_loss_by_epoch" not in record.metrics["timing"]
-    mlm_record = pipeline.run(task_config(strategy="typhoon"), tmp_path, progress=False)
+    mlm_record = training_run.run(task_config(strategy="typhoon"), tmp_path, progress=False)
     assert "task_head" not in mlm_record.metrics
     task_state, mlm_state = (np.load(r.run_dir / "masking_state.npz") for r in (record, mlm_record))
     np.testing.assert_array_equal(task_state["counts"], mlm_state["counts"])  # same corpus, other saliency
     assert not np.allclose(np.nan_to_num(task_state["weights"]), np.nan_to_num(mlm_state["weights"]))
-    table = records.collect_results(tmp_path).set_index("strategy")
+    table = result_rows.collect_results(tmp_path).set_index("strategy")
     row = table.loc["typhoon_task"]
     assert (row.saliency, row.task_head_accuracy, row.task_head_learned) == ("task", head["dev_accuracy"], True)
     assert table.loc["typhoon", "task_head_learned"] is None
@@ -130,18 +131,18 @@ def test_a_task_model_that_learned_is_checked_and_stored(learnable_data, tmp_pat
 
 def test_a_task_model_at_chance_is_refused(learnable_data, tmp_path, monkeypatch):
     """The dev check sees the majority class's accuracy: the run fails, naming why, before phase 1."""
-    monkeypatch.setattr(pipeline, "evaluate", lambda ctx, classifier, batches: {"dev_accuracy": 0.5})
-    monkeypatch.setattr(pipeline, "adapt_mlm", lambda *a, **k: pytest.fail("phase 1 ran after a head at chance"))
+    monkeypatch.setattr(training_run, "evaluate", lambda ctx, classifier, batches: {"dev_accuracy": 0.5})
+    monkeypatch.setattr(training_run, "adapt_mlm", lambda *a, **k: pytest.fail("phase 1 ran after a head at chance"))
     with pytest.raises(TaskHeadAtChance, match="not above the majority class's 0.5000"):
-        pipeline.run(task_config(), tmp_path, progress=False)
+        training_run.run(task_config(), tmp_path, progress=False)
     failed = json.loads((tmp_path / task_config().relative_dir() / "metrics.json").read_text())
     assert failed["status"] == "failed" and "TaskHeadAtChance" in failed["error"]
 
 
 def test_no_warm_up_is_refused_before_anything_is_loaded(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline, "load_backbone", lambda name: pytest.fail("loaded a backbone"))
+    monkeypatch.setattr(training_run, "load_backbone", lambda name: pytest.fail("loaded a backbone"))
     with pytest.raises(ValueError, match="set task_head_warmup"):
-        pipeline.run(task_config(task_head_warmup=0), tmp_path, progress=False)
+        training_run.run(task_config(task_head_warmup=0), tmp_path, progress=False)
     assert not (tmp_path / "runs").exists()
 
 
@@ -150,9 +151,9 @@ def test_a_task_saliency_record_without_the_check_is_flagged():
     config = task_config()
     old = {"status": "ok", "primary_metric": "f1", "final": {"dev_f1": 0.8},
            "masking": {"calibration": "minmax", "saliency": "task"}}
-    row = records.result_row(config, old, "runs/x")
+    row = result_rows.result_row(config, old, "runs/x")
     assert row["task_head_learned"] is False and row["task_head_accuracy"] is None
-    mlm = records.result_row(config.replace(strategy="typhoon"), {**old, "masking": {"calibration": "minmax"}}, "x")
+    mlm = result_rows.result_row(config.replace(strategy="typhoon"), {**old, "masking": {"calibration": "minmax"}}, "x")
     assert mlm["task_head_learned"] is None and mlm["task_head_accuracy"] is None
 
 

@@ -1,4 +1,4 @@
-"""typhoon.walkthrough: token tables, selection HTML, rate tables and the saliency demo (and their figures)."""
+"""typhoon.report.masking_walkthrough: token tables, selection HTML, rate tables and the saliency demo (and their figures)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from typhoon import plots
-from typhoon import walkthrough as W
-from typhoon.data import collate
+from typhoon.data.batching import collate
 from typhoon.masking import kl_to_uniform, maskable_positions
+from typhoon.report import masking_figures
+from typhoon.report import masking_walkthrough as W
 
 torch.set_num_threads(1)
 
@@ -180,10 +180,10 @@ def test_saliency_demo_rejects_an_example_outside_the_training_slice():
 
 
 def test_plots_write_png_and_svg(demo, tmp_path, mrpc_batch, mrpc_tokenized, tokenizer):
-    paths = plots.plot_saliency(demo.tokens, demo.strategy.p, tmp_path / "saliency")
+    paths = masking_figures.plot_saliency(demo.tokens, demo.strategy.p, tmp_path / "saliency")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
     examples = [mrpc_tokenized["train"][i] for i in range(32)]
     tables = [W.rate_table(W.prepared_strategies(["random", "span"], examples, len(tokenizer), p=p), mrpc_batch,
                            draws=3, generator=torch.Generator().manual_seed(0)) for p in (0.1, 0.3)]
-    paths = plots.plot_rates(pd.concat(tables, ignore_index=True), tmp_path / "rates.png")
+    paths = masking_figures.plot_rates(pd.concat(tables, ignore_index=True), tmp_path / "rates.png")
     assert [p.name for p in paths] == ["rates.png", "rates.svg"] and all(p.stat().st_size > 0 for p in paths)

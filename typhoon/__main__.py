@@ -3,12 +3,12 @@ import sys
 from typhoon.cli import main
 
 code = main()
-if code in (130, 143):  # stopped by a signal, everything cleaned up: end now (typhoon.interrupt.exit_stopped)
-    from typhoon.interrupt import exit_stopped
+if code in (130, 143):  # stopped by a signal, everything cleaned up: end now (typhoon.runner.stop.exit_stopped)
+    from typhoon.runner.stop import exit_stopped
 
     exit_stopped(code)
 if code == 2:  # refused or out of disk: a notebook client thread may still wait on a kernel that is gone
-    from typhoon.interrupt import exit_now_if_threads_linger
+    from typhoon.runner.stop import exit_now_if_threads_linger
 
     exit_now_if_threads_linger(code)
 sys.exit(code)

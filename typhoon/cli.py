@@ -4,7 +4,7 @@ Every bad value is refused with a message naming it, before anything is written,
 An output path that cannot be written (a file in the way, no permission, a full disk) exits 2 with a
 message naming the path. Ctrl-C (SIGINT) or SIGTERM stops ``run`` and ``reproduce`` cleanly: no partial
 record, lock or temp file is left, the command that resumes is printed, and the exit status is 130 / 143
-(:mod:`typhoon.interrupt`).
+(:mod:`typhoon.runner.stop`).
 ``--help`` and ``profiles`` answer without importing torch, transformers, pandas or papermill (seconds
 of imports): those are imported inside the commands that use them (tests/test_cli_imports.py).
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from typhoon import interrupt
 from typhoon.config import load_profiles, parse_overrides, resolve
+from typhoon.masking.params import strategy_help
 from typhoon.paths import OutputPathError, describe_os_error, is_file_system_error, resolve_out_dir
-from typhoon.strategy_params import strategy_help
+from typhoon.runner import stop
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,10 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
-    """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.cluster`)."""
-    from typhoon import cluster
+    """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`)."""
     from typhoon.config import get_profile
-    from typhoon.grid import remove_cell_leftovers, reproduce
+    from typhoon.runner import cluster
+    from typhoon.runner.grid import remove_cell_leftovers, reproduce
 
     if args.scheduler:
         raise ValueError("give --cluster or --scheduler, not both")
@@ -153,7 +153,7 @@ def parse_scheduler_options(pairs: list[str] | None) -> dict | None:
 def user_errors() -> tuple[type[Exception], ...]:
     """The errors that mean bad input (a message and exit 2, no traceback). The records module, which
     defines LockedError, is imported here, when an error happens, not for every ``--help``."""
-    from typhoon.records import LockedError
+    from typhoon.records.locks import LockedError
 
     return ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     if args.command in ("run", "reproduce"):
-        with interrupt.stop_on_signals():
+        with stop.stop_on_signals():
             return _stoppable(args, argv)
     return _dispatch(args)
 
@@ -177,11 +177,11 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         return _dispatch(args)
     except KeyboardInterrupt as err:
-        stop = interrupt.as_interrupted(err)
-        details = getattr(stop, "details", None) or getattr(err, "details", None)
-        print(f"\ntyphoon: stopped by {stop.signal_name}" + (f": {details}" if details else ""), file=sys.stderr)
-        print(f"typhoon: resume with: {interrupt.resume_command(argv)}", file=sys.stderr)
-        return stop.exit_code
+        stopped = stop.as_interrupted(err)
+        details = getattr(stopped, "details", None) or getattr(err, "details", None)
+        print(f"\ntyphoon: stopped by {stopped.signal_name}" + (f": {details}" if details else ""), file=sys.stderr)
+        print(f"typhoon: resume with: {stop.resume_command(argv)}", file=sys.stderr)
+        return stopped.exit_code
     except OSError as err:
         if not is_file_system_error(err):
             raise
@@ -193,7 +193,7 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
 def _run(args: argparse.Namespace, overrides: dict) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
-    from typhoon.pipeline import run
+    from typhoon.training.run import run
 
     cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
     config = resolve(args.profile, cell, overrides)
@@ -205,9 +205,9 @@ def _run(args: argparse.Namespace, overrides: dict) -> int:
         if isinstance(err, KeyboardInterrupt):
             err.details = f"run {config.relative_dir().as_posix()} not finished; no record written"
         if isinstance(err, KeyboardInterrupt) or is_file_system_error(err):
-            interrupt.remove_empty_folders((out / config.relative_dir()).parent, out)
+            stop.remove_empty_folders((out / config.relative_dir()).parent, out)
             if not existed:
-                interrupt.remove_empty_folders(out, out.parent)
+                stop.remove_empty_folders(out, out.parent)
         raise
     print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
     print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
@@ -232,13 +232,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                 print(f"{name:10s} {len(profile.cells()):3d} runs  {profile.description}")
             return 0
         if args.command == "data":
-            from typhoon.data import fetch_glue
+            from typhoon.data.glue_files import fetch_glue
 
             folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
             print(f"GLUE {args.task}: {folder}")
             return 0
         if args.command == "decisive-design":
-            from typhoon.decisive import describe_design, study_design
+            from typhoon.analysis.decisive import describe_design, study_design
 
             print(describe_design(study_design(args.profile)))
             return 0
@@ -247,12 +247,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "run":
             return _run(args, overrides)
         if args.command == "reproduce":
-            from typhoon.grid import dask_executor, reproduce
+            from typhoon.runner.grid import dask_executor, reproduce
 
             if args.workers is not None and args.workers < 1:
                 raise ValueError(f"--workers must be >= 1, got {args.workers}")
             if args.estimate:
-                from typhoon.estimate import estimate_only
+                from typhoon.runner.estimate import estimate_only
 
                 print(estimate_only(args.profile, args.out, workers=args.workers, overrides=overrides,
                                     analysis=not args.no_analysis).text(max_cells=10**6))
@@ -261,7 +261,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 return reproduce_on_cluster(args, overrides)
             executor = dask_executor(args.scheduler) if args.scheduler else None
             if load_profiles().get(args.profile) and load_profiles()[args.profile].design:
-                from typhoon.decisive import reproduce_decisive  # a sequential design: seeds look by look
+                from typhoon.analysis.decisive import reproduce_decisive
 
                 summary = reproduce_decisive(args.profile, args.out, workers=args.workers, overrides=overrides,
                                              analysis=not args.no_analysis, executor=executor,
@@ -273,13 +273,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                                 reuse=not args.no_reuse, reuse_from=args.reuse_from, estimate=not args.no_estimate)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
-            from typhoon.findings import update_readme
+            from typhoon.report.results_readme import update_readme
 
             changed = update_readme(args.reference, args.readme, check=args.check)
             print(f"README Results block {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
             return 1 if args.check and changed else 0
         if args.command == "check-report":
-            from typhoon.browser import check_page
+            from typhoon.report.browser import check_page
 
             problems = check_page(args.report)
             print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")

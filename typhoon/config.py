@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.strategy_params import (
+from typhoon.masking.params import (
     SCHEDULES,
     STRATEGY_PARAMS,
     inactive_parameters,
@@ -72,7 +72,7 @@ class RunConfig:
     mlm_epochs: int = 1
     mlm_lr: float = 5e-5
     # task-loss saliency only (typhoon_task): steps fine-tuning the task model whose gradient drives the
-    # masks, before phase 1 (typhoon.task_saliency); 0 = none, which such a run refuses (a head at chance)
+    # masks, before phase 1 (typhoon.masking.task_saliency); 0 = none, which such a run refuses (a head at chance)
     task_head_warmup: int = 0
     # phase 2: fine-tuning
     ft_epochs: int = 3
@@ -86,7 +86,7 @@ class RunConfig:
     max_eval_examples: int | None = None
     precision: str = "auto"  # auto = bf16 autocast where the hardware has it, else fp32
     attention: str = "auto"  # attention kernel: auto = eager on CPU, sdpa on GPU (see hardware.resolve_attention)
-    dropout: str = "auto"  # dropout kernel: auto = fast on CPU (typhoon/dropout.py), native on GPU
+    dropout: str = "auto"  # dropout kernel: auto = fast on CPU (typhoon/models/dropout.py), native on GPU
     device: str = "auto"  # auto = cuda if visible, else cpu
     num_threads: int | None = None  # None = all cores torch sees
 
@@ -94,7 +94,7 @@ class RunConfig:
         self.validate()
 
     def validate(self) -> None:
-        from typhoon.data import get_task
+        from typhoon.data.glue_files import get_task
         from typhoon.masking import get_strategy
 
         self.task = get_task(self.task).name
@@ -273,8 +273,8 @@ class Profile:
     workers: int = 1  # cells run at once by `reproduce` unless --workers says otherwise
     analysis: dict = field(default_factory=dict)  # parameters of the analysis notebooks, e.g. quick = true
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
-    cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.cluster)
-    design: dict = field(default_factory=dict)  # a sequential design (typhoon.decisive): seeds added look by look
+    cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.runner.cluster)
+    design: dict = field(default_factory=dict)  # a sequential design (typhoon.analysis.decisive): seeds added look by look
 
     def cells(self) -> list[dict]:
         """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""

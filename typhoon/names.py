@@ -1,6 +1,6 @@
 """The names the command line accepts for a task and a backbone, known without importing torch.
 
-``typhoon.data`` (GLUE_TASKS) and ``typhoon.models`` (BACKBONES) import torch and transformers, seconds
+``typhoon.data.glue_files`` (GLUE_TASKS) and ``typhoon.models.backbones`` (BACKBONES) import torch and transformers, seconds
 of start-up; a mistyped name should be refused at once. These lists repeat their keys, and
 tests/test_cli.py checks that they agree, so a task or backbone added there must be added here.
 """

@@ -1,7 +1,7 @@
 """GLUE classification metrics as a local ``evaluate`` module: accuracy, F1 and Matthews correlation.
 
 Loaded by path, which works offline: ``evaluate.load(".../typhoon/glue_metric", config_name="mrpc")``
-(``typhoon.metrics.GLUE_METRIC_DIR`` is the folder). The configuration is the GLUE task; each task
+(``typhoon.data.metrics.GLUE_METRIC_DIR`` is the folder). The configuration is the GLUE task; each task
 reports ``accuracy`` and, where it is the official metric, ``f1`` (MRPC, QQP: F1 of the positive class)
 or ``mcc`` (CoLA). The definitions are the official ones, written out in numpy rather than borrowed
 from scikit-learn, so the tests can check them against scikit-learn. The file is self-contained
@@ -12,7 +12,7 @@ import datasets
 import evaluate
 import numpy as np
 
-# The official metric of each GLUE classification task besides accuracy (typhoon.data.GLUE_TASKS agrees;
+# The official metric of each GLUE classification task besides accuracy (typhoon.data.glue_files.GLUE_TASKS agrees;
 # a test checks it).
 PRIMARY_METRIC = {
     "cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "qqp": "f1",

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-# The parameter declarations live in typhoon.strategy_params (torch-free, for the CLI and the config).
-from typhoon.strategy_params import BASE_PARAMS, CORRUPTION, CORRUPTIONS, P, Param  # noqa: F401 (re-exported)
+# The parameter declarations live in typhoon.masking.params (torch-free, for the CLI and the config).
+from typhoon.masking.params import BASE_PARAMS, CORRUPTION, CORRUPTIONS, P, Param
 
 IGNORE_INDEX = -100  # label value the MLM loss skips
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from typhoon.strategy_params import CALIBRATIONS  # noqa: F401 (declared torch-free, re-exported)
+from typhoon.masking.params import CALIBRATIONS
 
 from .base import check_choice, check_in_interval, check_positive
 

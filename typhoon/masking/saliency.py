@@ -37,7 +37,7 @@ Saliency source
 ---------------
 ``saliency="mlm"`` (the paper's) feeds :meth:`TyphoonMasking.update` the gradient of the MLM loss;
 ``saliency="task"`` the gradient of a task (classification) loss trained alongside it in phase 1
-(:mod:`typhoon.task_saliency`, which says how and why). The strategy does not compute saliency itself:
+(:mod:`typhoon.masking.task_saliency`, which says how and why). The strategy does not compute saliency itself:
 it declares where it wants it from (``saliency``) and the MLM phase provides it; the weights, signs and
 calibrations above are the same for both sources.
 """
@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from typhoon.strategy_params import SALIENCY_SOURCES, STRATEGY_PARAMS
+from typhoon.masking.params import SALIENCY_SOURCES, STRATEGY_PARAMS
 
 from .base import MaskingStrategy, check_choice, check_in_interval, check_positive, maskable_positions
 from .calibration import (
@@ -158,7 +158,7 @@ class TyphoonMasking(MaskingStrategy):
     """
 
     needs_saliency = True
-    PARAMS = STRATEGY_PARAMS["typhoon"]  # declared in typhoon.strategy_params
+    PARAMS = STRATEGY_PARAMS["typhoon"]  # declared in typhoon.masking.params
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
                  calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm"):

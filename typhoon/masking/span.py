@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from typhoon.strategy_params import GEOMETRIC_P, MAX_SPAN_WORDS, STRATEGY_PARAMS
+from typhoon.masking.params import GEOMETRIC_P, MAX_SPAN_WORDS, STRATEGY_PARAMS
 
 from .base import MaskingStrategy, check_in_interval, check_positive_int, word_ids_of
 
@@ -130,7 +130,7 @@ class SpanMasking(MaskingStrategy):
     """SpanBERT span masking: word-aligned spans, lengths ~ truncated Geometric(0.2) <= 10 words."""
 
     name = "span"
-    PARAMS = STRATEGY_PARAMS["span"]  # declared in typhoon.strategy_params
+    PARAMS = STRATEGY_PARAMS["span"]  # declared in typhoon.masking.params
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", geometric_p: float = GEOMETRIC_P,
                  max_span: int = MAX_SPAN_WORDS):

@@ -1,0 +1,419 @@
+"""The decisive study: a profile with a pre-registered sequential design (``[<profile>.design]`` in
+``profiles.toml``) whose ``reproduce`` trains only the seeds the next look needs, for the arms of the
+comparisons still undecided, re-analyses (:mod:`typhoon.analysis.sequential`) and stops when every comparison is
+equivalent, different or undecided at its cap.
+
+The records on disk are the state: every invocation re-reads them, analyses the looks they reach (each
+comparison stopped at its first decision) and plans the cells of the next look (:func:`plan_next_look`),
+so a stopped run resumes where it was. Seeds 0-2 come from the records of ``design.reuse_from``
+(``results/cpu``, ``results/bottleneck``) where the RunConfig identity matches. The arms of one seed
+share their numerics (a pair never mixes bf16 and fp32): :func:`check_seed_numerics` refuses a seed
+that would, and ``stats/seeds.csv`` says which numerics each seed used.
+
+Outputs under the output folder: ``stats/verdicts.csv`` (one row per comparison), ``stats/history.csv``
+(every look), ``stats/design.csv``, ``stats/boundaries.csv``, ``stats/seeds.csv``,
+``figures/decisive_looks.{png,svg}`` and the executed ``notebooks/50_decisive.ipynb``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from typhoon import atomic, paths
+from typhoon.analysis import sequential
+from typhoon.config import Profile, RunConfig, get_profile
+from typhoon.records import locks, provenance, result_rows, reuse, run_numerics, run_record, schema
+
+NOTEBOOK = "50_decisive.ipynb"
+HISTORY_COLUMNS = ["task", "metric", *sequential.LOOK_COLUMNS]
+VERDICT_COLUMNS = ["task", "metric", "comparison", "n_seeds", "difference", "ci_low", "ci_high", "tost_low",
+                   "tost_high", "margin", "verdict", "next_look_seeds"]
+DESIGN_KEYS = {"comparisons", "looks", "alpha", "familywise", "spending", "reuse_from", "never_reuse", "power",
+               "margin", "planning_sd", "why"}
+PRIMARY_METRIC = {"mrpc": "f1", "cola": "mcc"}  # the metric each task's comparisons are judged on
+
+
+@dataclass(frozen=True)
+class StudyDesign:
+    """The pre-registered design of a sequential profile, as read from ``[<profile>.design]``."""
+
+    profile: str
+    tasks: tuple[str, ...]
+    comparisons: tuple[tuple[str, str], ...]
+    margins: Mapping[str, float]
+    design: sequential.Design
+    alpha: float
+    familywise: str
+    reuse_from: tuple[str, ...] = ()
+    never_reuse: tuple[str, ...] = ()
+    power: float = 0.8
+    planning_sd: Mapping[str, float] = field(default_factory=dict)
+    why: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def n_comparisons(self) -> int:
+        return len(self.tasks) * len(self.comparisons)
+
+    @property
+    def arms(self) -> list[str]:
+        return list(dict.fromkeys(s for pair in self.comparisons for s in pair))
+
+    def name(self, pair: tuple[str, str]) -> str:
+        return f"{pair[0]} - {pair[1]}"
+
+
+def study_design(profile: str | Profile) -> StudyDesign:
+    """The design of ``profile`` (a name or a Profile), validated; ValueError naming the bad key."""
+    spec = get_profile(profile) if isinstance(profile, str) else profile
+    raw = dict(spec.design)
+    where = f"profiles.toml [{spec.name}.design]"
+    if not raw:
+        raise ValueError(f"profile {spec.name!r} has no [{spec.name}.design]: it is not a sequential profile")
+    unknown = sorted(set(raw) - DESIGN_KEYS)
+    missing = sorted({"comparisons", "looks", "alpha", "margin"} - set(raw))
+    if unknown or missing:
+        raise ValueError(f"{where}: unknown keys {unknown}, missing keys {missing}")
+    comparisons = tuple(tuple(pair) for pair in raw["comparisons"])
+    for pair in comparisons:
+        if len(pair) != 2 or any(s not in spec.strategies for s in pair):
+            raise ValueError(f"{where}: comparison {list(pair)} must name two of the profile's strategies {spec.strategies}")
+    margins = {str(k).lower(): float(v) for k, v in raw["margin"].items()}
+    if set(margins) != set(spec.tasks) or min(margins.values()) <= 0:
+        raise ValueError(f"{where}: margin needs a value > 0 for each task {spec.tasks}, got {raw['margin']}")
+    familywise = raw.get("familywise", "bonferroni")
+    if familywise != "bonferroni":
+        raise ValueError(f"{where}: familywise must be 'bonferroni', got {familywise!r}")
+    looks = [int(n) for n in raw["looks"]]
+    if looks[-1] > len(spec.seeds) or list(spec.seeds[:looks[-1]]) != list(range(looks[-1])):
+        raise ValueError(f"{where}: the cap ({looks[-1]} seeds) needs the profile's seeds to be 0..{looks[-1] - 1}")
+    alpha = float(raw["alpha"])
+    per_comparison = alpha / (len(spec.tasks) * len(comparisons))
+    design = sequential.Design(tuple(looks), per_comparison, per_comparison, raw.get("spending", "obrien_fleming"))
+    return StudyDesign(spec.name, tuple(spec.tasks), comparisons, margins, design, alpha, familywise,
+                       tuple(raw.get("reuse_from", ())), tuple(raw.get("never_reuse", ())),
+                       float(raw.get("power", 0.8)),
+                       {str(k).lower(): float(v) for k, v in raw.get("planning_sd", {}).items()},
+                       dict(raw.get("why", {})))
+
+
+# --------------------------------------------------------------------------------------------------
+# The design, printable
+
+
+def design_table(study: StudyDesign, studies: int = 20_000) -> pd.DataFrame:
+    """One row per comparison: its task, metric, margin, errors, looks, cap and the simulated chance of a
+    decision at the cap (``p_equivalent_at_0``: equivalent when the true difference is 0;
+    ``p_different_at_margin``: different when it is the margin), at the planning sd; with the expected
+    seeds at each of the two."""
+    rows = []
+    for task in study.tasks:
+        sd, margin = study.planning_sd.get(task), study.margins[task]
+        sims = ({} if sd is None else {
+            "at_0": sequential.simulate_design(study.design, 0.0, sd, margin, studies, seed=1),
+            "at_margin": sequential.simulate_design(study.design, margin, sd, margin, studies, seed=2)})
+        for pair in study.comparisons:
+            rows.append({
+                "task": task, "metric": PRIMARY_METRIC.get(task, "primary"), "comparison": study.name(pair),
+                "margin": margin, "alpha_different": study.design.alpha_different,
+                "alpha_equivalent": study.design.alpha_equivalent, "spending": study.design.spending,
+                "looks": " ".join(map(str, study.design.looks)), "cap": study.design.cap, "planning_sd": sd,
+                "p_equivalent_at_0": sims["at_0"]["p_equivalent"] if sims else np.nan,
+                "p_different_at_margin": sims["at_margin"]["p_different"] if sims else np.nan,
+                "expected_seeds_at_0": sims["at_0"]["expected_seeds"] if sims else np.nan,
+                "expected_seeds_at_margin": sims["at_margin"]["expected_seeds"] if sims else np.nan,
+            })
+    return pd.DataFrame(rows)
+
+
+def describe_design(study: StudyDesign, studies: int = 20_000) -> str:
+    """The pre-registered design as text: comparisons, margins, errors, looks, boundaries, cap and power."""
+    d = study.design
+    lines = [f"Pre-registered design of the `{study.profile}` profile (typhoon/profiles.toml [{study.profile}.design])",
+             "",
+             f"Comparisons ({study.n_comparisons}; difference = first - second, paired by seed), per task "
+             f"{', '.join(study.tasks)}: " + "; ".join(study.name(p) for p in study.comparisons),
+             f"Familywise error: alpha = {study.alpha:g} over all {study.n_comparisons} comparisons, {study.familywise} "
+             f"-> {d.alpha_different:g} per comparison for 'different' (two-sided) and {d.alpha_equivalent:g} per "
+             f"side of the TOST for 'equivalent'",
+             f"Spending: Lan-DeMets {d.spending.replace('_', '-')} type, information fraction = seeds / cap",
+             f"Looks (seeds): {', '.join(map(str, d.looks))}; cap {d.cap}",
+             "Margins: " + ", ".join(f"{t} {study.margins[t]:g} {PRIMARY_METRIC.get(t, '')}" for t in study.tasks), ""]
+    lines += [f"  why {key.replace('_', ' ')}: {text}" for key, text in study.why.items()]
+    bounds = sequential.design_boundaries(d)
+    lines += ["", "Boundaries (z: normal theory; t: on the look's t statistic, n - 1 degrees of freedom):",
+              bounds.to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
+              f"Power at the cap (simulation, {studies} studies, paired sd = planning sd):"]
+    table = design_table(study, studies).drop_duplicates("task")
+    lines.append(table[["task", "metric", "margin", "planning_sd", "p_equivalent_at_0", "p_different_at_margin",
+                        "expected_seeds_at_0", "expected_seeds_at_margin"]]
+                 .to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Analysis and planning (pure: from a results table)
+
+
+def paired_differences(results: pd.DataFrame, study: StudyDesign, task: str) -> dict[str, np.ndarray]:
+    """Per comparison of ``task``: the differences first − second of the primary metric for seeds
+    0, 1, 2, ... as long as both arms have an ok record (the first seed missing ends the run of seeds)."""
+    ok = results[(results["task"] == task) & (results["status"].astype(str) == "ok")]
+    wide = ok.pivot_table(index="seed", columns="strategy", values="primary_value", aggfunc="first")
+    out = {}
+    for a, b in study.comparisons:
+        values = []
+        for seed in range(study.design.cap):
+            if seed not in wide.index or any(s not in wide.columns or pd.isna(wide.at[seed, s]) for s in (a, b)):
+                break
+            values.append(float(wide.at[seed, a] - wide.at[seed, b]))
+        out[study.name((a, b))] = np.array(values)
+    return out
+
+
+def analyse(results: pd.DataFrame, study: StudyDesign) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The history (every look each comparison reached, :func:`sequential.analyse_history`) and the
+    verdicts (each comparison's last analysed look; ``continue`` with ``next_look_seeds`` where it
+    needs more seeds, ``not started`` before its first look)."""
+    histories, verdicts = [], []
+    for task in study.tasks:
+        diffs = paired_differences(results, study, task)
+        history = sequential.analyse_history(diffs, study.design, {name: study.margins[task] for name in diffs})
+        history.insert(0, "metric", PRIMARY_METRIC.get(task, "primary"))
+        history.insert(0, "task", task)
+        histories.append(history)
+        for name in diffs:
+            rows = history[history["comparison"] == name]
+            last = rows.iloc[-1].to_dict() if len(rows) else {"task": task, "metric": PRIMARY_METRIC.get(task),
+                                                                "comparison": name, "n_seeds": len(diffs[name]),
+                                                                "margin": study.margins[task], "verdict": "not started"}
+            decided = last["verdict"] in ("equivalent", "different", "undecided at cap")
+            last["next_look_seeds"] = None if decided else study.design.looks[len(rows)]
+            verdicts.append({c: last.get(c) for c in VERDICT_COLUMNS})
+    history = pd.concat(histories, ignore_index=True)[HISTORY_COLUMNS]
+    return history, pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
+
+
+def plan_next_look(results: pd.DataFrame, study: StudyDesign) -> pd.DataFrame:
+    """The cells (task, strategy, seed) that the next look of the undecided comparisons needs and that
+    have no ok record: the arms of each undecided comparison, seeds up to its next look. Empty when
+    every comparison is decided or at its cap."""
+    _, verdicts = analyse(results, study)
+    ok = results[results["status"].astype(str) == "ok"]
+    have = set(zip(ok["task"], ok["strategy"], ok["seed"].astype(int), strict=True))
+    pairs = {study.name(p): p for p in study.comparisons}
+    cells = {}
+    for row in verdicts.itertuples():
+        if row.next_look_seeds is None or pd.isna(row.next_look_seeds):
+            continue
+        for strategy in pairs[row.comparison]:
+            for seed in range(int(row.next_look_seeds)):
+                if (row.task, strategy, seed) not in have:
+                    cells[(row.task, strategy, seed)] = None
+    order = {s: i for i, s in enumerate(study.arms)}
+    frame = pd.DataFrame(list(cells), columns=["task", "strategy", "seed"])
+    frame["_t"] = frame["task"].map({t: i for i, t in enumerate(study.tasks)})
+    frame["_s"] = frame["strategy"].map(order)
+    return frame.sort_values(["seed", "_t", "_s"]).drop(columns=["_t", "_s"]).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Records: the state on disk
+
+
+def grid_configs(profile: Profile, overrides: Mapping | None = None) -> dict[tuple, RunConfig]:
+    """Every cell up to the cap, by (task, strategy, seed)."""
+    return {(c.task, c.strategy, c.seed): c for c in profile.grid(overrides)}
+
+
+def results_table(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataFrame:
+    """The results rows of the cells whose record in ``out_dir`` is complete for their config."""
+    rows = []
+    for config in configs.values():
+        run_dir = out_dir / config.relative_dir()
+        if run_record.is_complete(run_dir, config):
+            rows.append(result_rows.result_row(config, run_record.read_json(run_dir / "metrics.json"),
+                                           config.relative_dir().as_posix()))
+    return pd.DataFrame(rows, columns=schema.RESULT_COLUMNS)
+
+
+def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -> list[dict]:
+    """Copy into ``out_dir`` the record of each cell that has none there from the first of the
+    design's ``reuse_from`` folders holding a complete record with the same RunConfig identity (never
+    for the strategies in ``never_reuse``). Returns one ``{record_path, reused_from}`` per copy."""
+    copied = []
+    sources = [paths.repo_root() / s for s in study.reuse_from]
+    for config in configs:
+        if config.strategy in study.never_reuse or run_record.is_complete(out_dir / config.relative_dir(), config):
+            continue
+        for source in sources:
+            run_dir = source / config.relative_dir()
+            if reuse.finished_record_of(run_dir, config) is None:
+                continue
+            # Named by the design, so taken across kernel families (AMX records on an AVX512-BF16 CPU): a
+            # seed's arms must share the precision and device kind (check_seed_numerics), and
+            # stats/seeds.csv says each seed's full numerics.
+            reuse.reuse_record(config, out_dir, run_dir)
+            copied.append({"record_path": config.relative_dir().as_posix(), "reused_from": paths.shown(run_dir)})
+            break
+    return copied
+
+
+def seed_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataFrame:
+    """One row per (task, seed) with a record: the numerics its arms used (``"bf16 on cpu"``, ...)."""
+
+    rows = {}
+    for (task, _, seed), config in configs.items():
+        found = run_numerics.record_numerics_detail(out_dir / config.relative_dir())
+        label = found.key if found is not None else None
+        if label is not None and run_record.is_complete(out_dir / config.relative_dir(), config):
+            rows.setdefault((task, seed), set()).add(label)
+    return pd.DataFrame([{"task": t, "seed": s, "numerics": ", ".join(sorted(v)), "mixed": len(v) > 1}
+                         for (t, s), v in sorted(rows.items())], columns=["task", "seed", "numerics", "mixed"])
+
+
+def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig], out_dir: Path) -> None:
+    """Refuse to train a cell whose seed's finished arms used other numerics than this machine would
+    (a paired difference must not mix bf16 and fp32), naming the seed and the numerics."""
+
+    for config in todo:
+        planned = run_numerics.planned_numerics(config)
+        done = {run_numerics.record_numerics(out_dir / c.relative_dir())
+                for (task, _, seed), c in configs.items() if task == config.task and seed == config.seed}
+        done.discard(None)
+        if done - {planned}:
+            raise ValueError(
+                f"seed {config.seed} of {config.task}: its finished arms used {sorted(done)}, this machine would train "
+                f"{config.strategy} in {planned}; a paired difference must not mix numerics. Run this seed where "
+                "its other arms ran (or set precision explicitly with --set precision=..., which starts a new grid).")
+
+
+# --------------------------------------------------------------------------------------------------
+# Outputs
+
+
+def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[str, pd.DataFrame]:
+    """The tables and the figure of the study so far (atomically written); returns the tables."""
+    from typhoon.report.figures import plot_sequential_looks
+
+    results = results_table(configs, out_dir)
+    history, verdicts = analyse(results, study)
+    tables = {"verdicts": verdicts, "history": history, "design": design_table(study, studies=5_000),
+              "boundaries": sequential.design_boundaries(study.design), "seeds": seed_numerics(configs, out_dir)}
+    for name, frame in tables.items():
+        atomic.atomic_write_csv(out_dir / "stats" / f"{name}.csv", frame)
+    atomic.atomic_write_csv(out_dir / "results.csv", results)
+    if len(history):
+        plot_sequential_looks(history, out_dir / "figures" / "decisive_looks")
+    return tables
+
+
+def answer(verdicts: pd.DataFrame) -> list[str]:
+    """One sentence per task that answers the paper's question (does the masking strategy matter?)."""
+    sentences = []
+    for task, rows in verdicts.groupby("task", sort=False):
+        parts = [f"{r.comparison} {r.verdict} (n = {int(r.n_seeds)}, {r.difference:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}])"
+                 if pd.notna(r.difference) else f"{r.comparison} {r.verdict}" for r in rows.itertuples()]
+        settled = rows["verdict"].isin(["equivalent", "different", "undecided at cap"]).all()
+        head = "answered" if settled else "not answered yet"
+        sentences.append(f"{task} ({head}; margin ±{rows['margin'].iloc[0]:g}): " + "; ".join(parts) + ".")
+    return sentences
+
+
+# --------------------------------------------------------------------------------------------------
+# The runner
+
+
+def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
+                       overrides: dict | None = None, analysis: bool = True, executor=None,
+                       commit_records: bool = False):
+    """``reproduce --profile <sequential profile>``: look by look, train the cells the next look needs
+    (:func:`plan_next_look`) with :func:`typhoon.runner.grid.run_grid`, re-analyse, and stop when every
+    comparison is decided or at its cap; then write the tables, the figure and the notebook. Resumable
+    (the records are the state); ``commit_records`` commits each record as it lands, then the tables."""
+    from typhoon.runner import grid, notebooks, progress, stop
+
+    spec = get_profile(profile)
+    study = study_design(spec)
+    configs = grid_configs(spec, overrides)
+    workers = spec.workers if workers is None else workers
+    nb_dir = notebooks.notebooks_dir()
+    grid.preflight(list(configs.values())[:1] + [c for c in configs.values() if c.seed == 0])
+    out_dir = paths.resolve_out_dir(out_dir, spec.name)
+    if commit_records:
+        provenance.check_git_repo(out_dir)
+    provenance.check_profile(out_dir, spec.name)
+    paths.check_writable(out_dir)
+    stop.clear_stop()
+    log = progress.RunLog(out_dir / "reproduce.log")
+    started, clock, code, command = provenance.now(), time.perf_counter(), provenance.git_state(), provenance.invocation()
+    cells = pd.DataFrame(columns=schema.STATUS_COLUMNS)
+    with locks.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+        first = [c for c in configs.values() if c.seed < study.design.looks[0]]
+        for copied in reuse_sources(study, first, out_dir):
+            print(f"reused {copied['record_path']} from {copied['reused_from']}")
+            if commit_records:
+                provenance.commit_cell(out_dir, {**copied, "status": "ok", "notebook": None})
+        stop.clean_stale_staging(out_dir)
+        log.write(f"reproduce (sequential design) started: profile {spec.name}, output {out_dir}")
+
+        def on_done(row: dict) -> None:
+            log.cell(row)
+            if row.get("notebook") and (out_dir / row["notebook"]).is_file():
+                notebooks.scrub_notebook(out_dir / row["notebook"], out_dir)
+            if commit_records and row["status"] == "ok":
+                provenance.commit_cell(out_dir, row)
+
+        try:
+            while True:
+                plan = plan_next_look(results_table(configs, out_dir), study)
+                write_outputs(study, configs, out_dir)
+                if plan.empty:
+                    break
+                todo = [configs[(r.task, r.strategy, int(r.seed))] for r in plan.itertuples()]
+                check_seed_numerics(todo, configs, out_dir)
+                log.write(f"next look: {len(todo)} cells ({', '.join(sorted({f'{c.task} seed{c.seed}' for c in todo}))})")
+                print(f"next look: {len(todo)} cells", flush=True)
+                ran = grid.run_grid(todo, out_dir, nb_dir, workers, executor, on_done)
+                cells = pd.concat([cells, ran], ignore_index=True)
+                if not ran["status"].isin(["ok", "skipped"]).all():
+                    log.write("a cell failed: the study stops here (rerun to retry it)")
+                    break
+            tables = write_outputs(study, configs, out_dir)
+            numerics = dict(tables["seeds"]["numerics"].value_counts()) if len(tables["seeds"]) else {}
+            provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command,
+                                      {str(k): int(v) for k, v in numerics.items()}, cells, code)
+            report = None
+            if analysis:
+                target = out_dir / "notebooks" / NOTEBOOK
+                notebooks.execute_notebook(nb_dir / NOTEBOOK, target, {"out_dir": str(out_dir), "profile": spec.name})
+                notebooks.scrub_notebook(target, out_dir)
+                report = target
+        except BaseException as err:
+            raise grid.stopped(err, out_dir, list(configs.values()), log) from None
+        summary = grid.Summary(cells, out_dir / "results.csv", report)
+        for sentence in answer(tables["verdicts"]):
+            print(sentence)
+            log.write(sentence)
+        if commit_records:
+            provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir],
+                                    f"{paths.shown(out_dir)}: verdicts, history, figure and notebook")
+    print(summary.table() if len(cells) else "no cell to train: every comparison is decided or at its cap")
+    return summary
+
+
+def read_outputs(out_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """The tables :func:`write_outputs` wrote under ``<out_dir>/stats`` (FileNotFoundError naming a missing one)."""
+    stats_dir = Path(out_dir) / "stats"
+    tables = {}
+    for name in ("verdicts", "history", "design", "boundaries", "seeds"):
+        path = stats_dir / f"{name}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found: run `python -m typhoon reproduce --profile <profile>` first")
+        tables[name] = pd.read_csv(path)
+    return tables

@@ -1,0 +1,472 @@
+"""What a finished run of the study found, read from its tables: the headline table, the paper's claims
+checked one by one, and the README's Results block.
+
+Everything here reads the files an output folder already has -- ``stats/summary.csv`` and
+``stats/comparisons.csv`` (notebook 20), ``stats/budget_states.csv`` (notebook 30), ``results.csv``
+and the records' ``mlm_loss.csv`` -- and computes nothing a notebook has not computed, except the
+MLM-loss summaries the loss claims need. Every number in the README and the report's header comes
+from here, so a test can regenerate them and compare (``python -m typhoon results-readme``).
+
+A profile marked ``pipeline_check`` (the smoke profile: a tiny random model on a few hundred examples)
+checks that the pipeline runs; its numbers are not findings, and every claim is "not comparable".
+"""
+
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+from typhoon import paths
+from typhoon.analysis import pairwise, run_summary, significance
+from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.records import schema
+
+REPRODUCED, CONTRADICTED, NOT_DECIDED = "reproduced", "contradicted", "not decided"
+
+
+NOT_COMPARABLE = "not comparable"  # no runs to judge the claim on, or a pipeline check's numbers
+
+
+OUTCOMES = (REPRODUCED, CONTRADICTED, NOT_DECIDED, NOT_COMPARABLE)
+
+
+CLAIM_COLUMNS = ["claim", "paper", "runs", "criterion", "this run", "verdict"]
+
+
+PAPER_MRPC_GAP_F1 = 0.004  # the paper: Typhoon within 0.004 F1 of the other strategies on MRPC
+
+
+PAPER_CALIBRATION = {"p": 0.15, "delta": 0.4, "calibration": "minmax"}  # the KL is the paper's at these
+
+
+KL_FACTOR = 3.0  # "KL ≈ 7e-4": reproduced within a factor of 3 either way (same order, same bottleneck)
+
+
+LAST_SHARE = 0.2  # an MLM run's training loss: the mean over its last 20 % of steps (batch noise averages out)
+
+
+@dataclass
+class Tables:
+    """The tables of one output folder that the findings read (each may be empty when not produced)."""
+
+    out_dir: Path
+    profile: str
+    pipeline_check: bool
+    results: pd.DataFrame
+    summary: pd.DataFrame
+    comparisons: pd.DataFrame
+    budget_states: pd.DataFrame
+    losses: pd.DataFrame  # per run: task, backbone, strategy, seed, train_loss, dev_loss
+    curves: pd.DataFrame  # seed-mean MLM training curves: task, backbone, strategy, step, mean, sd, n
+
+    @property
+    def reference(self) -> str:
+        return str(self.comparisons["strategy_a"].iloc[0]) if len(self.comparisons) else "typhoon"
+
+    @property
+    def vs_reference(self) -> pd.DataFrame:
+        c = self.comparisons
+        return c[c["family"] == "vs_reference"] if len(c) else c
+
+
+def read_tables(out_dir: str | os.PathLike) -> Tables:
+    """Read an output folder's tables; FileNotFoundError naming what is missing."""
+    from typhoon.config import load_profiles
+
+    out_dir = Path(out_dir).resolve()
+    need = [out_dir / "results.csv", out_dir / "stats" / "summary.csv", out_dir / "stats" / "comparisons.csv"]
+    missing = [paths.shown(p) for p in need if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{paths.shown(out_dir)} is not a finished run of the study: missing {missing}")
+    results = run_summary.load_results(need[0], out_dir)  # refuses a truncated table, naming it
+    names = sorted(results["profile"].dropna().astype(str).unique())
+    profile = names[0] if len(names) == 1 else "+".join(names) or "unknown"
+    known = load_profiles()
+    states = out_dir / "stats" / "budget_states.csv"
+    losses = run_losses(results, out_dir)
+    return Tables(out_dir=out_dir, profile=profile,
+                  pipeline_check=any(known[n].pipeline_check for n in names if n in known),
+                  results=results, summary=pd.read_csv(need[1]), comparisons=pd.read_csv(need[2]),
+                  budget_states=pd.read_csv(states) if states.is_file() else pd.DataFrame(),
+                  losses=losses, curves=mean_curves(results, out_dir))
+
+
+def run_losses(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
+    """Per ok run: its MLM training loss (mean over the last :data:`LAST_SHARE` of steps) and last dev loss."""
+    rows = []
+    for r in results[results["status"].astype(str) == "ok"].itertuples():
+        path = Path(out_dir) / str(r.record_path) / "mlm_loss.csv"
+        if not path.is_file():
+            continue
+        loss = pd.read_csv(path)
+        train = loss.loc[loss["split"] == "train", "loss"].to_numpy(float)
+        dev = loss.loc[loss["split"] == "dev", "loss"].to_numpy(float)
+        if train.size == 0:
+            continue
+        last = train[-max(1, math.ceil(LAST_SHARE * train.size)):]
+        rows.append(dict(task=r.task, backbone=r.backbone, strategy=r.strategy, seed=r.seed,
+                         train_loss=float(last.mean()), dev_loss=float(dev[-1]) if dev.size else math.nan))
+    return pd.DataFrame(rows, columns=[*schema.RUN_KEYS, "train_loss", "dev_loss"])
+
+
+def mean_curves(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
+    """The MLM training curves averaged over seeds: per task, backbone, strategy and step, mean, sd, n."""
+    from typhoon.report.figures import load_loss_curves
+
+    curves = load_loss_curves(results, out_dir)
+    train = curves[curves["split"] == "train"]
+    columns = ["task", "backbone", "strategy", "step", "mean", "sd", "n"]
+    if train.empty:
+        return pd.DataFrame(columns=columns)
+    agg = train.groupby(["task", "backbone", "strategy", "step"])["loss"].agg(["mean", "std", "count"])
+    return agg.reset_index().rename(columns={"std": "sd", "count": "n"})[columns]
+
+
+def headline_table(tables: Tables, digits: int = 3) -> pd.DataFrame:
+    """Per task × backbone × strategy: the dev metric (mean ± sd over n seeds) and, against the reference
+    strategy, the paired difference with its 95 % CI, the TOST p (equivalence within the margin), the
+    Holm-adjusted p and the verdict (from ``stats/comparisons.csv``; "—" on the reference's own row)."""
+    s, c = tables.summary, tables.vs_reference
+    diff_col = f"{tables.reference} − strategy [95 % CI]"
+    tost_col = f"TOST p (±{float(c['margin'].iloc[0]):g})" if len(c) else "TOST p"
+    holm_col = f"Holm p (family of {int(c['p'].notna().sum())})" if len(c) else "Holm p"
+    rows = []
+    for r in s.itertuples():
+        match = c[(c["task"] == r.task) & (c["backbone"] == r.backbone) & (c["strategy_b"] == r.strategy)]
+        row = {"task": r.task, "backbone": r.backbone, "metric": r.primary_metric, "strategy": r.strategy,
+               "n": int(r.n), "mean ± sd": _mean_sd(r.mean, r.sd, digits),
+               diff_col: "—", tost_col: "—", holm_col: "—",
+               "verdict": "reference" if r.strategy == tables.reference else "—"}
+        if len(match):
+            m = match.iloc[0]
+            row.update({diff_col: _diff_ci(m, digits), tost_col: _p(m["tost_p"]), holm_col: _p(m["p_holm"]),
+                        "verdict": m["verdict"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def holm_caption(tables: Tables) -> str:
+    """The Holm family of the headline table's p-values, in words (``stats/comparisons.csv``'s own)."""
+    c = tables.vs_reference
+    if "holm_family" in c and c["holm_family"].notna().any():
+        return str(c["holm_family"].dropna().iloc[0])
+    return f"Holm over the {int(c['p'].notna().sum())} comparisons with {tables.reference}"
+
+
+def _mean_sd(mean: float, sd: float, digits: int) -> str:
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if np.isfinite(sd) else f"{mean:.{digits}f}"
+
+
+def _diff_ci(row: pd.Series, digits: int) -> str:
+    diff = f"{row['mean_diff']:+.{digits}f}"
+    if np.isfinite(row["ci_low"]) and np.isfinite(row["ci_high"]):
+        return f"{diff} [{row['ci_low']:+.{digits}f}, {row['ci_high']:+.{digits}f}]"
+    return f"{diff} (no CI: {row['verdict']})"
+
+
+def _p(value: float) -> str:
+    return "—" if not np.isfinite(value) else ("< 0.001" if value < 0.001 else f"{value:.3f}")
+
+
+PAPER_STRATEGIES = ("typhoon", "random", "whole_word")
+
+
+LOSS_TOLERANCE = 0.01  # "nearly identical" MLM losses: within 1 % of random masking's final loss
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper, its figure, the criterion that tests it (stated before any data), and
+    ``check``: this run's figure and outcome from the selected runs (:class:`PaperRuns`)."""
+
+    claim: str
+    paper: str
+    criterion: str
+    check: Callable[[PaperRuns], tuple[str, str]]
+
+
+@dataclass
+class PaperRuns:
+    """The runs of a folder that the paper's claims are about, with what was left out and why."""
+
+    tables: Tables
+    runs: pd.DataFrame  # ok runs of results.csv in the paper's setting
+    states: pd.DataFrame  # the budget states of those runs' Typhoon cells
+    left_out: dict[str, str]  # strategy -> why its runs are not the paper's
+
+    def describe(self, strategies: Iterable[str] | None = None, tasks: Iterable[str] | None = None) -> str:
+        runs = self.runs
+        if strategies is not None:
+            runs = runs[runs["strategy"].isin(list(strategies))]
+        if tasks is not None:
+            runs = runs[runs["task"].isin(list(tasks))]
+        if runs.empty:
+            return "none"
+        seeds = sorted(runs["seed"].unique())
+        names = [f"{s} (min-max, δ {PAPER_CALIBRATION['delta']:g}, MLM saliency)" if s == "typhoon" else s
+                 for s in dict.fromkeys(runs["strategy"])]
+        text = (f"{', '.join(names)} × {', '.join(dict.fromkeys(runs['task']))} × "
+                f"{', '.join(dict.fromkeys(runs['backbone']))}, seeds {_seed_list(seeds)} ({len(runs)} runs)")
+        if self.left_out and strategies is None:
+            text += "; left out: " + "; ".join(f"{k} ({v})" for k, v in self.left_out.items())
+        return text
+
+
+def _seed_list(seeds) -> str:
+    seeds = [int(s) for s in seeds]
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def paper_runs(tables: Tables) -> PaperRuns:
+    """The ok runs in the paper's setting: random and whole-word masking, and Typhoon runs whose saved
+    masking state says min-max calibration at the paper's delta and budget (:data:`PAPER_CALIBRATION`) and
+    whose record says MLM saliency. Every Typhoon run's own state is checked (not the first one's); a
+    Typhoon run without a state, or any other strategy, is left out and named."""
+    r = tables.results
+    ok = r[r["status"].astype(str) == "ok"].copy()
+    others = [s for s in dict.fromkeys(ok["strategy"]) if s not in PAPER_STRATEGIES]
+    left_out = {", ".join(others): "not the paper's strategies"} if others else {}
+    typhoon = ok[ok["strategy"] == "typhoon"]
+    states = tables.budget_states
+    states = states[states["strategy"] == "typhoon"] if len(states) else pd.DataFrame(columns=schema.RUN_KEYS)
+    states = states[_paper_setting(states)]
+    at_setting = {_run_key(x) for x in states.itertuples(index=False)}
+    mlm = (typhoon["saliency"].isna() | (typhoon["saliency"].astype(str) == "mlm")) if "saliency" in typhoon \
+        else pd.Series(True, index=typhoon.index)
+    chosen = typhoon[mlm & np.array([_run_key(x) in at_setting for x in typhoon.itertuples(index=False)], dtype=bool)]
+    if len(chosen) < len(typhoon):
+        left_out["typhoon"] = (f"{len(typhoon) - len(chosen)} of {len(typhoon)} runs not at {_setting_text()} "
+                               "with MLM saliency, or without a saved masking state to check")
+    keep = ok["strategy"].isin(["random", "whole_word"]) | ok.index.isin(chosen.index)
+    chosen_keys = {_run_key(x) for x in chosen.itertuples(index=False)}
+    states = states[np.array([_run_key(x) in chosen_keys for x in states.itertuples(index=False)], dtype=bool)]
+    return PaperRuns(tables=tables, runs=ok[keep].reset_index(drop=True), states=states.reset_index(drop=True),
+                     left_out=left_out)
+
+
+def _run_key(row) -> tuple[str, ...]:
+    return tuple(str(getattr(row, k)) for k in schema.RUN_KEYS)
+
+
+def _paper_setting(states: pd.DataFrame) -> pd.Series:
+    """Per state row: is its calibration the paper's (every key of :data:`PAPER_CALIBRATION`)?"""
+    good = pd.Series(True, index=states.index)
+    for key, want in PAPER_CALIBRATION.items():
+        if key not in states:
+            return pd.Series(False, index=states.index)
+        good &= np.array([str(v) == str(want) or _close(v, want) for v in states[key]], dtype=bool)
+    return good
+
+
+def _setting_text() -> str:
+    return ", ".join(f"{k} {v}" for k, v in PAPER_CALIBRATION.items())
+
+
+def _interval_outcome(lows, highs, low: float, high: float) -> str:
+    """Reproduced when every interval lies inside [low, high], contradicted when one lies wholly outside,
+    not decided otherwise (one straddles an edge, or has no interval)."""
+    lows, highs = np.asarray(lows, dtype=float), np.asarray(highs, dtype=float)
+    if lows.size and np.all((lows >= low) & (highs <= high)):
+        return REPRODUCED
+    if np.any((highs < low) | (lows > high)):
+        return CONTRADICTED
+    return NOT_DECIDED
+
+
+def _ci(row, digits: int = 3) -> str:
+    if not (np.isfinite(row.ci_low) and np.isfinite(row.ci_high)):
+        return f"{row.mean_diff:+.{digits}f} (no CI)"
+    return f"{row.mean_diff:+.{digits}f} [{row.ci_low:+.{digits}f}, {row.ci_high:+.{digits}f}]"
+
+
+def _vs_typhoon(pr: PaperRuns, tasks: Iterable[str] | None = None) -> pd.DataFrame:
+    """Typhoon minus each other paper strategy, paired by seed, per task × backbone (dev metric)."""
+    runs = pr.runs if tasks is None else pr.runs[pr.runs["task"].isin(list(tasks))]
+    frames = [pairwise.paired_differences(runs, "primary_value", "typhoon", other)
+              for other in PAPER_STRATEGIES[1:] if other in set(runs["strategy"])]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _label(row) -> str:
+    return f"{row.task}/{row.strategy_b}"
+
+
+def _no_significant(pr: PaperRuns):
+    c = _vs_typhoon(pr)
+    c = c[c["p"].notna()] if len(c) else c
+    if c.empty:
+        return "no testable comparison (needs ≥ 2 paired seeds whose differences vary)", NOT_COMPARABLE
+    p_holm = significance.holm(c["p"])
+    sig = int((p_holm < 0.05).sum())
+    figure = (f"{sig} of {len(c)} significant (Holm over these {len(c)}; smallest Holm p = {p_holm.min():.3f}); "
+              f"{int((c['p'] < 0.05).sum())} with unadjusted p < 0.05")
+    return figure, REPRODUCED if sig == 0 else CONTRADICTED
+
+
+def _ci_contains_zero(pr: PaperRuns):
+    c = _vs_typhoon(pr)
+    c = c[c["ci_low"].notna()] if len(c) else c
+    if c.empty:
+        return "no testable comparison (needs ≥ 2 paired seeds whose differences vary)", NOT_COMPARABLE
+    inside = (c["ci_low"] <= 0) & (c["ci_high"] >= 0)
+    figure = f"{int(inside.sum())} of {len(c)} contain 0: " + "; ".join(
+        f"{_label(r)} {_ci(r)}" for r in c.itertuples())
+    return figure, REPRODUCED if inside.all() else CONTRADICTED
+
+
+def _mrpc_gap(pr: PaperRuns):
+    c = _vs_typhoon(pr, tasks=["mrpc"])
+    if c.empty:
+        return "no MRPC comparison with Typhoon", NOT_COMPARABLE
+    figure = "; ".join(f"{_label(r)} {_ci(r, 4)}" for r in c.itertuples())
+    return figure, _interval_outcome(c["ci_low"], c["ci_high"], -PAPER_MRPC_GAP_F1, PAPER_MRPC_GAP_F1)
+
+
+def _loss_differences(pr: PaperRuns, a: str, others: Iterable[str]) -> pd.DataFrame:
+    losses = pr.tables.losses
+    keys = list(schema.RUN_KEYS)
+    losses = losses.merge(pr.runs[keys], on=keys) if len(losses) else losses
+    frames = [pairwise.paired_differences(losses, "train_loss", a, b) for b in others]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _loss_text(c: pd.DataFrame) -> str:
+    return "; ".join(f"{r.task}/{r.backbone} {r.strategy_a} − {r.strategy_b} {_ci(r)} "
+                     f"(higher in {r.n_positive} of {r.n} seeds)" for r in c.itertuples())
+
+
+def _whole_word_loss(pr: PaperRuns):
+    c = _loss_differences(pr, "whole_word", ["random", "typhoon"])
+    if c.empty:
+        return "no whole-word runs beside another strategy", NOT_COMPARABLE
+    return _loss_text(c), _interval_outcome(c["ci_low"], c["ci_high"], 0.0, math.inf)
+
+
+def _losses_identical(pr: PaperRuns):
+    c = _loss_differences(pr, "typhoon", ["random"])
+    if c.empty:
+        return "no Typhoon and random runs with loss curves", NOT_COMPARABLE
+    tolerance = LOSS_TOLERANCE * c["mean_b"]
+    figure = _loss_text(c) + f"; tolerance ±{', ±'.join(f'{t:.3f}' for t in tolerance)}"
+    lows, highs = (c["ci_low"] / tolerance).to_numpy(), (c["ci_high"] / tolerance).to_numpy()
+    return figure, _interval_outcome(lows, highs, -1.0, 1.0)
+
+
+def _kl(pr: PaperRuns):
+    all_states = pr.tables.budget_states
+    if all_states.empty or "kl_to_uniform" not in all_states:
+        return "no Typhoon masking state", NOT_COMPARABLE
+    states = pr.states
+    if states.empty:
+        found = all_states[[k for k in PAPER_CALIBRATION if k in all_states]].drop_duplicates()
+        return (f"no state at the paper's calibration ({_setting_text()}); the states have "
+                f"{found.to_dict('records')}"), NOT_COMPARABLE
+    log_kl = np.log(states["kl_to_uniform"].astype(float).to_numpy())
+    n = log_kl.size
+    median = float(np.median(states["kl_to_uniform"].astype(float)))
+    figure = (f"{len(states)} states (min-max, δ {PAPER_CALIBRATION['delta']:g}): median {median:.2e} nats/token "
+              f"({np.exp(log_kl.min()):.2e}–{np.exp(log_kl.max()):.2e})")
+    if n < 2:
+        return figure + "; one state: no interval", NOT_DECIDED
+    mean, sd = float(log_kl.mean()), float(log_kl.std(ddof=1))
+    half = st.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    figure += (f"; geometric mean {math.exp(mean):.2e} [95 % CI {low:.2e}, {high:.2e}] = "
+               f"{math.exp(mean) / PAPER_KL_NATS_PER_TOKEN:.2g}× the paper's")
+    return figure, _interval_outcome([low], [high], PAPER_KL_NATS_PER_TOKEN / KL_FACTOR,
+                                     PAPER_KL_NATS_PER_TOKEN * KL_FACTOR)
+
+
+def _close(value, target) -> bool:
+    try:
+        return math.isclose(float(value), float(target))
+    except (TypeError, ValueError):
+        return False
+
+
+CLAIMS = (
+    Claim("No significant difference between the masking strategies", "none significant (paired t-tests)",
+          "every paired t-test of Typhoon against another strategy (per task × backbone) has Holm p ≥ 0.05, "
+          "Holm over the comparisons of this claim", _no_significant),
+    Claim("Every 95 % CI of the paired difference contains 0", "12 of 12",
+          "every 95 % t CI of Typhoon minus another strategy (dev metric, paired by seed) contains 0",
+          _ci_contains_zero),
+    Claim("On MRPC, Typhoon is within 0.004 F1 of the other strategies", f"|Δ F1| ≤ {PAPER_MRPC_GAP_F1}",
+          f"the 95 % t CI of each paired difference (Typhoon minus each other strategy, MRPC F1) lies inside "
+          f"±{PAPER_MRPC_GAP_F1}; contradicted when one lies wholly outside", _mrpc_gap),
+    Claim("Whole-word masking has a higher MLM loss", "higher than random and Typhoon",
+          f"the 95 % t CI of whole-word minus each other strategy's final MLM training loss (mean of the last "
+          f"{LAST_SHARE:.0%} of steps, paired by seed) lies above 0", _whole_word_loss),
+    Claim("Random and Typhoon MLM loss curves are nearly identical", "nearly identical curves",
+          f"the 95 % t CI of Typhoon minus random final MLM training loss (paired by seed) lies within "
+          f"±{LOSS_TOLERANCE:.0%} of random's mean final loss", _losses_identical),
+    Claim("Typhoon's masking is only ≈ 7e-4 nats/token from uniform (the budget-spread bottleneck)",
+          f"KL ≈ {PAPER_KL_NATS_PER_TOKEN:.0e} nats/token",
+          f"over the states at the paper's calibration ({_setting_text()}; one per run: task × seed), the 95 % "
+          f"t CI of the mean log KL lies within a factor of {KL_FACTOR:g} of {PAPER_KL_NATS_PER_TOKEN:.0e}",
+          _kl),
+)
+
+
+CLAIM_RUNS = {  # which of the selected runs each claim reads (None: all of them)
+    "On MRPC, Typhoon is within 0.004 F1 of the other strategies": dict(tasks=["mrpc"]),
+    "Random and Typhoon MLM loss curves are nearly identical": dict(strategies=["typhoon", "random"]),
+    "Typhoon's masking is only ≈ 7e-4 nats/token from uniform (the budget-spread bottleneck)":
+        dict(strategies=["typhoon"]),
+}
+
+
+def claims_table(tables: Tables) -> pd.DataFrame:
+    """Each claim of the paper: the paper's figure, the runs it is judged on, its criterion (stated before
+    the data), this run's figure and the outcome -- reproduced / contradicted / not decided, or not
+    comparable (no runs to judge it, or a pipeline-check profile: its numbers are shown, never judged)."""
+    pr = paper_runs(tables)
+    rows = []
+    for claim in CLAIMS:
+        figure, outcome = claim.check(pr)
+        if tables.pipeline_check:
+            outcome = NOT_COMPARABLE
+            figure += f" — pipeline check ({tables.profile} profile): not a finding"
+        rows.append({"claim": claim.claim, "paper": claim.paper, "runs": pr.describe(**CLAIM_RUNS.get(claim.claim, {})),
+                     "criterion": claim.criterion, "this run": figure, "verdict": outcome})
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+
+
+def headline(tables: Tables) -> str:
+    """What the run found and what it means, in two or three sentences built from the tables."""
+    s = tables.summary
+    setting = (f"{', '.join(sorted(s['backbone'].unique()))} × {', '.join(sorted(s['task'].unique()))} × "
+               f"{', '.join(sorted(s['strategy'].unique()))}, {int(s['n'].max())} seeds")
+    if tables.pipeline_check:
+        return (f"Pipeline check ({tables.profile} profile: {setting}). These numbers show that every step runs "
+                "end to end; they are not findings and are not compared with the paper.")
+    claims = claims_table(tables)
+    counts = claims["verdict"].value_counts()
+    judged = ", ".join(f"{int(counts[o])} {o}" for o in OUTCOMES if o in counts)
+    c = tables.vs_reference[tables.vs_reference["testable"].astype(bool)]
+    text = f"{tables.profile} profile ({setting}): of the paper's {len(claims)} claims, {judged}."
+    if len(c):
+        sig = int((c["p_holm"] < 0.05).sum())
+        eq = int((c["tost_p"] < 0.05).sum())
+        widest = float(np.max(np.maximum(c["ci_high"].abs(), c["ci_low"].abs())))
+        margin = float(c["margin"].iloc[0])
+        if sig == 0:
+            text += (f" No strategy differs significantly from {tables.reference} (Holm over {len(c)} comparisons); "
+                     f"TOST shows equivalence within ±{margin:g} for {eq} of them, and the 95 % CIs reach out to "
+                     f"±{widest:.3f}: what the masking strategy changes here is smaller than the seed-to-seed "
+                     f"noise, and differences up to that size are not ruled out.")
+        else:
+            text += f" {sig} of {len(c)} comparisons with {tables.reference} are significant after Holm."
+    return text

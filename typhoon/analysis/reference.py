@@ -1,0 +1,293 @@
+"""Your run against the reference: how a reproduction's numbers compare with the committed reference run
+of the same profile (``results/<profile>/``). This is the question a reproduction exists to answer.
+
+Three levels, each a tidy table (written to ``stats/reference_*.csv`` by notebook ``25_reference``):
+
+1. **Per cell** (:func:`compare_cells`): the dev metric here and in the reference, and whether the record is
+   bit-identical to the reference's. Bit-identity is expected only where the numerics match
+   (:class:`typhoon.records.run_numerics.Numerics` ``key``: precision, device kind, matrix-product, attention and dropout
+   kernels); elsewhere the table gives the difference.
+2. **Per task × backbone × strategy** (:func:`compare_means`): whether this run's mean agrees with the
+   reference's within the seed-to-seed noise. The criterion, stated before the data: the paired
+   difference by seed (this run − reference) has a 90 % t interval (TOST at 5 %) inside ±margin ->
+   ``agrees``; entirely outside -> ``disagrees``; otherwise ``not decided``. The margin
+   (:func:`agreement_margins`) is the reference's own seed-to-seed sd of the dev metric for that task,
+   pooled over strategies, and never below the study's 0.01: a reproduction whose mean moves by less than
+   one seed sd moves less than re-running one seed of the reference does, which a 3-seed study cannot
+   tell from nothing.
+3. **The conclusions** (:func:`compare_conclusions`): each of the paper's claims and each strategy
+   comparison's verdict, here and in the reference, and whether they come out the same.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from typhoon import atomic, paths
+from typhoon.analysis import paper_claims
+from typhoon.records import run_numerics, run_record, schema
+from typhoon.report import results_readme
+
+MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.DEFAULT_MARGIN)
+ALPHA = 0.05  # TOST at 5 %: the 90 % interval
+AGREES, DISAGREES, NOT_DECIDED = "agrees", "disagrees", "not decided"
+IDENTICAL, SAME_NUMERICS_DIFFER, OTHER_NUMERICS = "bit-identical", "differs (same numerics)", "differs (other numerics)"
+MISSING_HERE, MISSING_IN_REFERENCE, NOT_OK = "missing here", "missing in reference", "not ok"
+TABLES = ("reference_cells", "reference_means", "reference_conclusions")
+
+
+def reference_for(profile: str, out_dir: str | os.PathLike) -> Path | None:
+    """The committed reference run of ``profile`` (``<repo>/results/<profile>``) if it has a results table
+    and is not ``out_dir`` itself (refreshing a reference compares it with nothing)."""
+    ref = paths.reference_dir(profile)
+    if not (ref / "results.csv").is_file() or ref.resolve() == Path(out_dir).resolve():
+        return None
+    return ref
+
+
+def read_results(folder: Path) -> pd.DataFrame:
+    """A folder's ``results.csv``; FileNotFoundError naming it when missing, ValueError when it lacks columns."""
+    path = Path(folder) / "results.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{paths.shown(path)} not found: is {paths.shown(folder)} a finished reproduce?")
+    frame = pd.read_csv(path)
+    missing = sorted({*schema.RUN_KEYS, "status", "primary_metric", "primary_value", "record_path"} - set(frame.columns))
+    if missing:
+        raise ValueError(f"{paths.shown(path)} is not a results table: missing column(s) {missing}")
+    return frame
+
+
+def _record(folder: Path, record_path: str) -> tuple[dict | None, bytes | None]:
+    run_dir = Path(folder) / record_path
+    loss = run_dir / "mlm_loss.csv"
+    return run_record.read_json(run_dir / "metrics.json"), loss.read_bytes() if loss.is_file() else None
+
+
+def _computed_numbers(metrics: dict) -> tuple:
+    """What a record computed (not how long it took): the final dev metrics and, per epoch, the dev
+    metrics and the training loss."""
+    epochs = [{k: v for k, v in e.items() if k.startswith("dev_") or k in ("epoch", "train_loss")}
+              for e in metrics.get("epochs", [])]
+    return metrics.get("final"), epochs
+
+
+def _same_numbers(a: dict, b: dict) -> bool:
+    """Whether two records' computed numbers are equal bit for bit (:func:`_computed_numbers`)."""
+    return _computed_numbers(a) == _computed_numbers(b)
+
+
+def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.DataFrame:
+    """One row per cell of either run: the dev metric here and in the reference, their numerics, and the
+    status (bit-identical / differs with the same numerics / differs with other numerics / missing)."""
+    run, ref = read_results(Path(run_dir)), read_results(Path(ref_dir))
+    merged = run.merge(ref, on=schema.RUN_KEYS, how="outer", suffixes=("_run", "_ref"), indicator=True)
+    rows = []
+    for r in merged.to_dict("records"):
+        row = {k: r[k] for k in schema.RUN_KEYS}
+        row["metric"] = r.get("primary_metric_run") if isinstance(r.get("primary_metric_run"), str) else r.get("primary_metric_ref")
+        row["run_value"], row["reference_value"] = r.get("primary_value_run"), r.get("primary_value_ref")
+        row["difference"] = row["run_value"] - row["reference_value"]
+        run_m, run_loss = (_record(run_dir, r["record_path_run"]) if r["_merge"] != "right_only" else (None, None))
+        ref_m, ref_loss = (_record(ref_dir, r["record_path_ref"]) if r["_merge"] != "left_only" else (None, None))
+        numerics = [run_numerics.numerics_of_metrics(m).key if m and m.get("status") == "ok" else None
+                    for m in (run_m, ref_m)]
+        row["run_numerics"], row["reference_numerics"] = numerics
+        row["same_numerics"] = numerics[0] is not None and numerics[0] == numerics[1]
+        row["reused_from"] = (run_m or {}).get("reused_from", {}).get("record") if run_m else None
+        if r["_merge"] == "right_only":
+            row["status"] = MISSING_HERE
+        elif r["_merge"] == "left_only":
+            row["status"] = MISSING_IN_REFERENCE
+        elif r.get("status_run") != "ok" or r.get("status_ref") != "ok":
+            row["status"] = NOT_OK
+        elif _same_numbers(run_m, ref_m) and run_loss == ref_loss:
+            row["status"] = IDENTICAL
+        else:
+            row["status"] = SAME_NUMERICS_DIFFER if row["same_numerics"] else OTHER_NUMERICS
+        rows.append(row)
+    columns = [*schema.RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status",
+               "same_numerics", "run_numerics", "reference_numerics", "reused_from"]
+    return pd.DataFrame(rows, columns=columns).sort_values(schema.RUN_KEYS).reset_index(drop=True)
+
+
+def agreement_margins(ref: pd.DataFrame) -> pd.DataFrame:
+    """Per task × backbone: the margin within which this run's mean counts as agreeing with the
+    reference's: the reference's seed-to-seed sd of the dev metric, pooled over its strategies (the root
+    of the mean within-strategy variance), and never below :data:`MIN_MARGIN`."""
+    ok = ref[ref["status"].astype(str) == "ok"]
+    rows = []
+    for (task, backbone), group in ok.groupby(["task", "backbone"]):
+        variances = group.groupby("strategy")["primary_value"].var(ddof=1).dropna()
+        pooled = float(np.sqrt(variances.mean())) if len(variances) else math.nan
+        margin = max(MIN_MARGIN, pooled) if math.isfinite(pooled) else MIN_MARGIN
+        rows.append(dict(task=task, backbone=backbone, reference_seed_sd=pooled, margin=margin))
+    return pd.DataFrame(rows, columns=["task", "backbone", "reference_seed_sd", "margin"])
+
+
+def paired_interval(differences: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
+    """(mean, low, high) of the (1 − 2·alpha) t interval of paired differences (TOST at ``alpha``); a
+    constant sample (e.g. every cell bit-identical) has the zero-width interval at its value."""
+    d = np.asarray(differences, float)
+    mean = float(d.mean())
+    if d.size < 2:
+        return mean, math.nan, math.nan
+    sd = float(d.std(ddof=1))
+    half = float(scipy_stats.t.ppf(1 - alpha, d.size - 1)) * sd / math.sqrt(d.size) if sd > 0 else 0.0
+    return mean, mean - half, mean + half
+
+
+def verdict(low: float, high: float, margin: float) -> str:
+    """``agrees`` when [low, high] lies inside ±margin, ``disagrees`` when it lies wholly outside, else
+    ``not decided`` (also when there is no interval)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return NOT_DECIDED
+    if -margin < low and high < margin:
+        return AGREES
+    if low >= margin or high <= -margin:
+        return DISAGREES
+    return NOT_DECIDED
+
+
+def compare_means(cells: pd.DataFrame, margins: pd.DataFrame) -> pd.DataFrame:
+    """Per task × backbone × strategy: this run's and the reference's mean over the seeds both have, the
+    paired difference with its 90 % interval, the margin and the verdict (see the module's criterion)."""
+    both = cells[cells["run_value"].notna() & cells["reference_value"].notna()]
+    rows = []
+    for (task, backbone, strategy), group in both.groupby(["task", "backbone", "strategy"], sort=True):
+        found = margins[(margins["task"] == task) & (margins["backbone"] == backbone)]
+        margin = float(found["margin"].iloc[0]) if len(found) else MIN_MARGIN
+        mean, low, high = paired_interval(group["difference"].to_numpy(float))
+        rows.append(dict(task=task, backbone=backbone, strategy=strategy, metric=group["metric"].iloc[0],
+                         n_pairs=len(group), run_mean=group["run_value"].mean(),
+                         reference_mean=group["reference_value"].mean(), mean_difference=mean,
+                         ci90_low=low, ci90_high=high, margin=margin,
+                         identical_cells=int((group["status"] == IDENTICAL).sum()),
+                         verdict=verdict(low, high, margin)))
+    columns = ["task", "backbone", "strategy", "metric", "n_pairs", "run_mean", "reference_mean", "mean_difference",
+               "ci90_low", "ci90_high", "margin", "identical_cells", "verdict"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def compare_conclusions(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.DataFrame:
+    """Each of the paper's claims (:func:`typhoon.analysis.paper_claims.claims_table`) and each strategy comparison's
+    verdict (``stats/comparisons.csv``), in this run and in the reference, and whether they agree. Empty
+    when either run has no statistics yet (notebook 20 makes them)."""
+    try:
+        tables = [paper_claims.read_tables(folder) for folder in (run_dir, ref_dir)]
+    except FileNotFoundError:
+        return pd.DataFrame(columns=["kind", "conclusion", "run", "reference", "same"])
+    claims = [paper_claims.claims_table(t).set_index("claim")["verdict"] for t in tables]
+    rows = [dict(kind="claim", conclusion=claim, run=claims[0].get(claim), reference=claims[1].get(claim))
+            for claim in dict.fromkeys([*claims[1].index, *claims[0].index])]
+    keys = ["task", "backbone", "strategy_a", "strategy_b"]
+    verdicts = [t.comparisons.set_index(keys)["verdict"] if len(t.comparisons) else pd.Series(dtype=str) for t in tables]
+    for key in dict.fromkeys([*verdicts[1].index, *verdicts[0].index]):
+        rows.append(dict(kind="comparison", conclusion=f"{key[0]}/{key[1]}: {key[2]} − {key[3]}",
+                         run=verdicts[0].get(key), reference=verdicts[1].get(key)))
+    frame = pd.DataFrame(rows, columns=["kind", "conclusion", "run", "reference"])
+    frame = frame[frame["run"].notna() & frame["reference"].notna()]  # made in both runs (the same grid)
+    frame["same"] = frame["run"] == frame["reference"]
+    return frame.reset_index(drop=True)
+
+
+@dataclass
+class ReferenceComparison:
+    """The three tables of :func:`compare_with_reference` and the folders they compare."""
+
+    run_dir: Path
+    ref_dir: Path
+    cells: pd.DataFrame
+    margins: pd.DataFrame
+    means: pd.DataFrame
+    conclusions: pd.DataFrame
+
+    def summary(self) -> str:
+        """A few lines for the end of ``reproduce``: cells, means, conclusions."""
+        status = self.cells["status"].value_counts().to_dict()
+        lines = [f"your run against the reference ({paths.shown(self.ref_dir)}):",
+                 "  cells: " + ", ".join(f"{n} {s}" for s, n in sorted(status.items()))]
+        if (self.cells["status"] == SAME_NUMERICS_DIFFER).any():
+            lines.append("  WARNING: some cells ran with the reference's numerics but are not bit-identical")
+        if len(self.means):
+            counts = self.means["verdict"].value_counts().to_dict()
+            lines.append("  means (paired by seed, 90 % CI inside ±margin = agrees): "
+                         + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f" of {len(self.means)}")
+            for r in self.means[self.means["verdict"] != AGREES].itertuples():
+                interval = (f"[{r.ci90_low:+.4f}, {r.ci90_high:+.4f}]" if r.n_pairs >= 2
+                            else f"({r.n_pairs} pair: no interval)")
+                lines.append(f"    {r.task}/{r.backbone}/{r.strategy}: {r.mean_difference:+.4f} {interval} "
+                             f"vs ±{r.margin:.3f}: {r.verdict}")
+        if len(self.conclusions):
+            same = int(self.conclusions["same"].sum())
+            lines.append(f"  conclusions: {same} of {len(self.conclusions)} the same as the reference's")
+            for r in self.conclusions[~self.conclusions["same"]].itertuples():
+                lines.append(f"    {r.conclusion}: here {r.run}, reference {r.reference}")
+        else:
+            lines.append("  conclusions: not compared (no statistics tables yet)")
+        return "\n".join(lines)
+
+    def write(self, stats_dir: Path) -> list[Path]:
+        """``reference_cells``, ``reference_means`` (with the margins) and ``reference_conclusions``, as CSV
+        and markdown, each written atomically."""
+        written = []
+        for name, frame in zip(TABLES, (self.cells, self.means, self.conclusions), strict=True):
+            for suffix, text in ((".csv", frame.to_csv(index=False)), (".md", results_readme.markdown_table(frame.round(4)) + "\n")):
+                path = Path(stats_dir) / f"{name}{suffix}"
+                atomic.atomic_write_text(path, text)
+                written.append(path)
+        return written
+
+
+def compare_with_reference(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> ReferenceComparison:
+    """All three comparisons of ``run_dir`` (a finished reproduce) with the reference run ``ref_dir``."""
+    run_dir, ref_dir = Path(run_dir).resolve(), Path(ref_dir).resolve()
+    cells = compare_cells(run_dir, ref_dir)
+    margins = agreement_margins(read_results(ref_dir))
+    return ReferenceComparison(run_dir, ref_dir, cells, margins, compare_means(cells, margins),
+                               compare_conclusions(run_dir, ref_dir))
+
+
+def plot_against_reference(comparison: ReferenceComparison, out_path: str | os.PathLike) -> list[Path]:
+    """Two panels, saved as PNG + SVG: each cell's dev metric here against the reference's (on the
+    diagonal when bit-identical), and each strategy's paired mean difference with its 90 % interval
+    against the ±margin band."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from typhoon.report.figures import save_figure
+
+    cells, means = comparison.cells.dropna(subset=["run_value", "reference_value"]), comparison.means
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for (task, metric), group in cells.groupby(["task", "metric"]):
+        left.scatter(group["reference_value"], group["run_value"], label=f"{task} ({metric})", s=28)
+    if len(cells):
+        lo = float(min(cells["run_value"].min(), cells["reference_value"].min()))
+        hi = float(max(cells["run_value"].max(), cells["reference_value"].max()))
+        left.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="identical")
+        left.legend(fontsize=8)
+    left.set(xlabel="reference dev metric", ylabel="this run's dev metric", title="Per cell")
+    several = means["backbone"].nunique() > 1
+    labels = [f"{r.task}/{r.backbone}/{r.strategy}" if several else f"{r.task}/{r.strategy}" for r in means.itertuples()]
+    y = np.arange(len(means))
+    right.errorbar(means["mean_difference"], y, xerr=[means["mean_difference"] - means["ci90_low"],
+                                                     means["ci90_high"] - means["mean_difference"]],
+                   fmt="o", capsize=3)
+    for i, margin in enumerate(means["margin"]):
+        right.fill_betweenx([i - 0.4, i + 0.4], -margin, margin, color="tab:green", alpha=0.15, lw=0)
+    right.axvline(0, color="grey", lw=1)
+    right.set_yticks(y, labels)
+    right.xaxis.set_major_locator(MaxNLocator(5))
+    right.set(xlabel="this run − reference (paired by seed), 90 % CI; band: ±margin", title="Per strategy")
+    fig.tight_layout()
+    saved = save_figure(fig, out_path, caption="Left: each cell's dev metric in this run against the reference "
+                        "run's (on the dashed line when equal). Right: per strategy, this run's mean minus the "
+                        "reference's, paired by seed, with its 90 % interval; green band: ±margin (agreement).")
+    plt.close(fig)  # shown once, from the saved file with its caption
+    return saved

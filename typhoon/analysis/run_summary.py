@@ -1,0 +1,155 @@
+"""The results table as the statistics read it: loading and checking results.csv against the records,
+the runs that finished, per-strategy summaries with t intervals, and the rate of degenerate runs."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from typhoon.analysis.significance import _t_ci
+from typhoon.records.schema import RUN_KEYS
+
+GROUP_KEYS = ["task", "backbone"]
+
+
+_RESULT_COLUMNS = [*RUN_KEYS, "status", "primary_value"]  # what the statistics read from results.csv
+
+
+# --------------------------------------------------------------------------------------------------
+# input handling
+# --------------------------------------------------------------------------------------------------
+def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str = "results") -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what} is missing column(s) {missing}; has {list(df.columns)}")
+
+
+def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Read ``results.csv`` and check it has the columns the statistics need and, when its folder
+    (``out_dir``, default the file's own) holds run records, one row per record (:func:`check_against_records`):
+    a truncated or stale table is refused with a ValueError naming the file, never summarised."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"results table not found: {path}")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable results table: {err}") from None
+    _require_columns(df, _RESULT_COLUMNS, what=str(path))
+    check_against_records(df, Path(out_dir) if out_dir is not None else path.parent, path)
+    return df
+
+
+def check_against_records(results: pd.DataFrame, out_dir: Path, path: str | os.PathLike = "results.csv") -> None:
+    """ValueError naming ``path`` when its rows and the run records under ``out_dir/runs`` disagree: a record
+    without a row, or an ok row without a record. A folder with no records (a copied table) is not checked."""
+    found = sorted(Path(out_dir).glob("runs/*/*/*/seed*/metrics.json"))
+    if not found:
+        return
+    if "record_path" not in results.columns:
+        raise ValueError(f"{path} has no record_path column, so its rows cannot be matched with the records in "
+                         f"{out_dir}/runs; has {list(results.columns)}")
+    on_disk = {p.parent.relative_to(out_dir).as_posix() for p in found}
+    listed = set(results["record_path"].dropna().astype(str))
+    ok = set(results.loc[results["status"].astype(str) == "ok", "record_path"].dropna().astype(str))
+    unlisted, missing = sorted(on_disk - listed), sorted(ok - on_disk)
+    if unlisted or missing:
+        parts = ([f"{len(unlisted)} record(s) have no row (e.g. {unlisted[0]})"] if unlisted else []) + \
+                ([f"{len(missing)} ok row(s) have no record (e.g. {missing[0]})"] if missing else [])
+        raise ValueError(f"{path} does not match the run records beside it ({len(results)} rows, {len(on_disk)} "
+                         f"records): {'; '.join(parts)}. A truncated or stale table: rebuild it with "
+                         "`python -m typhoon reproduce --profile <profile> --out <folder>` (finished records are kept)")
+
+
+def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
+    """Rows with ``status == "ok"`` and a finite ``primary_value``; validated, one row per run."""
+    _require_columns(results, [*_RESULT_COLUMNS, *extra_columns])
+    df = results.loc[results["status"].astype(str) == "ok"].copy()
+    df["primary_value"] = pd.to_numeric(df["primary_value"], errors="coerce")
+    bad = df["primary_value"].isna()
+    if bad.any():
+        rows = df.loc[bad, RUN_KEYS].to_dict("records")
+        raise ValueError(f"status 'ok' but primary_value missing/non-numeric for runs {rows}")
+    dup = df.duplicated(RUN_KEYS, keep=False)
+    if dup.any():
+        rows = df.loc[dup, RUN_KEYS].drop_duplicates().to_dict("records")
+        raise ValueError(f"duplicated runs (same task, backbone, strategy, seed): {rows}")
+    for col in ("task", "backbone", "strategy"):
+        df[col] = df[col].astype(str)
+    return df.reset_index(drop=True)
+
+
+def _strategy_order(strategies: Iterable[str], reference: str | None) -> list[str]:
+    """Reference first, the rest in order of first appearance."""
+    seen = list(dict.fromkeys(strategies))
+    if reference is not None and reference in seen:
+        seen.remove(reference)
+        seen.insert(0, reference)
+    return seen
+
+
+def _metric_of(df: pd.DataFrame) -> str:
+    if "primary_metric" not in df.columns:
+        return ""
+    vals = df["primary_metric"].dropna().astype(str).unique()
+    return ",".join(sorted(vals))
+
+
+def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Per (task, backbone, strategy): ``n`` seeds, ``mean``, ``sd`` (ddof=1), ``sem`` and the t-based
+    ``ci_low``/``ci_high`` of the mean of ``primary_value`` (``status == "ok"`` runs only).
+
+    With one seed ``sd``, ``sem`` and the CI are NaN. Also reports ``n_failed`` (runs not ok).
+    """
+    df = ok_runs(results)
+    rows = []
+    for (task, backbone, strategy), g in df.groupby(["task", "backbone", "strategy"], sort=False):
+        v = g["primary_value"].to_numpy(float)
+        n = len(v)
+        mean = float(v.mean())
+        sd = float(v.std(ddof=1)) if n > 1 else math.nan
+        sem = sd / math.sqrt(n) if n > 1 else math.nan
+        lo, hi = _t_ci(mean, sem, n - 1, confidence)
+        rows.append(
+            dict(task=task, backbone=backbone, strategy=strategy, primary_metric=_metric_of(g), n=n,
+                 mean=mean, sd=sd, sem=sem, ci_low=lo, ci_high=hi)
+        )
+    out = pd.DataFrame(rows, columns=["task", "backbone", "strategy", "primary_metric", "n", "mean", "sd",
+                                      "sem", "ci_low", "ci_high"])
+    failed = results.loc[results["status"].astype(str) != "ok"]
+    nf = failed.astype({c: str for c in ("task", "backbone", "strategy")}).groupby(
+        ["task", "backbone", "strategy"]).size()
+    out["n_failed"] = [int(nf.get((r.task, r.backbone, r.strategy), 0)) for r in out.itertuples()]
+    out["confidence"] = confidence
+    return out
+
+
+def degenerate_rate(results: pd.DataFrame, tol: float = 1e-6) -> pd.DataFrame:
+    """Share of runs whose dev metric is at or below the majority-class level (Mosbach et al., 2021).
+
+    A run is degenerate when ``primary_value <= majority_value + tol`` (``tol`` absorbs float noise;
+    raise it to also count runs that are barely above the majority baseline). Columns: task, backbone,
+    strategy, n (ok runs), n_degenerate, rate, n_failed (runs whose status is not ok, not in n).
+    """
+    _require_columns(results, ["majority_value"])
+    df = ok_runs(results, extra_columns=["majority_value"])
+    maj = pd.to_numeric(df["majority_value"], errors="coerce")
+    if maj.isna().any():
+        rows = df.loc[maj.isna(), ["task", "backbone", "strategy", "seed"]].to_dict("records")
+        raise ValueError(f"majority_value missing for runs {rows}")
+    df["degenerate"] = df["primary_value"] <= maj + tol
+    failed = results.loc[results["status"].astype(str) != "ok"].astype(
+        {c: str for c in ("task", "backbone", "strategy")}).groupby(["task", "backbone", "strategy"]).size()
+    rows = []
+    for (task, backbone, strategy), g in df.groupby(["task", "backbone", "strategy"], sort=False):
+        nd = int(g["degenerate"].sum())
+        rows.append(dict(task=task, backbone=backbone, strategy=strategy, n=len(g), n_degenerate=nd,
+                         rate=nd / len(g), majority_value=float(pd.to_numeric(g["majority_value"]).mean()),
+                         n_failed=int(failed.get((task, backbone, strategy), 0))))
+    return pd.DataFrame(rows)

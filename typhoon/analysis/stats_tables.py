@@ -1,0 +1,85 @@
+"""The statistics as tables a reader sees: the comparison table rounded for display, and writing tables
+as CSV, Markdown and LaTeX."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from typhoon.analysis.run_summary import _require_columns
+from typhoon.atomic import atomic_write_text
+
+
+def comparison_table(comparisons: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """The comparisons from :func:`paired_comparisons` as a compact table to show (notebook 20).
+
+    One row per comparison: the difference with its t and bootstrap CIs, Holm p, TOST p, ASO
+    epsilon_min both ways and the verdict; numbers rounded to ``digits`` decimals, intervals as
+    "[low, high]" text ("--" where undefined). The full table stays the one to write and compute from.
+    """
+    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
+                                   "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "p_holm", "tost_p",
+                                   "aso_eps_ab", "aso_eps_ba", "verdict"], what="comparisons")
+    level = f"{100 * comparisons.attrs.get('confidence', 0.95):g}%"
+    method = comparisons.attrs.get("bootstrap_method", "bootstrap")
+
+    def interval(lows: pd.Series, highs: pd.Series) -> list[str]:
+        return [f"[{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else "--"
+                for lo, hi in zip(lows.astype(float), highs.astype(float), strict=True)]
+
+    c = comparisons
+    return pd.DataFrame({
+        "task": c["task"], "backbone": c["backbone"], "a": c["strategy_a"], "b": c["strategy_b"],
+        "n": c["n"], "a - b": c["mean_diff"].astype(float).round(digits),
+        f"{level} t CI": interval(c["ci_low"], c["ci_high"]),
+        f"{level} {method} CI": interval(c["boot_ci_low"], c["boot_ci_high"]),
+        "Holm p": c["p_holm"].astype(float).round(digits),
+        "Holm family": c["holm_family"] if "holm_family" in c else "",
+        "TOST p": c["tost_p"].astype(float).round(digits),
+        "ASO eps a>b": c["aso_eps_ab"].astype(float).round(3),
+        "ASO eps b>a": c["aso_eps_ba"].astype(float).round(3), "verdict": c["verdict"],
+    }).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------------------------------
+def _to_markdown(df: pd.DataFrame) -> str:
+    try:
+        return df.to_markdown(index=False, floatfmt=".4g") + "\n"
+    except ImportError:  # tabulate missing: minimal pipe table
+        def fmt(x):
+            return f"{x:.4g}" if isinstance(x, float) else str(x)
+        head = "| " + " | ".join(map(str, df.columns)) + " |"
+        sep = "|" + "|".join("---" for _ in df.columns) + "|"
+        body = ["| " + " | ".join(fmt(x) for x in row) + " |" for row in df.itertuples(index=False)]
+        return "\n".join([head, sep, *body]) + "\n"
+
+
+def _to_latex(df: pd.DataFrame) -> str:
+    return df.to_latex(index=False, float_format="%.4g", na_rep="--", escape=True)
+
+
+def write_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike) -> dict[str, list[Path]]:
+    """Write each table as ``<name>.csv``, ``<name>.md`` and ``<name>.tex`` under ``out_dir``.
+
+    Each file is written to a temporary file in the same directory and then ``os.replace``-d, so
+    readers never see a half-written table. Returns ``{name: [csv, md, tex]}``.
+    """
+    out_dir = Path(out_dir)
+    written: dict[str, list[Path]] = {}
+    for name, df in tables.items():
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"table {name!r} is not a DataFrame ({type(df).__name__})")
+        if not name or os.sep in name or name.startswith("."):
+            raise ValueError(f"bad table name {name!r}")
+        paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
+        atomic_write_text(paths[0], df.to_csv(index=False))
+        atomic_write_text(paths[1], _to_markdown(df))
+        atomic_write_text(paths[2], _to_latex(df))
+        written[name] = paths
+    return written

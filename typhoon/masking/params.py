@@ -1,0 +1,112 @@
+"""The masking strategies' names and parameter declarations, without torch.
+
+Every strategy declares its constructor parameters once, here; the strategy classes
+(:mod:`typhoon.masking`) take their ``PARAMS`` from :data:`STRATEGY_PARAMS`, and the run configuration
+(:mod:`typhoon.config`) and the command line's help are checked against the same lists. This module
+imports nothing heavy on purpose: ``python -m typhoon --help``, ``profiles`` and building a
+:class:`~typhoon.config.RunConfig`'s field list must not pay for importing torch (seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CORRUPTIONS = ("bert", "mask_only")
+CALIBRATIONS = ("minmax", "rank", "softmax")  # typhoon's calibrations (typhoon.masking.calibration)
+SALIENCY_SOURCES = ("mlm", "task")  # which loss typhoon's saliency is the gradient of (typhoon.masking.task_saliency)
+#: The schedules a run config can name (typhoon.masking.schedules): every sequence at the budget p; a rate
+#: uniform on (0, 1]; the budget p with a whole sequence masked with probability pi0.
+SCHEDULES = ("fixed", "uniform", "mixture")
+GEOMETRIC_P = 0.2  # span: SpanBERT's geometric span-length parameter
+MAX_SPAN_WORDS = 10  # span: SpanBERT's longest span
+
+
+@dataclass(frozen=True)
+class Param:
+    """One constructor parameter of a masking strategy."""
+
+    name: str
+    type: type  # float, int or str: what a configuration value is converted to
+    default: Any
+    doc: str
+
+
+P = Param("p", float, 0.15, "masking budget: expected share of non-special tokens selected")
+CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only")
+BASE_PARAMS = (P, CORRUPTION)
+
+STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {
+    "random": BASE_PARAMS,
+    "whole_word": BASE_PARAMS,
+    "span": (*BASE_PARAMS,
+             Param("geometric_p", float, GEOMETRIC_P, "span: parameter of the geometric span-length law, in (0, 1]"),
+             Param("max_span", int, MAX_SPAN_WORDS, "span: longest span, in words")),
+    "typhoon": (*BASE_PARAMS,
+                Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]"),
+                Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]"),
+                Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)"),
+                Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"),
+                Param("saliency", str, "mlm", f"typhoon: saliency from the {' | '.join(SALIENCY_SOURCES)} loss "
+                                              "(mlm is the paper's; task: typhoon.masking.task_saliency)")),
+}
+
+# Registry aliases: a name fixing some parameters of a strategy.
+ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    **{f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS},
+    "typhoon_task": ("typhoon", {"saliency": "task"}),
+}
+
+
+def _typhoon_inactive(values: dict[str, Any]) -> set[str]:
+    """softmax does not use ``delta``; minmax and rank do not use ``tau``."""
+    return {"delta"} if values.get("calibration", "minmax") == "softmax" else {"tau"}
+
+
+# Parameters that given values of the others make irrelevant (a run's identity leaves them out, so two
+# configs differing only there are the same run). Strategies not listed use every parameter they declare.
+INACTIVE_RULES = {"typhoon": _typhoon_inactive}
+
+
+def uses_task_saliency(name: str, params: dict[str, Any]) -> bool:
+    """Whether strategy ``name`` with its declared ``params`` takes its saliency from a task loss (the
+    phase-1 task model of :mod:`typhoon.masking.task_saliency`, whose warm-up only such runs have)."""
+    base, fixed = resolve_alias(name)
+    return {**params, **fixed}.get("saliency", "mlm") == "task"
+
+
+def strategy_names() -> list[str]:
+    """Every name ``typhoon.masking.get_strategy`` accepts."""
+    return [*STRATEGY_PARAMS, *ALIASES]
+
+
+def resolve_alias(name: str) -> tuple[str, dict[str, Any]]:
+    """(registered strategy, parameters the name fixes); ValueError naming an unknown strategy."""
+    base, fixed = ALIASES.get(name, (name, {}))
+    if base not in STRATEGY_PARAMS:
+        raise ValueError(f"unknown masking strategy {name!r}; choose one of {strategy_names()}")
+    return base, fixed
+
+
+def parameters_of(name: str) -> tuple[Param, ...]:
+    """The parameters ``get_strategy(name, ...)`` takes: the strategy's declarations, less those an alias fixes."""
+    base, fixed = resolve_alias(name)
+    return tuple(param for param in STRATEGY_PARAMS[base] if param.name not in fixed)
+
+
+def inactive_parameters(name: str, params: dict[str, Any]) -> set[str]:
+    """The parameters of :func:`parameters_of` that do not change what strategy ``name`` does with these
+    ``params`` (its declared values; an alias's fixed values are added here)."""
+    base, fixed = resolve_alias(name)
+    rule = INACTIVE_RULES.get(base)
+    return (rule({**params, **fixed}) if rule else set()) - set(fixed)
+
+
+def strategy_help() -> str:
+    """The strategies and the parameters each takes (``--set name=value``), from their declarations."""
+    lines = ["masking strategies and their parameters (--set NAME=VALUE):"]
+    for name, params in STRATEGY_PARAMS.items():
+        lines.append(f"  {name}")
+        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in params]
+    lines.append("  aliases: " + ", ".join(f"{alias} = {base} with {fixed}" for alias, (base, fixed) in ALIASES.items()))
+    return "\n".join(lines)

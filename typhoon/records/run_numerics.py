@@ -1,0 +1,162 @@
+"""The numerics a run computed in (precision, device, attention and dropout kernels, the CPU kernel family),
+read from its record or planned for a config, and the check that a grid's records share one numerics."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from typhoon import machine, paths
+from typhoon.records import run_record
+from typhoon.training import device_settings
+
+if TYPE_CHECKING:
+    from typhoon.config import RunConfig
+
+
+def numerics(precision: str | None, device: str | None) -> str:
+    """The numerics of a run, as a label: ``"<precision> on <device kind>"``, e.g. ``"bf16 on cpu"``."""
+    kind = str(device or "unknown").split(":")[0]
+    return f"{precision or 'unknown'} on {kind}"
+
+
+# Environment variables that cap the instruction set oneDNN / MKL dispatch to (an AVX2 emulation on an
+# AVX-512 CPU): part of a run's numerics, since another kernel sums in another order.
+ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def kernel_family(precision: str, device_kind: str, cpu: dict | None, env: dict | None = None) -> str:
+    """The family of matrix-product kernels a run's numbers came from: ``amx``, ``avx512_bf16``,
+    ``avx512``, ``avx2`` or ``generic`` on a CPU (from its feature flags, ``CpuFeatures.to_dict()``, and any
+    ISA cap in ``env``), the device kind elsewhere. Two CPUs of one family run the same kernels; AMX and
+    AVX512-BF16 both compute bf16 products, but accumulate in different orders, so their records differ."""
+    if device_kind != "cpu":
+        return device_kind
+    if not cpu:
+        return "unknown"  # an older record that did not store its CPU's flags
+    if precision == "bf16":
+        family = "amx" if cpu.get("amx_bf16") else "avx512_bf16" if cpu.get("avx512_bf16") else "generic"
+    else:
+        family = "avx512" if cpu.get("avx512f") else "avx2" if cpu.get("avx2") else "generic"
+    caps = [f"{name}={value}" for name, value in sorted((env or {}).items()) if name in ISA_CAPS and value]
+    return family + (f" ({', '.join(caps)})" if caps else "")
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """Everything about where a run ran that changes its numbers, resolved (never ``auto``).
+
+    ``label`` is the coarse kind the tables and the mixing check speak of (bf16 vs fp32, CPU vs GPU);
+    ``key`` adds the kernels (AMX vs AVX512-BF16, AVX-512 vs AVX2 products, the attention and dropout
+    kernels): two records can only be bit-identical, and a record can only stand in for a run of this
+    machine, when their keys are equal.
+    """
+
+    precision: str
+    device: str  # the device kind: cpu | cuda | mps
+    kernels: str  # kernel_family()
+    attention: str
+    dropout: str
+
+    @property
+    def label(self) -> str:
+        return numerics(self.precision, self.device)
+
+    @property
+    def key(self) -> str:
+        return f"{self.label} ({self.kernels}), {self.attention} attention, {self.dropout} dropout"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def numerics_of_metrics(metrics: dict) -> Numerics:
+    """The numerics a record ran with, from its ``metrics.json``: its ``numerics`` entry where it has one,
+    else worked out from what older records stored (precision, device, kernels, CPU flags)."""
+    if isinstance(metrics.get("numerics"), dict):
+        return Numerics(**metrics["numerics"])
+    device = str(metrics.get("device") or "unknown").split(":")[0]
+    precision = str(metrics.get("precision") or "unknown")
+    cpu = (metrics.get("hardware") or {}).get("cpu")
+    return Numerics(precision, device, kernel_family(precision, device, cpu),
+                    str(metrics.get("attention") or "unknown"), str(metrics.get("dropout") or "unknown"))
+
+
+def record_numerics(run_dir: Path) -> str | None:
+    """The numerics label a finished (status ok) record used; None when there is no such record."""
+    found = record_numerics_detail(run_dir)
+    return found.label if found else None
+
+
+def record_numerics_detail(run_dir: Path) -> Numerics | None:
+    """The full numerics (:class:`Numerics`) a finished (status ok) record used; None without such a record."""
+    metrics = run_record.read_json(Path(run_dir) / "metrics.json")
+    if not metrics or metrics.get("status") != "ok":
+        return None
+    return numerics_of_metrics(metrics)
+
+
+def planned_numerics(config: RunConfig) -> str:
+    """The numerics label ``config`` would run with on this machine (what ``auto`` resolves to here)."""
+    return numerics_here(config).label
+
+
+def numerics_here(config: RunConfig) -> Numerics:
+    """The full numerics ``config`` would run with on this machine: every ``auto`` resolved here."""
+
+    device = device_settings.resolve_device(config.device)
+    return numerics_of_run(device_settings.choose_precision(config.precision, device).name, device,
+                           device_settings.resolve_attention(config.attention, device),
+                           device_settings.resolve_dropout(config.dropout, device))
+
+
+def numerics_of_run(precision: str, device, attention: str, dropout: str) -> Numerics:
+    """The numerics of a run on this machine with these resolved choices (``device``: a torch.device)."""
+
+    kind = device.type
+    kernels = kernel_family(precision, kind, machine.cpu_features().to_dict(), dict(os.environ))
+    if kind == "cuda":  # another GPU model runs other kernels
+        import torch
+
+        kernels = f"cuda ({torch.cuda.get_device_name(device)})"
+    return Numerics(precision, kind, kernels, attention, dropout)
+
+
+def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:
+    """The numerics of the grid once its missing cells run here: ``{label: number of runs}``.
+
+    Raises ValueError, before anything runs, when the finished records and the cells still to run would
+    use more than one kind of numerics, naming them, unless ``allow_mixed``.
+    """
+    counts: Counter[str] = Counter()
+    todo = []
+    for config in configs:
+        run_dir = out_dir / config.relative_dir()
+        done = record_numerics(run_dir) if run_record.is_complete(run_dir, config) else None
+        if done is None:
+            todo.append(config)
+        else:
+            counts[done] += 1
+    finished = dict(counts)
+    planned = Counter(planned_numerics(c) for c in todo)
+    counts.update(planned)
+    if len(counts) > 1 and not allow_mixed:
+        raise ValueError(
+            f"{paths.shown(out_dir)} would mix numerics: its finished records used "
+            f"{_describe(finished) or 'nothing yet'}, and this machine would run the {len(todo)} missing cell(s) in "
+            f"{_describe(dict(planned))}. Finish the grid where it started (or set precision explicitly with "
+            "--set precision=...), or pass --allow-mixed-precision: the tables and the report then say the mix.")
+    return dict(counts)
+
+
+def _describe(counts: dict[str, int]) -> str:
+    return ", ".join(f"{label} ({n} run{'s' if n != 1 else ''})" for label, n in sorted(counts.items()))
+
+
+def results_numerics(results) -> dict[str, int]:
+    """``{numerics label: runs}`` over the ok rows of a results table (its ``precision`` and ``device``)."""
+    ok = results[results["status"].astype(str) == "ok"]
+    return dict(Counter(numerics(p, d) for p, d in zip(ok["precision"], ok["device"], strict=True)))

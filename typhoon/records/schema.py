@@ -1,0 +1,44 @@
+"""The tables' schema: the keys that name a run and the columns of results.csv, of the grid's status
+table and of a record's mlm_loss.csv."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from typhoon.atomic import (  # noqa: F401 -- re-exported: the writers every record user already calls as records.*
+    atomic_write_bytes,
+    atomic_write_csv,
+    atomic_write_json,
+    atomic_write_text,
+    publish_dir,
+    staged_dir,
+    staging_dir,
+)
+
+if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the table helpers need neither
+    pass
+
+
+# The tables' schema. A run is named by RUN_KEYS in every table (strategy = the config's label, which
+# adds a non-fixed schedule); results.csv has a row per run, the grid's status table a row per cell.
+RUN_KEYS = ["task", "backbone", "strategy", "seed"]
+
+
+# Typhoon-family runs: how their masking was calibrated, from which loss's saliency, and how far their final
+# masking distribution is from uniform masking (budget moved = TV, KL in nats/token: metrics["masking"]).
+# Empty for the other strategies.
+MASKING_COLUMNS = ["calibration", "saliency", "budget_moved", "kl_to_uniform"]
+
+
+RESULT_COLUMNS = [
+    *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
+    "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
+    "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
+    "task_head_accuracy", "task_head_learned",  # task-loss saliency only: its task model's check (task_saliency)
+]
+
+
+STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
+
+
+LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv

@@ -1,0 +1,156 @@
+"""Check an HTML page the way a reader sees it: rendered by headless Chromium, offline.
+
+:func:`check_page` loads a copy of the page with a small script that, once everything has loaded,
+measures what a reader would see wrong and writes it into the DOM; Chromium prints the DOM
+(``--dump-dom``) and the findings are read back from it. Checked: raw TeX left in the visible text
+(``$...$`` as TeX delimits math -- no space inside the dollars, so "$ 2.5 billion ... for $" in a
+sentence is not math -- and ``\\frac`` and the like: math that did not render), a page wider than the window (content
+cut off or needing a horizontal scroll of the whole page), and images that did not load or have no
+real alt text. :func:`static_problems` reads the HTML text itself (no browser): markup that is not
+HTML, MathML or SVG (an unescaped ``<site-packages>/...`` that a browser swallows as an element) and a
+report header whose wall time is not recorded. Nothing is fetched from a network: Chromium runs with networking features off, so a
+page that needs a CDN fails the check.
+
+Chromium comes from the OS packages (Debian: ``apt-get install chromium``); :func:`find_chromium`
+returns None where there is none, and the tests skip then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+WINDOW = (1280, 900)  # a laptop's browser window
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# nbconvert's placeholder, and the report's for a figure that carries no caption (typhoon.report.html.NO_CAPTION)
+GENERIC_ALT = ("", "No description has been provided for this image", "A figure without a stored caption.")
+
+# Runs in the page after load: the findings go into <pre id="typhoon-check"> as JSON.
+_PROBE = """
+<script>
+window.addEventListener("load", () => {
+  const text = document.body.innerText;
+  const raw = [...text.matchAll(/\\$(?=\\S)[^$\\n]{1,80}(?<=\\S)\\$|\\\\(frac|sum|mathrm|pi|lambda|alpha|mid|log)\\b/g)]
+      .map(m => m[0]).slice(0, 10);
+  const doc = document.documentElement;
+  const wide = [...document.querySelectorAll("body *")].filter(e => {
+      const r = e.getBoundingClientRect();
+      return r.width > 0 && r.right > window.innerWidth + 1 && !e.closest(".table-wrap, pre, math");
+  }).slice(0, 10).map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : ""));
+  const images = [...document.images].map(img => ({
+      src: img.src.slice(0, 60), loaded: img.complete && img.naturalWidth > 0, alt: img.getAttribute("alt")}));
+  const out = document.createElement("pre");
+  out.id = "typhoon-check";
+  out.textContent = JSON.stringify({raw_math: raw, page_width: doc.scrollWidth, window_width: window.innerWidth,
+                                    too_wide: wide, images: images, mathml: document.querySelectorAll("math").length});
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+# The elements a report may hold: HTML, the MathML latex2mathml writes, and the SVG a figure may carry.
+HTML_TAGS = frozenset("""
+a abbr address area article aside audio b base bdi bdo blockquote body br button canvas caption cite code col
+colgroup data datalist dd del details dfn dialog div dl dt em embed fieldset figcaption figure footer form h1 h2 h3
+h4 h5 h6 head header hgroup hr html i iframe img input ins kbd label legend li link main map mark menu meta meter
+nav noscript object ol optgroup option output p param picture pre progress q rp rt ruby s samp script search
+section select slot small source span strong style sub summary sup table tbody td template textarea tfoot th
+thead time title tr track u ul var video wbr
+math annotation annotation-xml maction menclose merror mfenced mfrac mi mmultiscripts mn mo mover mpadded
+mphantom mprescripts mroot mrow ms mspace msqrt mstyle msub msubsup msup mtable mtd mtext mtr munder munderover
+semantics none
+svg g path rect circle ellipse line polyline polygon text tspan defs use clippath lineargradient stop
+""".split())
+
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.unknown: list[str] = []
+        self.wall_time: str | None = None
+        self._term: str | None = None
+        self._in: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in HTML_TAGS:
+            self.unknown.append(f"<{tag}>")
+        self._in = tag
+
+    def handle_data(self, data):
+        if self._in == "dt":
+            self._term = data.strip()
+        elif self._in == "dd" and self._term == "Wall time" and self.wall_time is None:
+            self.wall_time = data.strip()
+
+
+def static_problems(text: str) -> list[str]:
+    """What is wrong in a report's HTML text itself, no browser needed: elements that are not HTML,
+    MathML or SVG (unescaped markup, e.g. ``<site-packages>/...`` from a redacted path), and a header
+    whose wall time is missing or "not recorded" (a report made by :mod:`typhoon.report.html` has one)."""
+    collector = _TagCollector()
+    collector.feed(text)
+    problems = []
+    if collector.unknown:
+        names = sorted(set(collector.unknown))
+        problems.append(f"unescaped markup (elements that are not HTML, which a browser hides): {names[:10]}")
+    if 'class="meta"' in text and (collector.wall_time is None or collector.wall_time.startswith("not recorded")):
+        problems.append(f"no wall time in the header: {collector.wall_time or 'missing'}")
+    return problems
+
+
+def find_chromium() -> str | None:
+    """The Chromium (or Chrome) executable on PATH, or None."""
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def measure_page(page: str | os.PathLike, chromium: str | None = None, timeout_s: float = 120) -> dict:
+    """Render ``page`` in headless Chromium (window :data:`WINDOW`) and return what the probe measured."""
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise FileNotFoundError("no Chromium found (on Debian: apt-get install chromium)")
+    html = Path(page).read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="typhoon-browser-") as tmp:
+        probe_page = Path(tmp) / "page.html"
+        probe_page.write_text(html.replace("</body>", _PROBE + "</body>", 1), encoding="utf-8")
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+               "--disable-dev-shm-usage", f"--user-data-dir={Path(tmp) / 'profile'}",
+               f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=10000", "--dump-dom",
+               probe_page.as_uri()]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    match = re.search(r'<pre id="typhoon-check">(.*?)</pre>', done.stdout, re.S)
+    if not match:
+        raise RuntimeError(f"Chromium did not render {page} (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(match.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+                      .replace("&amp;", "&"))
+
+
+def check_page(page: str | os.PathLike, chromium: str | None = None) -> list[str]:
+    """What a reader would see wrong in ``page`` (an empty list when nothing): one line per problem,
+    :func:`static_problems` first, then what headless Chromium measured."""
+    problems = static_problems(Path(page).read_text(encoding="utf-8"))
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        return [*problems, "not rendered: no Chromium found (on Debian: apt-get install chromium)"]
+    seen = measure_page(page, chromium)
+    if seen["raw_math"]:
+        problems.append(f"raw TeX in the text (math that did not render): {seen['raw_math']}")
+    if seen["page_width"] > seen["window_width"] or seen["too_wide"]:
+        problems.append(f"wider than a {seen['window_width']} px window ({seen['page_width']} px): {seen['too_wide']}")
+    for img in seen["images"]:
+        if not img["loaded"]:
+            problems.append(f"image not shown: {img['src']}...")
+        if (img["alt"] or "").strip() in GENERIC_ALT:
+            problems.append(f"image without alt text: {img['src']}...")
+    return problems

@@ -1,0 +1,400 @@
+"""Figures, regenerated from the tables (PNG + SVG under ``<out>/figures/``), all in one style.
+
+Every ``plot_*`` function takes DataFrames (or arrays) plus an output path (suffix ignored) and returns
+the written paths ``[<path>.png, <path>.svg]``. Figures are built on ``matplotlib.figure.Figure`` with
+the Agg canvas -- no pyplot state, so they are safe in scripts, tests and notebooks alike (show them in
+a notebook with ``IPython.display.Image(paths[0])``).
+
+One style for every figure of the bundle (:data:`STYLE`, applied by :func:`styled` while a figure is
+made and saved, so nothing leaks into the caller's matplotlib settings): figures are at most
+:data:`MAX_WIDTH_IN` wide, so that at :data:`DPI` they show at full size in the report's column, and no
+text is smaller than :data:`MIN_FONT_PT` (about 15 px there). Each figure carries a caption (stored in
+the PNG's ``Description`` and the SVG's metadata) that the report shows under it and as its alt text.
+"""
+
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import matplotlib
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from cycler import cycler  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from typhoon.analysis import run_summary
+from typhoon.records.schema import LOSS_COLUMNS, RUN_KEYS
+
+# Scripts and tests: the non-interactive Agg backend. A notebook kernel (MPLBACKEND set by ipykernel) or
+# a session that already imported pyplot keeps its backend; figures here never use pyplot anyway.
+if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+    matplotlib.use("Agg")
+
+
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------
+DPI = 150
+
+
+MAX_WIDTH_IN = 7.3  # 1095 px at DPI: the report's column (typhoon.report.html.REPORT_WIDTH_PX) shows it unscaled
+
+
+MIN_FONT_PT = 7.5  # about 15 px at DPI, full size
+
+
+STYLE = {
+    "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+    "legend.fontsize": 8.5, "figure.titlesize": 11, "legend.frameon": False,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "0.92",
+    "grid.linewidth": 0.6, "axes.axisbelow": True, "lines.linewidth": 1.4, "lines.markersize": 4,
+    "axes.formatter.useoffset": False,  # "+1.031e1" offsets hide the values a reader wants
+    "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")), "savefig.dpi": DPI,
+}
+
+
+def styled(plot):
+    """Make and save a figure in :data:`STYLE` (the caller's matplotlib settings are left as they were)."""
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return plot(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A constrained-layout figure, at most :data:`MAX_WIDTH_IN` wide (wider requests are narrowed)."""
+    fig = Figure(figsize=(min(width, MAX_WIDTH_IN), height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi: int = DPI) -> list[Path]:
+    """Write ``fig`` as ``<out_path>.png`` and ``<out_path>.svg`` (atomically) and return both paths.
+
+    ``caption`` (what the figure shows, one or two sentences) goes into the files' metadata: the report
+    shows it under the figure and as its alt text.
+    """
+    base = Path(out_path)
+    if base.suffix.lower() in (".png", ".svg", ".pdf"):
+        base = base.with_suffix("")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    metadata = {"png": {"Description": caption}, "svg": {"Description": caption, "Date": None}}
+    for ext in ("png", "svg"):
+        final = base.parent / f"{base.name}.{ext}"
+        tmp = base.parent / f".{base.name}.{ext}.tmp"
+        fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
+        os.replace(tmp, final)
+        paths.append(final)
+    return paths
+
+
+def legend_handles(axes) -> dict:
+    """``{label: handle}`` over all ``axes``, each label once (for one legend serving several panels)."""
+    handles = {}
+    for ax in np.ravel(axes):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    return handles
+
+
+def shared_legend(fig: Figure, axes, ncols: int | None = None) -> None:
+    """One legend for all panels, below them (the handles of every panel, each label once)."""
+    handles = legend_handles(axes)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   ncols=ncols or min(len(handles), 4))
+
+
+def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
+    """A stable colour per strategy (sorted names -> colorblind palette), shared by all figures."""
+    names = sorted(dict.fromkeys(str(s) for s in strategies))
+    colors = sns.color_palette("colorblind", max(len(names), 1))
+    return {s: colors[i % len(colors)] for i, s in enumerate(names)}
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    run_summary._require_columns(df, columns, what)
+    if df.empty:
+        raise ValueError(f"{what} is empty: nothing to plot")
+
+
+def _facets(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    return list(dict.fromkeys(df["task"].astype(str))), list(dict.fromkeys(df["backbone"].astype(str)))
+
+
+# --------------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------------
+@styled
+def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, confidence: float = 0.95,
+                         reference: str | None = "typhoon") -> list[Path]:
+    """Dev metric of every seed per strategy (dots), with the mean ± t-based CI beside them (black);
+    facets task x backbone."""
+    _require(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
+    df = run_summary.ok_runs(results)
+    if df.empty:
+        raise ValueError("results has no runs with status 'ok'")
+    summ = run_summary.summarize(results, confidence=confidence)
+    tasks, backbones = _facets(df)
+    order = run_summary._strategy_order(df["strategy"], reference)
+    pal = strategy_palette(order)
+    jitter = np.random.default_rng(0)  # fixed: the figure is the same every time it is made
+    fig = new_figure(max(4.6, 1.0 + 0.75 * len(order) * len(backbones)), 0.8 + 2.4 * len(tasks))
+    axes = fig.subplots(len(tasks), len(backbones), squeeze=False, sharey="row")
+    for i, task in enumerate(tasks):
+        for j, bb in enumerate(backbones):
+            ax = axes[i, j]
+            sub = df[(df.task == task) & (df.backbone == bb)]
+            if sub.empty:
+                ax.set_axis_off()
+                continue
+            sm = summ[(summ.task == task) & (summ.backbone == bb)].set_index("strategy")
+            for x, s in enumerate(order):
+                values = sub.loc[sub.strategy == s, "primary_value"].to_numpy(float)
+                ax.plot(x - 0.1 + jitter.uniform(-0.06, 0.06, values.size), values, "o", color=pal[s], alpha=0.8)
+                if s not in sm.index:
+                    continue
+                r = sm.loc[s]
+                if np.isfinite(r["ci_low"]):
+                    ax.errorbar(x + 0.12, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
+                                fmt="o", color="black", capsize=3, ms=4)
+                else:
+                    ax.plot(x + 0.12, r["mean"], "o", color="black", ms=4)
+            metric = run_summary._metric_of(sub) or "primary metric"
+            ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
+            ax.set_xlim(-0.5, len(order) - 0.5)
+            ax.set_title(f"{task} / {bb}")
+            ax.set_ylabel(f"dev {metric}" if j == 0 else "")
+    fig.suptitle(f"Dev metric per seed; black: mean ± {confidence:.0%} CI")
+    return save_figure(fig, out_path, f"The dev metric of every seed (coloured dots) per masking strategy, with "
+                                      f"the mean and its {confidence:.0%} t confidence interval in black beside "
+                                      "them; one panel per task and backbone.")
+
+
+@styled
+def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLike,
+                            margin: float | None = None, family: str | None = "vs_reference") -> list[Path]:
+    """Forest plot of paired mean differences (strategy_a - strategy_b) with CIs, zero line and the
+    equivalence band ±margin; each row names its Holm p. ``family`` selects rows (falls back to all rows
+    if none match)."""
+    _require(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
+             "comparisons")
+    df = comparisons
+    if family is not None and "family" in df.columns and (df["family"] == family).any():
+        df = df[df["family"] == family]
+    if margin is None:
+        margin = float(df["margin"].iloc[0]) if "margin" in df.columns else None
+    df = df.reset_index(drop=True)
+    holm = df["p_holm"] if "p_holm" in df.columns else pd.Series(np.nan, index=df.index)
+    labels = [f"{r.task}/{r.backbone}: {r.strategy_a} − {r.strategy_b}"
+              + (f"\nHolm p = {p:.2g}" if np.isfinite(p) else "\nnot testable")
+              for r, p in zip(df.itertuples(), holm.astype(float), strict=True)]
+    pal = strategy_palette(pd.concat([df.strategy_a, df.strategy_b]))
+    fig = new_figure(MAX_WIDTH_IN, 1.4 + 0.5 * len(df))
+    ax = fig.subplots()
+    y = np.arange(len(df))[::-1]
+    if margin:
+        ax.axvspan(-margin, margin, color="0.9", zorder=0, label=f"equivalence margin ±{margin:g}")
+    ax.axvline(0, color="black", lw=0.8)
+    for yi, r in zip(y, df.itertuples(), strict=True):
+        c = pal[r.strategy_b]
+        if np.isfinite(r.ci_low):
+            ax.errorbar(r.mean_diff, yi, xerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
+                        color=c, capsize=3)
+        elif np.isfinite(r.mean_diff):
+            ax.plot(r.mean_diff, yi, "x", color=c, ms=6)  # no CI (fewer than 2 seeds, or no spread)
+    ax.set_yticks(y, labels)
+    ax.set_ylim(-0.6, len(df) - 0.4)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
+    ax.grid(axis="y", visible=False)
+    metric = run_summary._metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
+    ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
+    if margin:
+        fig.legend(loc="outside lower center")
+    ax.set_title("Paired differences by seed (x: no CI)")
+    return save_figure(fig, out_path, "Paired mean difference of the dev metric between two strategies (by seed) "
+                                      "with its 95 % t confidence interval, against zero and the grey "
+                                      "equivalence band; each row names its Holm-adjusted p.")
+
+
+@styled
+def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """Expected best-of-k dev metric vs k (table from ``seed_budget.expected_max_performance``); one legend."""
+    _require(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
+    tasks, backbones = _facets(evp)
+    pal = strategy_palette(evp["strategy"])
+    fig = new_figure(1.0 + 3.0 * len(backbones), 1.0 + 2.4 * len(tasks))
+    axes = fig.subplots(len(tasks), len(backbones), squeeze=False)
+    extrapolated = False
+    for i, task in enumerate(tasks):
+        for j, bb in enumerate(backbones):
+            ax = axes[i, j]
+            sub = evp[(evp.task == task) & (evp.backbone == bb)]
+            for s, g in sub.groupby("strategy", sort=False):
+                ax.plot(g["k"], g["expected_max"], "o-", color=pal[s], label=s)
+                if "extrapolated" in g.columns and g["extrapolated"].any():
+                    ax.axvline(g.loc[~g["extrapolated"], "k"].max(), color="0.6", ls=":", lw=1)
+                    extrapolated = True
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_title(f"{task} / {bb}")
+            ax.set_xlabel("k (seeds)")
+            ax.set_ylabel("E[max of k]" if j == 0 else "")
+    shared_legend(fig, axes)
+    note = " Right of a dotted line, k exceeds the seeds a strategy has: the values there are extrapolated." \
+        if extrapolated else ""
+    return save_figure(fig, out_path, "Expected best dev metric among k seeds (Dodge et al., 2019) against k, per "
+                                      "strategy; one panel per task and backbone." + note)
+
+
+# --------------------------------------------------------------------------------------------------
+# MLM loss curves
+# --------------------------------------------------------------------------------------------------
+def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: bool = False) -> pd.DataFrame:
+    """Read ``<out_dir>/<record_path>/mlm_loss.csv`` of every ok run into one tidy frame with columns
+    ``task, backbone, strategy, seed, step, epoch, split, loss``. Runs without the file are skipped
+    (``strict=True``: FileNotFoundError); the names of skipped runs are in ``.attrs["missing"]``."""
+    _require(results, ["task", "backbone", "strategy", "seed", "status", "record_path"], "results")
+    ok = results[results["status"].astype(str) == "ok"]
+    frames, missing = [], []
+    for r in ok.itertuples():
+        path = Path(out_dir) / str(r.record_path) / "mlm_loss.csv"
+        if not path.is_file():
+            if strict:
+                raise FileNotFoundError(path)
+            missing.append(str(r.record_path))
+            continue
+        f = pd.read_csv(path)
+        bad = [c for c in LOSS_COLUMNS if c not in f.columns]
+        if bad:
+            raise ValueError(f"{path} is missing column(s) {bad}")
+        f = f[LOSS_COLUMNS].copy()
+        f.insert(0, "seed", r.seed)
+        f.insert(0, "strategy", str(r.strategy))
+        f.insert(0, "backbone", str(r.backbone))
+        f.insert(0, "task", str(r.task))
+        frames.append(f)
+    cols = [*RUN_KEYS, *LOSS_COLUMNS]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    out.attrs["missing"] = missing
+    return out
+
+
+@styled
+def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev; one legend."""
+    _require(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
+    agg = (curves.groupby(["task", "backbone", "strategy", "split", "step", "epoch"], sort=False)["loss"]
+           .agg(["mean", "std", "count"]).reset_index().sort_values("step"))
+    combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
+    splits = [s for s in ("train", "dev") if s in set(agg["split"])] or sorted(set(agg["split"]))
+    pal = strategy_palette(agg["strategy"])
+    fig = new_figure(1.0 + 3.2 * len(splits), 1.0 + 2.3 * len(combos))
+    axes = fig.subplots(len(combos), len(splits), squeeze=False)
+    for i, (task, bb) in enumerate(combos):
+        for j, split in enumerate(splits):
+            ax = axes[i, j]
+            sub = agg[(agg.task == task) & (agg.backbone == bb) & (agg.split == split)]
+            x = "step" if split == "train" else "epoch"  # the dev loss is measured once, after each epoch
+            for s, g in sub.groupby("strategy", sort=False):
+                ax.plot(g[x], g["mean"], color=pal[s], label=s, marker="o" if len(g) < 30 else None)
+                sd = g["std"].fillna(0.0)
+                ax.fill_between(g[x], g["mean"] - sd, g["mean"] + sd, color=pal[s], alpha=0.2, lw=0)
+            if x == "epoch" and len(sub):
+                epochs = sorted(sub["epoch"].astype(int).unique())
+                ax.set_xticks(epochs)
+                ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+            else:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+            ax.set_title(f"{task} / {bb}: {split}" + (" (one fixed random mask)" if x == "epoch" else ""))
+            ax.set_xlabel(f"MLM {x}")
+            ax.set_ylabel("MLM loss" if j == 0 else "")
+    shared_legend(fig, axes)
+    fig.suptitle("MLM loss (mean ± sd over seeds)")
+    return save_figure(fig, out_path, "Masked-language-model loss during phase 1 per strategy, mean over seeds "
+                                      "with a band of ± one sd: training loss under each strategy's own masks "
+                                      "(left) and the dev loss under one fixed random mask (right).")
+
+
+@styled
+def plot_run_curves(mlm_loss: pd.DataFrame, epochs: pd.DataFrame, primary_metric: str,
+                    majority_value: float | None, out_path: str | os.PathLike) -> list[Path]:
+    """One run: MLM loss per step (train, and dev per epoch) and the dev metric per fine-tuning epoch."""
+    _require(mlm_loss, ["step", "split", "loss"], "MLM loss")
+    column = f"dev_{primary_metric}"
+    _require(epochs, ["epoch", column], "epoch metrics")
+    fig = new_figure(MAX_WIDTH_IN, 3.0)
+    loss_ax, metric_ax = fig.subplots(1, 2)
+    for split, style in (("train", dict(lw=1.0)), ("dev", dict(marker="o", lw=1.5))):
+        part = mlm_loss[mlm_loss["split"] == split]
+        if len(part):
+            loss_ax.plot(part["step"], part["loss"], label=split, **style)
+    loss_ax.set(xlabel="MLM step", ylabel="MLM loss", title="phase 1: MLM adaptation")
+    loss_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(mlm_loss):
+        loss_ax.legend()
+    metric_ax.plot(epochs["epoch"], epochs[column], marker="o")
+    if majority_value is not None and np.isfinite(majority_value):
+        metric_ax.axhline(majority_value, ls="--", color="grey", lw=1, label="majority class")
+        metric_ax.legend()
+    metric_ax.set_xticks(epochs["epoch"].astype(int))  # whole epochs only, also for a one-epoch run
+    metric_ax.set_xlim(epochs["epoch"].min() - 0.5, epochs["epoch"].max() + 0.5)
+    metric_ax.set(xlabel="fine-tuning epoch", ylabel=f"dev {primary_metric}", title="phase 2: fine-tuning")
+    return save_figure(fig, out_path, "One run: the MLM loss per step of phase 1 (training, and the dev loss "
+                                      f"after each epoch) and the dev {primary_metric} after each fine-tuning "
+                                      "epoch, with the majority-class level dashed.")
+
+
+MASKED_COLOUR, VISIBLE_COLOUR, PI_COLOUR = "#d55e00", "#999999", "#0072b2"  # colorblind-safe
+
+
+@styled
+def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """The sequential study look by look (:mod:`typhoon.analysis.sequential`): per task (row) and comparison
+    (column), at each look's seed count the paired difference with its repeated CI for "different"
+    (thick: it must exclude 0) and its TOST interval (thin: it must lie inside the grey ±margin band),
+    each look's verdict as the marker's colour."""
+    _require(history, ["task", "comparison", "n_seeds", "difference", "ci_low", "ci_high", "tost_low",
+                       "tost_high", "margin", "verdict"], "history")
+    tasks, comparisons = list(dict.fromkeys(history["task"])), list(dict.fromkeys(history["comparison"]))
+    colours = dict(zip(["continue", "equivalent", "different", "undecided at cap"],
+                       sns.color_palette("colorblind", 4), strict=True))
+    fig = new_figure(MAX_WIDTH_IN, 1.0 + 2.0 * len(tasks))
+    axes = np.atleast_2d(fig.subplots(len(tasks), len(comparisons), sharex=True, squeeze=False))
+    for i, task in enumerate(tasks):
+        for j, name in enumerate(comparisons):
+            ax, rows = axes[i, j], history[(history["task"] == task) & (history["comparison"] == name)]
+            if len(rows):
+                margin = float(rows["margin"].iloc[0])
+                ax.axhspan(-margin, margin, color="0.92", zorder=0)
+            ax.axhline(0, color="black", lw=0.7)
+            for r in rows.itertuples():
+                ax.vlines(r.n_seeds, r.tost_low, r.tost_high, color=colours[r.verdict], lw=0.9)
+                ax.vlines(r.n_seeds, r.ci_low, r.ci_high, color=colours[r.verdict], lw=2.4, alpha=0.6)
+                ax.plot(r.n_seeds, r.difference, "o", color=colours[r.verdict], label=r.verdict)
+            if len(rows):  # the first looks' intervals are huge (2-5 degrees of freedom): clipped to the margin's scale
+                limit = max(4 * margin, 1.5 * float(rows["difference"].abs().max()))
+                ax.set_ylim(-limit, limit)
+            ax.set_title(f"{task}: {name}".replace(" - ", " −\n"), fontsize=8)
+            ax.tick_params(labelsize=7.5)
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))
+            if i == len(tasks) - 1:
+                ax.set_xlabel("seeds", fontsize=8)
+        axes[i, 0].set_ylabel(f"{task} difference", fontsize=8)
+    shared_legend(fig, axes)
+    return save_figure(fig, out_path, "Each comparison at every look of the sequential design: the paired "
+                                      "difference (dot) with its repeated confidence interval for 'different' "
+                                      "(thick bar, must exclude 0) and its TOST interval (thin bar, must lie "
+                                      "inside the grey ±margin band); the colour is the look's verdict.")

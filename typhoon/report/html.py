@@ -1,0 +1,339 @@
+"""The HTML report of one output folder: a page a reader can read offline, without the code.
+
+``render_report(out_dir, notebooks, profile)`` writes ``<out_dir>/report.html``: a header (the profile,
+date, commit, machine, numerics, wall time), the headline and what it means, the paper's claims checked
+against the tables and the headline table (:mod:`typhoon.analysis.paper_claims`), a table of contents, then one
+section per executed notebook -- its prose and outputs, never its code, parameters, stderr or progress
+bars. Math is converted to MathML (rendered by the browser, no CDN); figures carry their caption as alt
+text and below the image (:func:`typhoon.report.figures.save_figure` stores it in the PNG); wide tables scroll
+inside their own box; this machine's absolute paths are made relative (:func:`typhoon.paths.redact`).
+Each profile has its own output folder, so one profile's report never overwrites another's.
+A pipeline-check profile (smoke) says so at the top and in every section.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from typhoon import paths
+from typhoon.atomic import atomic_write_text
+from typhoon.machine import machine_line
+from typhoon.records import provenance
+
+REPORT_WIDTH_PX = 1100  # the content column; figures are made to be read at this width (typhoon.report.figures)
+_CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
+_MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
+_PLACEHOLDER = "TYPHOONMATH{}X"
+NO_CAPTION = "A figure without a stored caption."
+# The names typhoon.paths.redact puts for this machine's folders look like tags: in HTML they must be escaped
+# (a browser swallows "<site-packages>/x" as an unknown element); committed notebooks carry them raw.
+REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.report.figures.save_figure gets
+
+STYLE = f"""
+body {{ font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0;
+       background: #fafafa; }}
+main {{ max-width: {REPORT_WIDTH_PX}px; margin: 0 auto; padding: 1.5rem 2rem 4rem; background: #fff; }}
+h1 {{ font-size: 1.8rem; margin: 0.4rem 0 1rem; }} h2 {{ font-size: 1.45rem; margin-top: 2.6rem;
+  border-bottom: 1px solid #ddd; padding-bottom: .2rem; }} h3 {{ font-size: 1.15rem; margin-top: 1.8rem; }}
+h4 {{ font-size: 1rem; }}
+dl.meta {{ display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; font-size: .92rem; }}
+dl.meta dt {{ font-weight: 600; color: #555; }} dl.meta dd {{ margin: 0; overflow-wrap: anywhere; }}
+.banner {{ border-left: 6px solid #d55e00; background: #fff4ec; padding: .7rem 1rem; margin: 1rem 0; }}
+.banner.mixed {{ border-color: #cc79a7; background: #fbf0f6; }}
+.headline {{ font-size: 1.05rem; background: #f1f6fb; border-left: 6px solid #0072b2; padding: .7rem 1rem; }}
+.table-wrap {{ overflow-x: auto; max-width: 100%; margin: .6rem 0 1rem; }}
+table {{ border-collapse: collapse; font-size: .82rem; font-variant-numeric: tabular-nums; }}
+th, td {{ border: 1px solid #ddd; padding: .25rem .5rem; text-align: right; vertical-align: top; }}
+th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
+table.findings td, table.findings th {{ text-align: left; }}
+td.verdict-reproduced {{ background: #e8f5e9; }} td.verdict-not-reproduced {{ background: #fdecea; }}
+td.verdict-not-comparable {{ background: #f3f3f3; }} td.verdict-contradicted {{ background: #fdecea; }}
+td.verdict-not-decided {{ background: #fff8e1; }}
+figure {{ margin: 1rem 0 1.5rem; }} figure img {{ max-width: 100%; height: auto; display: block; }}
+figcaption {{ font-size: .88rem; color: #444; margin-top: .3rem; }}
+pre {{ background: #f6f6f6; padding: .5rem .7rem; overflow-x: auto; font-size: .82rem; }}
+code {{ font-size: .9em; background: #f3f3f3; padding: 0 .2em; }}
+math[display="block"] {{ overflow-x: auto; max-width: 100%; }}
+nav.toc ol {{ padding-left: 1.3rem; }} nav.toc li {{ margin: .1rem 0; }}
+.error {{ border-left: 6px solid #b00020; background: #fdecea; padding: .5rem 1rem; }}
+.rendered-html {{ overflow-x: auto; }}
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# Markdown and math
+
+
+def redact_html(text: str, base: Path | None = None) -> str:
+    """HTML (or Markdown) with this machine's paths made relative and the names that stand for them
+    (:data:`REDACTED_NAMES`) escaped, so they show as text."""
+    text = paths.redact(text, base)
+    for name in REDACTED_NAMES:
+        text = text.replace(name, html.escape(name))
+    return text
+
+
+def latex_to_mathml(latex: str, block: bool) -> str:
+    """LaTeX as MathML (rendered natively by browsers, offline); on a conversion error, the source in code."""
+    import latex2mathml.converter
+
+    try:
+        return latex2mathml.converter.convert(latex.strip(), display="block" if block else "inline")
+    except Exception:  # an expression the converter does not know: show it as code, never as raw $...$
+        return f"<code>{html.escape(latex)}</code>"
+
+
+def markdown_html(text: str, shift: int = 0) -> str:
+    """Markdown (with ``$...$`` / ``$$...$$`` math outside code) as HTML; headings moved down ``shift`` levels."""
+    import mistune
+
+    maths: list[str] = []
+
+    def stash(match: re.Match) -> str:
+        block = match.group(1) is not None
+        maths.append(latex_to_mathml(match.group(1) if block else match.group(2), block))
+        return _PLACEHOLDER.format(len(maths) - 1)
+
+    parts = _CODE_SPANS.split(text)
+    text = "".join(part if i % 2 else _MATH.sub(stash, part) for i, part in enumerate(parts))
+    out = mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])(text)
+    for i, mathml in enumerate(maths):
+        out = out.replace(_PLACEHOLDER.format(i), mathml)
+    if shift:
+        out = re.sub(r"<(/?)h([1-6])\b", lambda m: f"<{m.group(1)}h{min(6, int(m.group(2)) + shift)}", out)
+    return re.sub(r"<table>", '<div class="table-wrap"><table>', out).replace("</table>", "</table></div>")
+
+
+# --------------------------------------------------------------------------------------------------
+# Notebook outputs
+
+
+def image_caption(png: bytes) -> str | None:
+    """The caption stored in a PNG's ``Description`` text chunk (``typhoon.report.figures.save_figure``)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(png)) as img:
+            return img.text.get("Description") or img.text.get("Title")
+    except Exception:
+        return None
+
+
+def output_html(output: dict, base: Path) -> str:
+    """One notebook output as report HTML; "" for what a reader should not see (stderr, progress, widgets)."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        if output.get("name") != "stdout":
+            return ""
+        text = paths.redact(_text(output.get("text", "")), base).strip()
+        return f"<pre>{html.escape(text)}</pre>" if text else ""
+    if kind == "error":
+        return (f'<div class="error">This cell failed: <b>{html.escape(output.get("ename", ""))}</b>: '
+                f'{html.escape(paths.redact(output.get("evalue", ""), base))}</div>')
+    data = output.get("data", {})
+    if "application/vnd.jupyter.widget-view+json" in data:  # a widget: nothing a static page can show
+        return ""
+    if "image/png" in data:
+        png = base64.b64decode(_text(data["image/png"]))
+        caption = image_caption(png) or NO_CAPTION
+        return (f'<figure><img src="data:image/png;base64,{_text(data["image/png"]).strip()}" '
+                f'alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+    if "text/html" in data:
+        body = redact_html(_text(data["text/html"]), base)
+        return f'<div class="table-wrap rendered-html">{body}</div>'
+    if "text/markdown" in data:
+        return markdown_html(redact_html(_text(data["text/markdown"]), base), shift=2)
+    if "text/plain" in data:
+        text = paths.redact(_text(data["text/plain"]), base)
+        return f"<pre>{html.escape(text)}</pre>" if text.strip() else ""
+    return ""
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def notebook_section(path: Path, anchor: str, base: Path, banner: str = "") -> tuple[str, list[tuple[str, str]], str]:
+    """An executed notebook as a report section: (its title, its [(anchor, subtitle)], its HTML).
+
+    Markdown cells and code outputs in order; code, the parameters cells and the first heading (which
+    becomes the section title) are left out.
+    """
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    title, parts, subsections = path.stem, [], []
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.cell_type == "markdown":
+            source = cell.source
+            if title == path.stem and source.lstrip().startswith("# "):
+                first, _, source = source.lstrip().partition("\n")
+                title = first[2:].strip()
+            rendered = markdown_html(redact_html(source, base), shift=1)
+            parts.append(_anchored(rendered, anchor, subsections))
+        elif cell.cell_type == "code" and not {"parameters", "injected-parameters"} & set(tags):
+            parts.extend(output_html(o, base) for o in cell.get("outputs", []))
+    head = f'<h2 id="{anchor}">{html.escape(title)}</h2>\n<p class="source">From <code>notebooks/{html.escape(path.name)}</code>.</p>'
+    return title, subsections, "\n".join([head, banner, *filter(None, parts)])
+
+
+def _anchored(rendered: str, prefix: str, subsections: list[tuple[str, str]]) -> str:
+    """Give the section's h3 headings ids (for the table of contents) and list them in ``subsections``."""
+    def name(match: re.Match) -> str:
+        anchor = f"{prefix}-{len(subsections) + 1}"
+        subsections.append((anchor, re.sub(r"<[^>]+>", "", match.group(1))))
+        return f'<h3 id="{anchor}">{match.group(1)}</h3>'
+
+    return re.sub(r"<h3>(.*?)</h3>", name, rendered, flags=re.S)
+
+
+# --------------------------------------------------------------------------------------------------
+# The page
+
+
+def frame_html(frame, css_class: str = "findings", verdicts: bool = False) -> str:
+    """A DataFrame as an HTML table in a scroll box (verdict cells coloured)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = []
+    for row in frame.itertuples(index=False):
+        cells = []
+        for column, value in zip(frame.columns, row, strict=True):
+            cls = f' class="verdict-{str(value).replace(" ", "-")}"' if verdicts and column == "verdict" else ""
+            cells.append(f"<td{cls}>{html.escape(str(value))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<div class="table-wrap"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
+    """The title, the header block and whether the profile is a pipeline check."""
+    from typhoon.config import load_profiles
+
+    manifest = provenance.read_manifest(out_dir) or {}
+    profile = profile or manifest.get("profile") or "unknown"
+    spec = load_profiles().get(profile)
+    pipeline_check = bool(spec and spec.pipeline_check)
+    title = f"Which tokens to mask? Typhoon reproduction — profile “{profile}”"
+    machine = machine_line(manifest["machine"]) if manifest.get("machine") else "not recorded"
+    commit = manifest.get("commit") or "not recorded"
+    if manifest.get("dirty"):
+        commit += " (with local changes)"
+    items = [("Profile", f"{profile}: {spec.description}" if spec else profile),
+             ("Date", (manifest.get("finished") or provenance.now()).replace("T", " ")),
+             ("Commit", commit), ("Trained at", provenance.trained_at_line(out_dir, manifest)), ("Machine", machine),
+             ("Numerics", ", ".join(f"{k} ({v} runs)" for k, v in sorted(manifest.get("numerics", {}).items()))
+              or "not recorded"),
+             ("Wall time", wall_time(manifest)),
+             ("Dependency lock", ", ".join(f"{k} sha256 {v[:12]}…" for k, v in manifest.get("locks", {}).items())
+              or "none found")]
+    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items)
+    parts = [f"<h1>{html.escape(title)}</h1>", f'<dl class="meta">{meta}</dl>']
+    if pipeline_check:
+        parts.append(f'<div class="banner"><b>Pipeline check, not findings.</b> The “{profile}” profile runs a '
+                     "tiny model on a few hundred examples to show that every step works end to end. Its numbers "
+                     "say nothing about which tokens to mask, and they are not compared with the paper.</div>")
+    if len(manifest.get("numerics", {})) > 1:
+        parts.append('<div class="banner mixed"><b>Mixed numerics.</b> The runs of this folder were trained with '
+                     "different precisions or devices (above); the per-run precision is in results.csv.</div>")
+    return title, "\n".join(parts), pipeline_check
+
+
+def wall_time(manifest: dict, now: datetime | None = None) -> str:
+    """The header's wall time. The report is rendered at the end of a ``reproduce``, after the manifest's
+    first write (before the analysis, whose ``wall_s`` leaves the analysis out and is ~0 when every cell
+    was complete already): so the time is from its ``started`` to now, grid and analysis, and says so."""
+    now = now or datetime.now(UTC)
+    started = manifest.get("started")
+    if started:
+        seconds = (now - datetime.fromisoformat(started)).total_seconds()
+        text = f"{seconds / 60:.1f} min for this reproduce, grid and analysis (from its start to this report)"
+    elif manifest.get("wall_s") is not None:
+        text = f"{manifest['wall_s'] / 60:.1f} min for this reproduce (the grid, before the analysis)"
+    else:
+        text = "not recorded"
+    if manifest.get("runs_wall_s"):
+        text += (f"; {manifest['runs_wall_s'] / 60:.1f} min of training over {manifest.get('runs_ok', '?')} runs "
+                 "(their records' own wall times, whenever they were trained)")
+    return text
+
+
+def findings_html(out_dir: Path) -> str:
+    """The headline, the claims table and the headline table (empty when the tables are not there)."""
+    from typhoon.analysis import paper_claims  # the claims read scipy: loaded when a report is built
+
+    try:
+        tables = paper_claims.read_tables(out_dir)
+    except FileNotFoundError as err:
+        return f'<div class="error">No findings: {html.escape(str(err))}</div>'
+    claims = paper_claims.claims_table(tables)
+    return "\n".join([
+        f'<p class="headline">{html.escape(paper_claims.headline(tables))}</p>',
+        '<h3 id="claims">The paper’s claims, checked</h3>',
+        "<p>Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
+        "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when it "
+        "straddles.</p>",
+        frame_html(claims, verdicts=True),
+        '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
+        frame_html(paper_claims.headline_table(tables)),
+        f"<p>{html.escape(paper_claims.holm_caption(tables))} (this table's Holm family).</p>",
+        '<h3 id="runs">The runs</h3>',
+        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
+        runs_html(tables.results),
+    ])
+
+
+def runs_html(results) -> str:
+    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook."""
+    rows = []
+    for r in results.itertuples():
+        value = f"{r.primary_metric} {r.primary_value:.4f}" if r.status == "ok" else html.escape(str(r.error))
+        link = f'<a href="notebooks/{html.escape(str(r.record_path))}.ipynb">notebook</a>'
+        wall = f"{r.wall_s / 60:.1f} min" if r.wall_s == r.wall_s else "—"  # NaN for a failed run
+        cells = [r.task, r.backbone, r.strategy, r.seed, r.status, value, getattr(r, "precision", ""), wall]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + f"<td>{link}</td></tr>")
+    head = "".join(f"<th>{c}</th>" for c in ("task", "backbone", "strategy", "seed", "status", "dev metric",
+                                            "precision", "wall time", ""))
+    return (f'<div class="table-wrap"><table class="findings"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> str:
+    """The report page (HTML text) for the output folder ``out_dir`` and its executed ``notebooks``."""
+    out_dir = Path(out_dir).resolve()
+    title, header, pipeline_check = header_html(out_dir, profile)
+    banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
+              "and are not findings.</div>") if pipeline_check else ""
+    sections, toc = [], ['<li><a href="#summary">Summary</a><ol><li><a href="#claims">The paper’s claims</a></li>'
+                         '<li><a href="#headline-table">Headline table</a></li>'
+                         '<li><a href="#runs">The runs</a></li></ol></li>']
+    for i, path in enumerate(notebooks):
+        anchor = f"nb{i}"
+        name, subsections, body = notebook_section(Path(path), anchor, out_dir, banner)
+        sections.append(f"<section>{body}</section>")
+        sub = "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in subsections)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(name)}</a>' + (f"<ol>{sub}</ol>" if sub else "") + "</li>")
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body><main>",
+        header, '<h2 id="summary">Summary</h2>', findings_html(out_dir),
+        '<nav class="toc"><h2 id="contents">Contents</h2><ol>' + "".join(toc) + "</ol></nav>",
+        *sections,
+        "<hr><p>Regenerate with <code>python -m typhoon reproduce --profile "
+        f"{html.escape(profile or '')}</code>; the tables behind every number are in <code>stats/</code> and "
+        "<code>results.csv</code> beside this file.</p>",
+        "</main></body></html>",
+    ])
+
+
+def render_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> Path:
+    """Write ``<out_dir>/report.html`` (atomically) and return its path."""
+    target = Path(out_dir) / "report.html"
+    atomic_write_text(target, build_report(out_dir, notebooks, profile))
+    return target

@@ -1,0 +1,146 @@
+"""The notebooks the grid executes with papermill: where they are, the parameters a cell's run notebook
+gets, where its executed copy goes, the analysis notebooks, and scrubbing an executed copy of machine paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+
+from typhoon import atomic, paths
+from typhoon.config import RunConfig
+from typhoon.runner import stop
+
+REPO_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+RUN_NOTEBOOK = "10_run.ipynb"
+
+
+KERNEL = "python3"
+
+
+class QuietShutdownKernelManager(AsyncKernelManager):
+    """jupyter_client interrupts (SIGINT) every kernel before shutting it down, in case it is busy. Our
+    kernels are idle by then -- papermill shuts them down after the last cell, and a stopped grid kills
+    them itself (:mod:`typhoon.runner.stop`) -- but with two kernels at once one of them would log
+    "ERROR | KeyboardInterrupt caught in kernel" for a run that went well. So no interrupt at shutdown."""
+
+    async def _async_interrupt_kernel(self) -> None:
+        if self.shutting_down:
+            return
+        await super()._async_interrupt_kernel()
+
+
+# How every notebook of the bundle is executed: the venv's python3 kernel, quiet at shutdown, its
+# application log at ERROR (ipykernel warns at every start that it talks to papermill "over TCP without
+# encryption": here that is the loopback, between two of the user's own processes).
+PAPERMILL_OPTIONS = {"kernel_name": KERNEL, "kernel_manager_class": QuietShutdownKernelManager,
+                     "extra_arguments": ["--IPKernelApp.log_level=ERROR"], "progress_bar": False}
+
+
+@dataclass(frozen=True)
+class AnalysisNotebook:
+    """A notebook the grid executes after the runs (a walkthrough or an analysis of the results): every
+    one takes ``out_dir`` and ``profile``, and ``settings`` names the profile's analysis settings
+    (``[<profile>.analysis]``) it takes as parameters. The report shows them in this order."""
+
+    name: str
+    settings: tuple[str, ...] = ()
+
+
+ANALYSIS_NOTEBOOKS = (
+    AnalysisNotebook("00_setup.ipynb", settings=("quick",)),
+    AnalysisNotebook("01_masking_walkthrough.ipynb", settings=("quick",)),
+    AnalysisNotebook("20_statistics.ipynb"),
+    AnalysisNotebook("30_budget_spread.ipynb"),
+    AnalysisNotebook("40_mask_schedules.ipynb", settings=("quick",)),
+)
+
+
+# Run once the others have finished (it compares their tables with the reference run's); the report shows
+# it after the statistics.
+REFERENCE_NOTEBOOK = AnalysisNotebook("25_reference.ipynb")
+
+
+def notebooks_dir() -> Path:
+    """Where the notebooks are: ``$TYPHOON_NOTEBOOKS`` or the repository's ``notebooks/``."""
+    path = Path(os.environ.get("TYPHOON_NOTEBOOKS", REPO_NOTEBOOKS))
+    names = (RUN_NOTEBOOK, *(nb.name for nb in (*ANALYSIS_NOTEBOOKS, REFERENCE_NOTEBOOK)))
+    missing = [n for n in names if not (path / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"notebooks {missing} not found in {path} (set TYPHOON_NOTEBOOKS)")
+    return path
+
+
+def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
+    """Execute a notebook with papermill; the executed copy appears at ``target`` only when done."""
+    import papermill
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{time.monotonic_ns()}.ipynb")
+    try:
+        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, cwd=str(source.parent),
+                                   **PAPERMILL_OPTIONS)
+    finally:
+        if tmp.exists() and stop.stopping():
+            tmp.unlink()  # a stopped notebook is no result: the rerun executes it again
+        elif tmp.exists():
+            os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
+
+
+def cell_parameters(config: RunConfig, out_dir: Path, device: str | None = None,
+                    threads: int | None = None) -> dict:
+    """The ``10_run`` notebook's parameters for one cell: its resolved config (JSON) and the output folder.
+
+    ``device`` and ``threads`` set the execution fields (where the cell runs, not what it computes).
+    """
+    if device is not None:
+        config = config.replace(device=device)
+    if threads is not None:
+        config = config.replace(num_threads=threads)
+    return {"config": config.to_json(), "out_dir": str(out_dir)}
+
+
+def cell_notebook(config: RunConfig, out_dir: Path) -> Path:
+    """Where a cell's executed ``10_run`` notebook goes (its temp copy is a hidden file beside it)."""
+    rel = config.relative_dir()
+    return out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+
+
+def scrub_notebook(path: Path, out_dir: Path) -> None:
+    """Rewrite an executed notebook with every absolute path of this machine made relative
+    (:func:`typhoon.paths.redact`): in its outputs, the parameters papermill injected and papermill's
+    metadata. Committed copies must not carry one machine's folders. The replacements are plain
+    relative paths, so the JSON stays valid (checked before the file is replaced). The injected
+    ``out_dir`` names the output folder from the notebook's own folder (e.g. ``..``), where JupyterLab and
+    papermill execute it, so the copy can be re-run where it lies."""
+    import nbformat
+
+    text = paths.redact(path.read_text(encoding="utf-8"), out_dir)
+    notebook = nbformat.reads(text, as_version=4)  # still a notebook
+    if point_out_dir_at(notebook, paths.notebook_out_dir(path, out_dir)):
+        text = nbformat.writes(notebook)
+    atomic.atomic_write_text(path, text)
+
+
+INJECTED_OUT_DIR = re.compile(r'^out_dir = "\."$', re.MULTILINE)  # the output folder, once redacted
+
+
+def point_out_dir_at(notebook, relative: str) -> bool:
+    """Set the ``out_dir`` papermill injected (redacted to ``"."``) to ``relative``, in the injected cell and
+    papermill's metadata; False when there is none to change."""
+    cells = [cell for cell in notebook.cells if "injected-parameters" in cell.get("metadata", {}).get("tags", [])]
+    changed = False
+    for cell in cells:
+        source = INJECTED_OUT_DIR.sub(f"out_dir = {json.dumps(relative)}", cell.source)
+        changed, cell.source = changed or source != cell.source, source
+    parameters = notebook.metadata.get("papermill", {}).get("parameters", {})
+    if parameters.get("out_dir") == ".":
+        parameters["out_dir"], changed = relative, True
+    return changed

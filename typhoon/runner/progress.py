@@ -1,0 +1,214 @@
+"""Live progress of running cells, and the log of what a ``reproduce`` did.
+
+Each run writes its state to a small progress file beside its record,
+``runs/<task>/<backbone>/<strategy>/.seed<k>.progress.json`` (:class:`ProgressFile`): phase (setup, mlm,
+finetune, eval, write), epoch, step i/n within the phase, tokens per second in the phase, seconds since the
+run started, and the writer's pid. It is written atomically, at most once a second, and removed when the
+run ends; its name is not a record folder's, so it never counts as a record (``collect_results`` reads
+``seed<k>/metrics.json`` only), and one a killed process left is removed by the next clean-up
+(:func:`remove_stale_progress`). Writing it is best effort: a progress file that cannot be written never
+stops a run.
+
+The batch polls the progress files of the cells it has not finished (:class:`GridMonitor`): a file there
+means the cell is running, wherever (a local kernel, a Dask worker with the output folder on a shared file
+system). In a terminal the grid bar's text shows the running cells, redrawn once a second; elsewhere (CI,
+output piped to a log) it prints a line when a cell ends and, at most every 30 s, a line with the running
+cells' state when it changed -- never a redraw storm.
+
+:class:`RunLog` appends timestamped lines to ``<out>/reproduce.log``: the start (profile, cells, the
+command), each cell's outcome and time (a failure with its notebook), a stop, the analysis, the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from typhoon import atomic
+from typhoon.records import locks, run_record
+
+if TYPE_CHECKING:
+    from typhoon.config import RunConfig
+
+WRITE_INTERVAL_S = 1.0  # progress file writes: at most one a second
+LOG_LINE_INTERVAL_S = 30.0  # without a terminal: a line about the running cells at most this often
+POLL_INTERVAL_S = 1.0  # how often the batch reads the progress files
+
+
+def progress_path(run_dir: Path) -> Path:
+    """The progress file of the run whose record goes to ``run_dir``."""
+    run_dir = Path(run_dir)
+    return run_dir.with_name(f".{run_dir.name}.progress.json")
+
+
+class ProgressFile:
+    """The live state of one run, written to :func:`progress_path` (see the module doc).
+
+    ``update`` is cheap to call every step: it writes only when ``interval_s`` has passed since the last
+    write, or when the phase changes. ``close`` removes the file.
+    """
+
+    def __init__(self, run_dir: Path, record_path: str, interval_s: float = WRITE_INTERVAL_S, clock=time.monotonic):
+        self.path = progress_path(run_dir)
+        self.record_path = record_path
+        self.interval_s = interval_s
+        self.clock = clock
+        self.started = clock()
+        self.phase: str | None = None
+        self.phase_started = self.started
+        self.rate_start: tuple[float, int] | None = None  # (time, tokens) of the phase's first update
+        self.last_write: float | None = None
+
+    def update(self, phase: str, *, step: int | None = None, steps: int | None = None, epoch: int | None = None,
+               epochs: int | None = None, tokens: int | None = None) -> None:
+        """Record the run's state; ``tokens``: tokens processed so far in this phase (for tokens/s)."""
+        now = self.clock()
+        changed = phase != self.phase
+        if changed:
+            self.phase, self.phase_started, self.rate_start = phase, now, None
+        if tokens is not None and self.rate_start is None:
+            # the rate counts from the phase's first update: a phase resumed after an evaluation carries
+            # the tokens of its earlier epochs, which its new start time must not divide
+            self.rate_start = (now, tokens)
+        if not changed and self.last_write is not None and now - self.last_write < self.interval_s:
+            return
+        rate = None
+        if tokens is not None and self.rate_start is not None and now > self.rate_start[0]:
+            rate = (tokens - self.rate_start[1]) / (now - self.rate_start[0])
+        state = {"pid": os.getpid(), "record_path": self.record_path, "phase": phase, "step": step, "steps": steps,
+                 "epoch": epoch, "epochs": epochs, "tokens_per_s": rate or None,
+                 "elapsed_s": now - self.started, "updated": time.time()}
+        try:
+            atomic.atomic_write_json(self.path, state)
+        except OSError:
+            return  # best effort: progress never stops a run (a full disk shows up when the record is written)
+        self.last_write = now
+
+    def close(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:
+            pass  # never written (its folder could not be made): nothing to remove
+
+
+def read_progress(path: Path) -> dict | None:
+    """A progress file's state, or None when there is none (or it cannot be read)."""
+    return run_record.read_json(path)
+
+
+def describe(state: dict) -> str:
+    """One progress state in a few words, e.g. ``mlm 1/2 step 12/40 · 1,234 tok/s · 35 s``."""
+    parts = [state.get("phase") or "?"]
+    if state.get("epochs"):
+        parts[0] += f" {state.get('epoch')}/{state['epochs']}"
+    if state.get("steps"):
+        parts[0] += f" step {state.get('step')}/{state['steps']}"
+    if state.get("tokens_per_s"):
+        parts.append(f"{state['tokens_per_s']:,.0f} tok/s")
+    if state.get("elapsed_s") is not None:
+        parts.append(f"{state['elapsed_s']:.0f} s")
+    return " · ".join(parts)
+
+
+def remove_stale_progress(out_dir: Path) -> None:
+    """Remove progress files whose writer is gone (killed, or stopped before it could remove its own)."""
+    for path in Path(out_dir, "runs").glob("*/*/*/.seed*.progress.json"):
+        state = read_progress(path)
+        if state is None or not locks.pid_alive(state.get("pid")):
+            path.unlink(missing_ok=True)
+
+
+class GridMonitor:
+    """What the batch shows while cells run (see the module doc).
+
+    ``todo``: the cells to run; ``skipped``: how many more the grid has, complete already. ``poll()``
+    reads the progress files of the cells not yet finished; ``finished(row)`` notes a cell's outcome.
+    ``tty`` None: decide from ``stream.isatty()``.
+    """
+
+    def __init__(self, out_dir: Path, todo: list[RunConfig], skipped: int, stream: TextIO | None = None,
+                 tty: bool | None = None, line_interval_s: float = LOG_LINE_INTERVAL_S, clock=time.monotonic):
+        self.out_dir = Path(out_dir)
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.total, self.done, self.failed = len(todo) + skipped, skipped, 0
+        self.pending = {c.relative_dir().as_posix(): self.out_dir / c.relative_dir() for c in todo}
+        self.line_interval_s, self.clock = line_interval_s, clock
+        self.last_line: float | None = None
+        self.last_text = ""
+        self.lock = threading.Lock()
+        self.bar = None
+        if self.tty:
+            from tqdm.std import tqdm
+
+            self.bar = tqdm(total=self.total, initial=skipped, desc="grid", unit="cell", file=self.stream,
+                            dynamic_ncols=True)
+        else:
+            self._print(f"grid: {self.total} cells, {skipped} already complete, {self.total - skipped} to run")
+
+    def running(self) -> dict[str, dict]:
+        """The state of each cell that has a progress file now, by record path."""
+        states = {}
+        for record_path, run_dir in list(self.pending.items()):
+            state = read_progress(progress_path(run_dir))
+            if state is not None:
+                states[record_path] = state
+        return states
+
+    def status_text(self) -> str:
+        return "; ".join(f"{path.removeprefix('runs/')}: {describe(state)}" for path, state in self.running().items())
+
+    def poll(self) -> None:
+        text = self.status_text()
+        with self.lock:
+            if self.bar is not None:
+                self.bar.set_postfix_str(text, refresh=True)
+                return
+            now = self.clock()
+            if text and text != self.last_text and (self.last_line is None or now - self.last_line >= self.line_interval_s):
+                self._print(f"grid: {self.done}/{self.total} done; running {text}")
+                self.last_line, self.last_text = now, text
+
+    def finished(self, row: dict) -> None:
+        with self.lock:
+            self.pending.pop(row["record_path"], None)
+            self.done += 1
+            self.failed += row["status"] == "failed"
+            if self.bar is not None:
+                self.bar.update(1)
+                self.bar.set_postfix_str(self.status_text(), refresh=True)
+            else:
+                self._print(f"grid: {self.done}/{self.total} done ({self.failed} failed): {row['status']} "
+                            f"{row['record_path']} in {row['seconds']:.0f} s")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+
+class RunLog:
+    """``<out>/reproduce.log``: one timestamped line per event, appended and flushed as it happens, so the
+    log says what happened even when the process is killed. Earlier invocations' lines stay above."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def write(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        lines = message.rstrip("\n").split("\n")
+        text = "".join(f"{stamp} {lines[0]}\n" if i == 0 else f"    {line}\n" for i, line in enumerate(lines))
+        with open(self.path, "a", encoding="utf-8") as log:
+            log.write(text)
+
+    def cell(self, row: dict) -> None:
+        line = f"cell {row['status']}: {row['record_path']} ({row['seconds']:.1f} s)"
+        if row["status"] == "failed":
+            line += f"\n{row['error']}\nnotebook: {row.get('notebook')}"
+        self.write(line)

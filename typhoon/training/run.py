@@ -1,0 +1,481 @@
+"""One cell of the study, end to end: MLM adaptation -> fine-tuning -> GLUE dev metrics -> run record.
+
+Read :func:`run`, then :func:`train_and_evaluate`, top to bottom. :func:`set_up` loads the backbone and
+the data and resolves the device and kernels into a :class:`RunContext`; phase 1 (:func:`adapt_mlm`)
+adapts the encoder with masked language modelling on the task's own training text, masked by the
+chosen strategy; phase 2 (:func:`fine_tune`) fine-tunes a classifier from the adapted encoder and
+evaluates it on the GLUE dev split every epoch; :func:`run` writes the run record atomically
+(:mod:`typhoon.records.run_record`).
+
+Randomness: the run seed fixes the data order (a numpy Generator), the masks (a torch Generator), the
+new heads' initialisation and dropout (the global torch seed, set once at the start of the run, since
+dropout draws from it). On CPU the same config and seed give bit-identical metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import platform
+import subprocess
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import typhoon
+from typhoon import _faults, machine, paths
+from typhoon.config import RunConfig
+from typhoon.data.batching import PAD_MULTIPLE, collate, length_grouped_batches, token_counts
+from typhoon.data.glue_files import TaskSpec, get_task, load_glue, require_labelled_splits
+from typhoon.data.metrics import glue_metrics, majority_baseline
+from typhoon.data.tokenizing import tokenize_glue
+from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy
+from typhoon.masking.params import uses_task_saliency
+from typhoon.masking.schedules import sample_rates
+from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report, task_saliency
+from typhoon.models.backbones import Backbone, load_backbone, seeded
+from typhoon.models.mlm_head import MaskedLM
+from typhoon.records import locks, run_numerics, run_record
+from typhoon.runner.progress import ProgressFile
+from typhoon.training import device_settings, flops, speed
+from typhoon.training.progress_bars import progress_bar
+
+DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
+GRAD_CLIP = 1.0
+# The task model of task-loss saliency draws its data order and dropout from streams of their own, so the
+# phase-1 data order and dropout draws are those of every other strategy with the same seed.
+TASK_MODEL_STREAM = 7919
+LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait for it rather than fail
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment
+
+
+def resolve_device(config: RunConfig) -> torch.device:
+    """``auto``: CUDA, else Apple's MPS, else the CPU (typhoon.training.device_settings.resolve_device)."""
+    return device_settings.resolve_device(config.device)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(typhoon.__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def library_versions() -> dict:
+    import datasets
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "datasets": datasets.__version__,
+            "typhoon": typhoon.__version__}
+
+
+# --------------------------------------------------------------------------------------------------
+# Data
+
+
+def prepare_data(config: RunConfig, tokenizer) -> dict:
+    """Tokenized train/dev examples as lists of dicts (cheap to batch), capped as the config says."""
+    raw = load_glue(config.task)
+    require_labelled_splits(raw, config.task)
+    caps = {"train": config.max_train_examples, "validation": config.max_eval_examples}
+    raw = raw.__class__({s: raw[s].select(range(min(caps[s] or len(raw[s]), len(raw[s])))) for s in caps})
+    tokenized = tokenize_glue(raw, tokenizer, config.task, config.max_length)
+    keep = [c for c in ("input_ids", "token_type_ids", "special_tokens_mask", "word_ids", "label")
+            if c in tokenized["train"].column_names]
+    return {split: tokenized[split].select_columns(keep).to_list() for split in ("train", "validation")}
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def linear_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    warmup = max(1, int(total_steps * warmup_ratio))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+
+
+def eval_batches(examples: list[dict], config: RunConfig, pad_token_id: int) -> list[dict]:
+    """Padded evaluation batches in a fixed, seed-independent order (grouped by length)."""
+    lengths = [len(x["input_ids"]) for x in examples]
+    return [collate([examples[i] for i in idx], pad_token_id, PAD_MULTIPLE)
+            for idx in length_grouped_batches(lengths, config.eval_batch_size, None)]
+
+
+def optimizer_step(model, optimizer, scheduler) -> None:
+    """Clip, step, advance the learning-rate schedule, clear the gradients (both phases)."""
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def make_optimizer(model, lr: float, weight_decay: float):
+    # No weight decay on biases and LayerNorm weights (BERT's recipe). The fused kernel updates all
+    # parameters in one pass: ~5x faster than the default on CPU, where the 11.7M-parameter word
+    # embedding makes the optimizer step a visible share of a small model's training step.
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, fused=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Set-up: everything both phases share
+
+
+@dataclass
+class RunContext:
+    """What both phases of one run share, built once by :func:`set_up`.
+
+    ``rng`` and ``mask_generator`` advance as the run draws from them, so a context serves one run.
+    """
+
+    config: RunConfig
+    backbone: Backbone
+    task: TaskSpec
+    data: dict[str, list[dict]]  # tokenized "train" and "validation" examples (contract keys + label)
+    device: torch.device
+    precision: device_settings.Precision  # bf16 autocast or fp32, and why
+    attention: str  # attention kernel: eager | sdpa
+    dropout: str  # dropout kernel: fast | native
+    rng: np.random.Generator  # data order, both phases in turn
+    mask_generator: torch.Generator  # masks (drawn on the CPU)
+    progress: bool = True  # tqdm bars
+    progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/runner/progress.py)
+
+    def report(self, phase: str, **state) -> None:
+        """Note the run's phase and step in its progress file (throttled there; nothing without one)."""
+        if self.progress_file is not None:
+            self.progress_file.update(phase, **state)
+
+    @property
+    def kernels(self) -> dict:
+        """Keyword arguments of the backbone's model constructors."""
+        return dict(attention=self.attention, fast_dropout=self.dropout == "fast")
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision.bf16)
+
+
+def set_up(config: RunConfig, progress: bool = True) -> RunContext:
+    """Load the backbone and the data, resolve the device and kernels, seed the run's generators.
+
+    Bad inputs (missing or malformed data, an unreachable backbone) fail here, before any record is written.
+    """
+    require_warmup(config)  # task saliency without a warm-up would take its gradient from a head at chance
+    backbone = load_backbone(config.backbone)
+    device = resolve_device(config)
+    if config.num_threads:  # before the precision choice, which measures products on these threads
+        torch.set_num_threads(config.num_threads)
+    return RunContext(
+        config=config, backbone=backbone, task=get_task(config.task),
+        data=prepare_data(config, backbone.tokenizer), device=device,
+        precision=device_settings.choose_precision(config.precision, device),  # measured on the run's threads
+        attention=device_settings.resolve_attention(config.attention, device),
+        dropout=device_settings.resolve_dropout(config.dropout, device),
+        rng=np.random.default_rng(config.seed), mask_generator=torch.Generator().manual_seed(config.seed),
+        progress=progress)
+
+
+# --------------------------------------------------------------------------------------------------
+# Phase 1: MLM adaptation
+
+
+def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
+              task_model: torch.nn.Module | None = None) -> tuple[list, dict]:
+    """Masked-LM training on the task's training text; returns loss rows and timing.
+
+    With ``task_model`` (task-loss saliency, :func:`warm_up_task_model`) the saliency is the gradient of
+    its loss (:func:`typhoon.masking.task_saliency.task_saliency`), which reaches no parameter: the encoder is
+    updated by the MLM loss alone, as for every strategy.
+    """
+    config, tokenizer = ctx.config, ctx.backbone.tokenizer
+    mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
+    train, dev = ctx.data["train"], ctx.data["validation"]
+    # The dev loss uses one fixed random mask, independent of the run's seed and strategy.
+    dev_masker = get_strategy("random", p=config.p, corruption=config.corruption)
+    dev_gen = torch.Generator().manual_seed(DEV_MASK_SEED)
+    dev_batches = eval_batches(dev, config, tokenizer.pad_token_id)
+    for batch in dev_batches:
+        batch["input_ids"], batch["mlm_labels"] = dev_masker(batch, dev_gen, **mask_args)
+
+    lengths = [len(x["input_ids"]) for x in train]
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    mlm_saliency = strategy.needs_saliency and task_model is None
+    model = mlm
+    optimizer = make_optimizer(model, config.mlm_lr, config.weight_decay)
+    scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
+    embeddings = mlm.input_embeddings()
+    rows, tokens, step, task_losses = [], 0, 0, {}
+    meter = flops.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
+    for epoch in range(1, config.mlm_epochs + 1):
+        mlm.train()
+        bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"MLM epoch {epoch}",
+                           ctx.progress, leave=False)
+        for idx in bar:
+            batch = collate([train[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
+            rates = sample_rates(config.schedule, len(idx), config.p, config.pi0, ctx.mask_generator)
+            masked_ids, labels = strategy(batch, ctx.mask_generator, rate=rates, **mask_args)
+            if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
+                continue
+            inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
+            if task_model is not None:  # the frozen task model's gradient, w.r.t. its inputs only
+                task_loss, saliency = task_saliency(task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
+                                                    batch["input_ids"].to(ctx.device), ctx.autocast)
+                task_losses.setdefault(epoch, []).append(task_loss.item())
+            with SaliencyProbe(embeddings) if mlm_saliency else contextlib.nullcontext() as probe:
+                with ctx.autocast():
+                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
+                loss.backward()
+            if mlm_saliency:
+                # saliency w.r.t. the one-hot of the *original* token at every position
+                saliency = probe.saliency(batch["input_ids"].to(ctx.device))
+            if strategy.needs_saliency:
+                strategy.update(batch, labels != -100, saliency.float().cpu())
+            optimizer_step(model, optimizer, scheduler)
+            step += 1
+            tokens += int(batch["attention_mask"].sum())
+            meter.add(batch["attention_mask"], selected=int((labels != -100).sum()))
+            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
+            bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
+            ctx.report("mlm", step=step, steps=steps_per_epoch * config.mlm_epochs, epoch=epoch,
+                       epochs=config.mlm_epochs, tokens=tokens)
+        ctx.report("eval", epoch=epoch, epochs=config.mlm_epochs)
+        rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
+        for batch in dev_batches:
+            meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
+    meter.stop()
+    wall = meter.wall_s
+    timing = {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
+              **meter.summary("mlm")}
+    if task_model is not None:  # the task model's mean loss per epoch on the masked phase-1 batches
+        timing["mlm_task_loss_by_epoch"] = [float(np.mean(task_losses[e])) if e in task_losses else None
+                                            for e in range(1, config.mlm_epochs + 1)]
+    return rows, timing
+
+
+@torch.no_grad()
+def mlm_dev_loss(ctx: RunContext, mlm: MaskedLM, dev_batches: list[dict]) -> float:
+    mlm.eval()
+    total, count = 0.0, 0
+    for batch in dev_batches:
+        inputs = to_device(batch, ctx.device)
+        n = int((inputs["mlm_labels"] != -100).sum())
+        if n == 0:
+            continue
+        with ctx.autocast():
+            loss = mlm(labels=inputs["mlm_labels"], **ctx.backbone.model_inputs(inputs))
+        total, count = total + float(loss) * n, count + n
+    mlm.train()
+    return total / max(count, 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Phase 2: fine-tuning and evaluation
+
+
+def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]:
+    """Fine-tune the classifier, evaluating on the dev split after every epoch."""
+    config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
+    train, dev = ctx.data["train"], ctx.data["validation"]
+    lengths = [len(x["input_ids"]) for x in train]
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
+    scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
+    dev_batches = eval_batches(dev, config, pad)
+    epochs, tokens, step, num_labels = [], 0, 0, classifier.config.num_labels
+    meter = flops.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
+    for epoch in range(1, config.ft_epochs + 1):
+        classifier.train()
+        losses = []
+        bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"fine-tune epoch {epoch}",
+                           ctx.progress, leave=False)
+        for idx in bar:
+            batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
+            loss = classifier_step(ctx, classifier, batch, optimizer, scheduler)
+            tokens += int(batch["attention_mask"].sum())
+            meter.add(batch["attention_mask"], num_labels=num_labels)
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            step += 1
+            ctx.report("finetune", step=step, steps=steps_per_epoch * config.ft_epochs, epoch=epoch,
+                       epochs=config.ft_epochs, tokens=tokens)
+        ctx.report("eval", epoch=epoch, epochs=config.ft_epochs)
+        metrics = evaluate(ctx, classifier, dev_batches)
+        for batch in dev_batches:
+            meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
+        epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
+    meter.stop()
+    wall = meter.wall_s
+    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
+
+
+def classifier_step(ctx: RunContext, classifier: torch.nn.Module, batch: dict, optimizer, scheduler) -> torch.Tensor:
+    """One supervised step of a classifier on a batch on the device (phase 2, the task model's warm-up)."""
+    with ctx.autocast():
+        logits = classifier(**ctx.backbone.model_inputs(batch)).logits
+    loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
+    loss.backward()
+    optimizer_step(classifier, optimizer, scheduler)
+    return loss
+
+
+def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
+    """The task model of task-loss saliency (:mod:`typhoon.masking.task_saliency`): the backbone's classifier from
+    the pretrained encoder, fine-tuned for ``task_head_warmup`` steps on the training split (the task's
+    ``ft_lr``, batch size and warm-up ratio), then frozen; returns it (eval mode) and its check
+    (:func:`~typhoon.masking.task_saliency.task_head_report`). Raises ``TaskHeadAtChance`` if its dev accuracy
+    is not above the majority class's.
+
+    Its data order and dropout come from streams of their own (``TASK_MODEL_STREAM``): the run's data
+    order, masks and phase-1 dropout draws are untouched by the warm-up.
+    """
+    config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
+    train, dev = ctx.data["train"], ctx.data["validation"]
+    lengths, steps = [len(x["input_ids"]) for x in train], config.task_head_warmup
+    rng = np.random.default_rng([config.seed, TASK_MODEL_STREAM])
+    started, step, losses = time.perf_counter(), 0, []
+    with seeded(config.seed + TASK_MODEL_STREAM):  # dropout of the warm-up: a forked global generator
+        classifier = ctx.backbone.classifier(ctx.task.num_labels, seed=config.seed + TASK_MODEL_STREAM,
+                                             **ctx.kernels).to(ctx.device)
+        optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
+        scheduler = linear_schedule(optimizer, steps, config.warmup_ratio)
+        classifier.train()
+        while step < steps:
+            for idx in length_grouped_batches(lengths, config.batch_size, rng):
+                batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
+                losses.append(classifier_step(ctx, classifier, batch, optimizer, scheduler).item())
+                step += 1
+                ctx.report("task_warmup", step=step, steps=steps)
+                if step == steps:
+                    break
+    metrics = evaluate(ctx, classifier, eval_batches(dev, config, pad))
+    classifier.eval()  # frozen from here: no dropout, no update (its loss is differentiated w.r.t. inputs only)
+    report = task_head_report(metrics["dev_accuracy"], [x["label"] for x in dev], [x["label"] for x in train], steps)
+    report.update(train_loss_last_epoch=float(np.mean(losses[-math.ceil(len(train) / config.batch_size):])),
+                  warmup_wall_s=time.perf_counter() - started)
+    require_learned(report, config.task)
+    return classifier, report
+
+
+@torch.no_grad()
+def evaluate(ctx: RunContext, classifier: torch.nn.Module, dev_batches: list[dict]) -> dict:
+    classifier.eval()
+    predictions, labels = [], []
+    for batch in dev_batches:
+        inputs = to_device(batch, ctx.device)
+        with ctx.autocast():
+            logits = classifier(**ctx.backbone.model_inputs(inputs)).logits
+        predictions.append(logits.float().argmax(-1).cpu())
+        labels.append(batch["labels"])
+    classifier.train()
+    values = glue_metrics(ctx.config.task, torch.cat(labels).numpy(), torch.cat(predictions).numpy())
+    return {f"dev_{k}": v for k, v in values.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# The run
+
+
+def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
+    """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy)."""
+    started = time.perf_counter()
+    config, backbone, data = ctx.config, ctx.backbone, ctx.data
+    speed_choices = speed.configure(ctx.device.type)  # process-level settings that win here (typhoon/training/speed.py)
+    peak = flops.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
+    torch.manual_seed(config.seed)  # dropout draws from the global generator
+
+    strategy = get_strategy(config.strategy, **config.strategy_params())
+    strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
+                                  [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
+
+    task_model, task_head = None, None
+    if uses_task_saliency(config.strategy, config.strategy_params()) and config.mlm_epochs > 0:
+        task_model, task_head = warm_up_task_model(ctx)  # refuses a task model at chance
+    mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
+    loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
+    if config.mlm_epochs > 0:
+        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, task_model)
+    del task_model
+    encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
+    del mlm
+    _faults.maybe_inject("train", config.relative_dir().as_posix())
+
+    classifier = backbone.classifier(ctx.task.num_labels, encoder_state=encoder_state, seed=config.seed,
+                                     **ctx.kernels).to(ctx.device)
+    epochs, ft_timing = fine_tune(ctx, classifier)
+    timing.update(ft_timing, wall_s=time.perf_counter() - started)
+    for phase in ("mlm", "ft"):  # achieved shares of the measured matmul peak (useful FLOPs)
+        timing.update(flops.peak_fractions(timing, phase, peak))
+
+    train_labels = [x["label"] for x in data["train"]]
+    dev_labels = [x["label"] for x in data["validation"]]
+    metrics = {
+        "status": "ok",
+        "primary_metric": ctx.task.metric,
+        "majority_value": majority_baseline(config.task, train_labels, dev_labels),
+        "final": {k: v for k, v in epochs[-1].items() if k.startswith("dev_")},
+        "epochs": epochs,
+        "timing": timing,
+        "n_train": len(data["train"]), "n_dev": len(data["validation"]),
+        "device": str(ctx.device), "precision": ctx.precision.name, "precision_reason": ctx.precision.reason,
+        "hardware": {"cpu": machine.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
+        "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
+        "numerics": run_numerics.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
+        "versions": library_versions(), "git_commit": git_commit(),
+    }
+    if strategy.needs_saliency:
+        metrics["masking"] = strategy.meta()
+    if task_head is not None:  # task-loss saliency: the task model's check and its loss on the phase-1 batches
+        metrics["task_head"] = task_head
+        metrics["mlm_task_loss_by_epoch"] = timing.pop("mlm_task_loss_by_epoch")
+    return metrics, loss_rows, strategy
+
+
+def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = False,
+        progress: bool = True) -> run_record.RunRecord:
+    """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``
+    (``out_dir`` None: the profile's own output folder, ``<repo>/outputs/<profile>``).
+
+    A complete record of the same run is reused unless ``force``. Bad inputs fail before anything
+    is written; so does an output folder that cannot be written (:func:`typhoon.paths.check_writable`).
+    A run that fails while training leaves a record with status ``failed``, its error and traceback, and
+    re-raises. A run stopped by Ctrl-C / SIGTERM (``KeyboardInterrupt``) or by a full disk records
+    nothing: the old record (or none) stays. While it runs, its progress file says where it is
+    (:mod:`typhoon.runner.progress`); the file is removed when the run ends, however it ends.
+    """
+    out = paths.resolve_out_dir(out_dir, config.profile)
+    run_dir = out / config.relative_dir()
+    if not force and run_record.is_complete(run_dir, config):
+        return run_record.read_record(run_dir, skipped=True)
+    ctx = set_up(config, progress)  # bad data or an unknown backbone fail here, before anything is written
+    paths.check_writable(out)  # ... and an output folder that cannot be written, before any training
+    progress_file = ctx.progress_file = ProgressFile(run_dir, config.relative_dir().as_posix())
+    try:
+        progress_file.update("setup")  # until the first MLM step: the lock, the kernel peak, the models
+        with locks.record_lock(run_dir, wait_s=LOCK_WAIT_S):
+            if not force and run_record.is_complete(run_dir, config):  # finished while we waited
+                return run_record.read_record(run_dir, skipped=True)
+            try:
+                metrics, loss_rows, strategy = train_and_evaluate(ctx)
+            except Exception as err:
+                run_record.write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
+                                                       "primary_metric": ctx.task.metric},
+                                     traceback_text=traceback.format_exc())
+                raise
+            ctx.report("write")
+            run_record.write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+    finally:
+        progress_file.close()
+    return run_record.read_record(run_dir)
