@@ -1,3 +1,5 @@
+"""`python -m typhoon`: the command line (typhoon.cli), and how the process ends after a stop or a refusal."""
+
 import sys
 
 from typhoon.cli import main
