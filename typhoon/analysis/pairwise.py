@@ -117,57 +117,86 @@ def paired_comparisons(
     named in ``note``) and comparisons with < 2 pairs get NaN statistics and a note -- for small
     profiles (one seed, a failed run) where a notebook should say why a test is skipped.
     """
+    _check_comparison_options(on_invalid, margin, bootstrap_method)
+    resampling = dict(bootstrap_method=bootstrap_method, bootstrap_resamples=bootstrap_resamples,
+                      aso_iterations=aso_iterations, seed=seed)
+    rows = [compare_pair(g, a, b, reference, margin, confidence, alpha, on_invalid, resampling)
+            for g, a, b in strategy_pairs(ok_runs(results), reference)]
+    out = pd.DataFrame(rows).reindex(columns=_COMPARISON_COLUMNS)
+    out = adjust_within_families(out, reference)
+    out = add_verdicts(out, alpha)
+    out.attrs.update(margin=margin, reference=reference, alpha=alpha, confidence=confidence, **resampling)
+    return out
+
+
+def _check_comparison_options(on_invalid: str, margin: float, bootstrap_method: str) -> None:
     if on_invalid not in ("raise", "skip"):
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
     if not (margin > 0):
         raise ValueError(f"margin must be > 0, got {margin}")
     _check_bootstrap_method(bootstrap_method, "bootstrap_method")
-    resampling = dict(bootstrap_method=bootstrap_method, bootstrap_resamples=bootstrap_resamples,
-                      aso_iterations=aso_iterations, seed=seed)
-    df = ok_runs(results)
-    rows: list[dict] = []
-    for (task, backbone), g in df.groupby(GROUP_KEYS, sort=False):
-        wide = g.pivot(index="seed", columns="strategy", values="primary_value")
-        order = _strategy_order(g["strategy"], reference)
-        metric = _metric_of(g)
-        for a, b in combinations(order, 2):
-            pair = wide[[a, b]]
-            notes: list[str] = []
-            unpaired = pair.index[pair.isna().any(axis=1)].tolist()
-            if unpaired:
-                msg = (f"{task}/{backbone}: seed(s) {unpaired} present for only one of "
-                       f"{a!r} and {b!r} (missing pairs)")
-                if on_invalid == "raise":
-                    raise ValueError(msg)
-                notes.append(f"unpaired seed(s) {unpaired} dropped")
-            pair = pair.dropna()
-            n = len(pair)
-            row = dict(task=task, backbone=backbone, primary_metric=metric, strategy_a=a, strategy_b=b,
-                       family=_FAMILY_REF if reference in (a, b) else _FAMILY_OTHER, n=n,
-                       seeds=" ".join(str(s) for s in pair.index.tolist()), margin=margin)
-            if n < 2:
-                msg = f"{task}/{backbone}: {a!r} vs {b!r} has {n} paired seed(s); need >= 2"
-                if on_invalid == "raise":
-                    raise ValueError(msg)
-                notes.append(f"skipped: {n} paired seed(s), a paired test needs >= 2")
-                if n == 1:
-                    row.update(mean_a=float(pair[a].iloc[0]), mean_b=float(pair[b].iloc[0]),
-                               mean_diff=float(pair[a].iloc[0] - pair[b].iloc[0]))
-                row["note"] = "; ".join(notes)
-                rows.append(row)
-                continue
-            row.update(_paired_stats(pair[a].to_numpy(float), pair[b].to_numpy(float), margin,
-                                     confidence, alpha, notes, **resampling))
-            row["note"] = "; ".join(notes)
-            rows.append(row)
-    out = pd.DataFrame(rows)
-    out = out.reindex(columns=_COMPARISON_COLUMNS)
+
+
+def strategy_pairs(runs: pd.DataFrame, reference: str | None) -> Iterable[tuple[pd.DataFrame, str, str]]:
+    """Each (task, backbone)'s runs with every pair of its strategies, the reference first in its pairs."""
+    for _, g in runs.groupby(GROUP_KEYS, sort=False):
+        for a, b in combinations(_strategy_order(g["strategy"], reference), 2):
+            yield g, a, b
+
+
+def seed_pairs(wide: pd.DataFrame, a: str, b: str, where: str, on_invalid: str) -> tuple[pd.DataFrame, list[str]]:
+    """The two strategies' values (columns ``a``, ``b`` of the seed x strategy table ``wide``) on the seeds
+    both ran, and the notes about the seeds only one of them ran (an error unless ``on_invalid="skip"``)."""
+    pair = wide[[a, b]]
+    notes: list[str] = []
+    unpaired = pair.index[pair.isna().any(axis=1)].tolist()
+    if unpaired:
+        if on_invalid == "raise":
+            raise ValueError(f"{where}: seed(s) {unpaired} present for only one of {a!r} and {b!r} (missing pairs)")
+        notes.append(f"unpaired seed(s) {unpaired} dropped")
+    return pair.dropna(), notes
+
+
+def compare_pair(group: pd.DataFrame, a: str, b: str, reference: str | None, margin: float, confidence: float,
+                 alpha: float, on_invalid: str, resampling: dict) -> dict:
+    """One row of :func:`paired_comparisons`: strategy ``a`` against ``b`` in one (task, backbone)."""
+    task, backbone = group["task"].iloc[0], group["backbone"].iloc[0]
+    wide = group.pivot(index="seed", columns="strategy", values="primary_value")
+    metric = _metric_of(group)
+    pair, notes = seed_pairs(wide, a, b, f"{task}/{backbone}", on_invalid)
+    n = len(pair)
+    row = dict(task=task, backbone=backbone, primary_metric=metric, strategy_a=a, strategy_b=b,
+               family=_FAMILY_REF if reference in (a, b) else _FAMILY_OTHER, n=n,
+               seeds=" ".join(str(s) for s in pair.index.tolist()), margin=margin)
+    if n < 2:
+        if on_invalid == "raise":
+            raise ValueError(f"{task}/{backbone}: {a!r} vs {b!r} has {n} paired seed(s); need >= 2")
+        notes.append(f"skipped: {n} paired seed(s), a paired test needs >= 2")
+        if n == 1:
+            row.update(mean_a=float(pair[a].iloc[0]), mean_b=float(pair[b].iloc[0]),
+                       mean_diff=float(pair[a].iloc[0] - pair[b].iloc[0]))
+    else:
+        row.update(_paired_stats(pair[a].to_numpy(float), pair[b].to_numpy(float), margin, confidence, alpha,
+                                 notes, **resampling))
+    row["note"] = "; ".join(notes)
+    return row
+
+
+def adjust_within_families(out: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """Holm-adjusted p within each family (the comparisons with the reference; the others) across every
+    (task, backbone), and the family said in words beside each p."""
     out["holm_family"] = ""
     for fam in (_FAMILY_REF, _FAMILY_OTHER):
         m = out["family"] == fam
         if m.any():
             out.loc[m, "p_holm"] = holm(out.loc[m, "p"])
             out.loc[m, "holm_family"] = holm_family(out.loc[m, "p"], _family_members(fam, reference))
+    return out
+
+
+def add_verdicts(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """``testable``, ``significant`` (Holm), ``equivalent`` (TOST) and the verdict they make, with the
+    columns' final dtypes."""
     out["testable"] = out["testable"].eq(True)  # NaN (fewer than 2 pairs) -> False
     # NaN compares False, so untestable rows (p and tost_p NaN) are neither significant nor equivalent.
     out["significant"] = (out["p_holm"] < alpha).astype(bool)
@@ -177,7 +206,6 @@ def paired_comparisons(
     out["n"] = out["n"].astype("Int64")
     out["dof"] = out["dof"].astype(float)
     out["note"] = out["note"].fillna("").astype(str)
-    out.attrs.update(margin=margin, reference=reference, alpha=alpha, confidence=confidence, **resampling)
     return out
 
 
@@ -240,39 +268,52 @@ def _verdict(testable: bool, significant: bool, equivalent: bool) -> str:
 def _paired_stats(x: np.ndarray, y: np.ndarray, margin: float, confidence: float, alpha: float,
                   notes: list[str], bootstrap_method: str, bootstrap_resamples: int, aso_iterations: int,
                   seed: int) -> dict:
+    """The statistics of one comparison with at least 2 pairs (``x - y`` per seed); appends to ``notes``."""
     d = x - y
-    n = d.size
-    mean = float(d.mean())
-    sd = float(d.std(ddof=1))
-    se = sd / math.sqrt(n)
-    dof = n - 1
-    testable = sd > _ZERO_SD
-    boot_lo = boot_hi = eps_ab = eps_ba = math.nan
-    if not testable:
-        notes.append(f"{UNTESTABLE}: the differences have zero variance (all {mean:+.6g}): t, p, CIs, "
-                     "d_z, BF10, TOST and ASO are undefined")
-        t = p = dz = bf10 = lo = hi = math.nan
+    row = difference_summary(x, y)
+    if row["testable"]:
+        row.update(t_test(x, y, row, confidence))
+        row.update(resampled(x, y, confidence, notes, bootstrap_method, bootstrap_resamples, aso_iterations,
+                             seed))
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tt = pg.ttest(x, y, paired=True, confidence=confidence)
-        t = float(tt["T"].iloc[0])
-        p = float(tt["p_val"].iloc[0])
-        dof = int(tt["dof"].iloc[0])
-        dz = mean / sd
-        # pingouin's table rounds BF10 to a string; recompute it unrounded from the same t and n.
-        bf10 = float(pg.bayesfactor_ttest(t, n, paired=True))
-        lo, hi = _t_ci(mean, se, dof, confidence)  # pingouin's CI95 column is rounded to 2 decimals
-        boot_lo, boot_hi, boot_note = bootstrap_mean_ci(d, confidence, bootstrap_method, bootstrap_resamples,
-                                                        seed)
-        if boot_note:
-            notes.append(boot_note)
-        eps_ab = aso_epsilon_min(x, y, confidence, aso_iterations, seed=seed)
-        eps_ba = aso_epsilon_min(y, x, confidence, aso_iterations, seed=seed)
+        notes.append(f"{UNTESTABLE}: the differences have zero variance (all {row['mean_diff']:+.6g}): t, p, "
+                     "CIs, d_z, BF10, TOST and ASO are undefined")
+        row.update(dict.fromkeys(("t", "p", "cohen_dz", "bf10", "ci_low", "ci_high", "boot_ci_low",
+                                  "boot_ci_high", "aso_eps_ab", "aso_eps_ba"), math.nan))
     w_stat, w_p, w_note = _wilcoxon(d, alpha)
     if w_note:
         notes.append(w_note)
-    return dict(mean_a=float(x.mean()), mean_b=float(y.mean()), mean_diff=mean, sd_diff=sd, se_diff=se,
-                ci_low=lo, ci_high=hi, t=t, dof=dof, p=p, cohen_dz=dz, bf10=bf10,
-                tost_p=tost_paired(d, margin), wilcoxon_stat=w_stat, wilcoxon_p=w_p, testable=testable,
-                boot_ci_low=boot_lo, boot_ci_high=boot_hi, aso_eps_ab=eps_ab, aso_eps_ba=eps_ba)
+    row.update(tost_p=tost_paired(d, margin), wilcoxon_stat=w_stat, wilcoxon_p=w_p)
+    return row
+
+
+def difference_summary(x: np.ndarray, y: np.ndarray) -> dict:
+    """Means, the paired differences' mean, sd and se, degrees of freedom, and whether they vary at all."""
+    d = x - y
+    sd = float(d.std(ddof=1))
+    return dict(mean_a=float(x.mean()), mean_b=float(y.mean()), mean_diff=float(d.mean()), sd_diff=sd,
+                se_diff=sd / math.sqrt(d.size), dof=d.size - 1, testable=sd > _ZERO_SD)
+
+
+def t_test(x: np.ndarray, y: np.ndarray, summary: dict, confidence: float) -> dict:
+    """The paired t-test (pingouin), Cohen's d_z, the unrounded JZS Bayes factor and the t interval."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tt = pg.ttest(x, y, paired=True, confidence=confidence)
+    t, dof = float(tt["T"].iloc[0]), int(tt["dof"].iloc[0])
+    lo, hi = _t_ci(summary["mean_diff"], summary["se_diff"], dof, confidence)  # pingouin's CI95 is rounded
+    # pingouin's table rounds BF10 to a string; recompute it unrounded from the same t and n.
+    return dict(t=t, p=float(tt["p_val"].iloc[0]), dof=dof, cohen_dz=summary["mean_diff"] / summary["sd_diff"],
+                bf10=float(pg.bayesfactor_ttest(t, x.size, paired=True)), ci_low=lo, ci_high=hi)
+
+
+def resampled(x: np.ndarray, y: np.ndarray, confidence: float, notes: list[str], bootstrap_method: str,
+              bootstrap_resamples: int, aso_iterations: int, seed: int) -> dict:
+    """The bootstrap interval of the mean difference and almost stochastic order both ways, each drawn
+    from ``seed`` afresh."""
+    boot_lo, boot_hi, boot_note = bootstrap_mean_ci(x - y, confidence, bootstrap_method, bootstrap_resamples, seed)
+    if boot_note:
+        notes.append(boot_note)
+    return dict(boot_ci_low=boot_lo, boot_ci_high=boot_hi,
+                aso_eps_ab=aso_epsilon_min(x, y, confidence, aso_iterations, seed=seed),
+                aso_eps_ba=aso_epsilon_min(y, x, confidence, aso_iterations, seed=seed))
