@@ -1,5 +1,5 @@
 """What a finished run of the study found, read from its tables: the headline table, the paper's claims
-checked one by one, and the README's Results block.
+checked one by one (the README's Results block is written from them by :mod:`typhoon.report.results_readme`).
 
 Everything here reads the files an output folder already has -- ``stats/summary.csv`` and
 ``stats/comparisons.csv`` (notebook 20), ``stats/budget_states.csv`` (notebook 30), ``results.csv``

@@ -1,4 +1,6 @@
-"""GLUE data: read the official TSV files exactly, tokenize with word ids, pad batches dynamically.
+"""GLUE data files: where a task's official TSV files are, their checksums, reading them exactly, and
+fetching the tasks not bundled. (Tokenizing is :mod:`typhoon.data.tokenizing`, batching
+:mod:`typhoon.data.batching`.)
 
 Where a task's files come from, in order (the first place that has the task's folder wins):
 the ``data_dir`` argument, the ``TYPHOON_GLUE_DIR`` environment variable (a folder in the official

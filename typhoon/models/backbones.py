@@ -1,4 +1,5 @@
-"""Backbones: a registry of short names, offline loading, and an MLM head that only scores masked positions.
+"""Backbones: a registry of short names and offline loading of the tokenizer and the two models of a run
+(the MLM head that only scores masked positions is :mod:`typhoon.models.mlm_head`).
 
 ``load_backbone(name)`` returns a :class:`Backbone` with the tokenizer and two builders sharing one
 encoder state: :meth:`Backbone.mlm_model` (phase 1, masked-LM adaptation) and

@@ -1,5 +1,5 @@
-"""The MLM head on top of a backbone: each model family's head (BERT, DeBERTa-v2, ...) and ``MaskedLM``,
-which computes the loss at the selected positions only."""
+"""The model families a backbone may be (each one's MLM head, token types and attention interface), and
+``MaskedLM``: an encoder plus its family's MLM head, scoring the vocabulary at the selected positions only."""
 
 from __future__ import annotations
 
@@ -9,16 +9,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import (
-    PretrainedConfig,
-    PreTrainedModel,
-)
-from transformers.utils import logging as hf_logging
-
-# Loading an encoder-only checkpoint into a *ForMaskedLM / *ForSequenceClassification class always
-# reports the freshly initialised head; that is expected here, so keep the logs readable.
-hf_logging.set_verbosity_error()
-hf_logging.disable_progress_bar()
+from transformers import PretrainedConfig, PreTrainedModel
 
 
 @dataclass(frozen=True)

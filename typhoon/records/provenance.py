@@ -1,6 +1,7 @@
 """Where a set of results came from: the machine, commit, lock and wall time of each ``reproduce`` into an
-output folder (``MANIFEST.json``), the numerics its runs used, and committing records to git as they
-complete (for a reference run that resumes on any machine).
+output folder (``MANIFEST.json``), the commit each record was trained at, and committing records to git
+as they complete (for a reference run that resumes on any machine). The numerics its runs used are
+checked in :mod:`typhoon.records.run_numerics`, the machine described by :mod:`typhoon.machine`.
 
 **Numerics.** A run's numbers depend on the precision it trained in and the kind of device: bf16
 autocast on one CPU and fp32 on another give different metrics for the same config and seed, as do a

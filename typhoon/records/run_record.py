@@ -1,5 +1,6 @@
-"""Run records on disk: the record of one run (write, read back, complete or not),
-locks, and the results table built from the records (its schema and its one row builder).
+"""The record of one run on disk: write it, read it back, and say whether it is complete for a config
+(the same run, resolved the same way). Locks are in :mod:`.locks`, the tables' schema in :mod:`.schema`,
+the results table's rows in :mod:`.result_rows`.
 
 A run's folder appears in one ``rename`` once every file in it is written, so a reader never sees a
 half-written record: a crash leaves either the old record, or nothing, plus a temp folder that is

@@ -1,5 +1,7 @@
-"""The machine a run is on: its CPU features, the device and precision a run uses (each with the
-reason), its measured matrix-product peak, and the FLOPs of a BERT-like encoder's training step.
+"""How fast a run could go and how much work it does: the measured matrix-product peak of this machine
+(per dtype and thread count), the FLOPs of a BERT-like encoder's training step, and a per-phase meter.
+(The CPU's features are in :mod:`typhoon.machine`; the device and precision a run uses, in
+:mod:`typhoon.training.device_settings`.)
 
 A phase's achieved throughput is its FLOPs divided by its wall time; set beside the measured peak of
 the same dtype and thread count it says how close a run comes to what the hardware can do::
