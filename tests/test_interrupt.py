@@ -143,7 +143,7 @@ def test_a_released_lock_leaves_no_file(tmp_path):
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from typhoon import records
+    from typhoon.records import locks
     with locks.exclusive_lock(Path(sys.argv[1]), "test"):
         print("held", flush=True)
         time.sleep(120)

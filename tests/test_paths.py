@@ -42,7 +42,7 @@ def test_redact_makes_this_machines_paths_relative(monkeypatch, tmp_path):
     text = (f"wrote {out}/runs/mrpc/x and {out}; code in {REPO}/typhoon/grid.py; {site}/tqdm/auto.py; "
             f"/root/.cache/hf but /rootfs/data stays; data {tmp_path}/glue/MRPC; out_dir = \"{out}\"")
     shown = paths.redact(text, out)
-    assert shown == ("wrote runs/mrpc/x and .; code in typhoon/runner/grid.py; <site-packages>/tqdm/auto.py; "
+    assert shown == ("wrote runs/mrpc/x and .; code in typhoon/grid.py; <site-packages>/tqdm/auto.py; "
                      "~/.cache/hf but /rootfs/data stays; data $TYPHOON_GLUE_DIR/MRPC; out_dir = \".\"")
     assert paths.shown(out / "stats" / "summary.csv", out) == "stats/summary.csv"
     assert paths.shown(REPO / "results" / "cpu") == "results/cpu"

@@ -65,7 +65,7 @@ def page(tmp_path):
 
 def test_the_report_reads_without_code_noise_or_local_paths(page):
     out, path, html = page
-    assert path == out / "report_html.html"
+    assert path == out / "report.html"
     assert "<title>Which tokens to mask? Typhoon reproduction — profile “smoke”</title>" in html
     for item in ("Commit", "Machine", "Numerics", "Wall time", "fp32 on cpu (18 runs)", "1.5 min"):
         assert item in html

@@ -15,8 +15,8 @@ from typhoon.training import speed
 SCRIPT = """
 import json, resource, torch
 from transformers import BertConfig, BertForMaskedLM
-from typhoon import speed
-from typhoon.models.backbones import MaskedLM
+from typhoon.training import speed
+from typhoon.models.mlm_head import MaskedLM
 
 def losses():
     torch.manual_seed(0)
