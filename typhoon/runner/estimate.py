@@ -68,8 +68,8 @@ REFERENCE_NOTEBOOK_S = 8.7
 HEARTBEAT_S = 20.0  # a line while the calibration runs, so a minute of it is not silence
 # What a run's notebook imports (notebooks/10_run.ipynb): timed in a kernel to price a cell's start.
 RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image, display\n"
-                        "from typhoon.training import run as training_run\nfrom typhoon.report import figures\n"
-                        "from typhoon.config import RunConfig, resolve\n"
+                        "from typhoon.config import RunConfig, resolve\nfrom typhoon.report import figures\n"
+                        "from typhoon.training import run as training_run\n"
                         "from typhoon.training.progress_bars import disable_library_bars\ndisable_library_bars()\n")
 
 
