@@ -298,6 +298,7 @@ def test_verdict_when_moving_the_budget_does_not_help():
                                                        margin=0.01, **FAST)
     assert list(table["strategy"]) == ["typhoon", "typhoon_task"]
     assert list(table["saliency"]) == ["mlm", "task"] and list(table["calibration"]) == ["minmax", "minmax"]
+    assert table["task_model_accuracy"].isna().all() and table["task_model_learned"].tolist() == [None, None]
     assert (table["outcome"] == "no difference that matters").all() and (table["tost_p"] < 0.05).all()
     assert sentence.startswith("Moving the budget does not help (up to 20% of the budget moved)")
     assert (table["seeds_for_power"] >= 2).all()
@@ -336,3 +337,14 @@ def test_the_verdict_says_its_holm_family_beside_the_p_values():
                                     "every task × backbone").all()
     p = [st.ttest_rel(values["typhoon"], RANDOM_F1).pvalue] * 2
     assert table["p_holm"].to_numpy() == pytest.approx(np.minimum(1, 2 * np.array(p)))
+
+
+def test_verdict_says_whether_the_task_model_behind_task_saliency_learned():
+    values = {"random": RANDOM_F1, "typhoon_task": [r + 0.001 for r in RANDOM_F1]}
+    results = _results(values, {"typhoon_task": 0.004})
+    accuracy = [0.82, 0.80, 0.66, 0.81, 0.79, 0.83, 0.80, 0.81]  # seed 2's model stayed at the majority class
+    task_rows = results["strategy"] == "typhoon_task"
+    results.loc[task_rows, "task_head_accuracy"] = accuracy
+    results.loc[task_rows, "task_head_learned"] = ["True", "True", "False", "True", "True", "True", "True", "True"]
+    row = budget_spread.bottleneck_verdict(results, **FAST)[0].iloc[0]
+    assert row.task_model_accuracy == pytest.approx(np.mean(accuracy)) and row.task_model_learned == "7/8"

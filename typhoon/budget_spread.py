@@ -374,7 +374,7 @@ def bottleneck_conclusion(states: pd.DataFrame | None, sweep: pd.DataFrame, sour
 BOTTLENECK_MARGIN = 0.01
 _VERDICT_COLUMNS = ["task", "backbone", "strategy", "calibration", "saliency", "n", "budget_moved",
                     "kl_to_uniform", "primary_metric", "diff", "ci_low", "ci_high", "p_holm", "holm_family", "tost_p",
-                    "seeds_for_power", "verdict", "outcome"]
+                    "seeds_for_power", "verdict", "outcome", "task_model_accuracy", "task_model_learned"]
 
 
 def masking_source(strategy: str) -> tuple[str, str]:
@@ -396,6 +396,18 @@ def _outcome(row) -> str:
     return "inconclusive"
 
 
+def _task_model_check(runs: pd.DataFrame, saliency: str | None) -> dict:
+    """The task model behind a task-loss saliency (``saliency == "task"``): its mean dev accuracy over the
+    runs and how many of them learned (above the majority class), so a verdict on task saliency says
+    whether the gradient that drove its masks came from a model that had learned anything."""
+    if saliency != "task":
+        return dict(task_model_accuracy=np.nan, task_model_learned=None)
+    known = runs["task_head_learned"].dropna()  # records from before the check hold none: unknown, not "0/n"
+    learned = known.map(lambda v: str(v).lower() == "true")
+    return dict(task_model_accuracy=pd.to_numeric(runs["task_head_accuracy"]).mean(),
+                task_model_learned=f"{int(learned.sum())}/{len(runs)}" if len(known) else None)
+
+
 def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN, reference: str = "random",
                        alpha: float = 0.05, power: float = 0.8, **comparison_kwargs) -> tuple[pd.DataFrame, str]:
     """Does moving more of the masking budget away from uniform help? Decided from the runs.
@@ -410,8 +422,10 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
     (``seeds_for_power``: ``stats.seeds_needed``), ``verdict`` (``stats.paired_comparisons``') and
     ``outcome``: "helps" / "hurts" (Holm-significant and not within the margin), "no difference that
     matters" (TOST-equivalent), "inconclusive", "too few seeds" (fewer than 2 pairs) or "cannot be
-    tested" (differences without spread across seeds, e.g. runs that all predict the majority class). ``calibration`` and ``saliency`` come from the results columns when present, else
-    from the strategy name (:func:`masking_source`).
+    tested" (differences without spread across seeds, e.g. runs that all predict the majority class).
+    ``calibration`` and ``saliency`` come from the results columns when present, else from the strategy
+    name (:func:`masking_source`). Task-loss saliency rows carry their task model's check
+    (``task_model_accuracy``: mean dev accuracy; ``task_model_learned``: runs above the majority class, "k/n").
 
     Returns (the table, one sentence). An empty table (no typhoon-family strategy beside the reference)
     comes with a sentence saying so.
@@ -434,7 +448,8 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
                                            on_invalid="skip", **comparison_kwargs)
     comparisons = comparisons[comparisons["family"] == "vs_reference"].reset_index(drop=True)
     needed = stats.seeds_needed(comparisons, power=power, alpha=alpha, margin=margin)
-    for column in ("budget_moved", "kl_to_uniform", "calibration", "saliency"):
+    for column in ("budget_moved", "kl_to_uniform", "calibration", "saliency", "task_head_accuracy",
+                   "task_head_learned"):
         if column not in subset.columns:
             subset[column] = np.nan
     rows = []
@@ -455,7 +470,8 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
                          primary_metric=c["primary_metric"], diff=sign * c["mean_diff"], ci_low=min(lo, hi),
                          ci_high=max(lo, hi), p_holm=c["p_holm"], holm_family=c["holm_family"], tost_p=c["tost_p"],
                          seeds_for_power=needed.loc[i, "n_margin"], verdict=c["verdict"],
-                         significant=bool(c["significant"]), equivalent=bool(c["equivalent"])))
+                         significant=bool(c["significant"]), equivalent=bool(c["equivalent"]),
+                         **_task_model_check(runs, saliency)))
     table = pd.DataFrame(rows)
     table["outcome"] = [_outcome(r) for _, r in table.iterrows()]
     table = table[_VERDICT_COLUMNS]
