@@ -44,6 +44,7 @@ RESULT_COLUMNS = [
     "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
     "task_head_accuracy", "task_head_learned",  # task-loss saliency only: its task model's check (task_saliency)
+    "mlm_full_mask_loss",  # the MLM's dev loss with every token masked (pipeline.full_mask_dev_loss; schedule_study)
 ]
 STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
 LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv
@@ -293,6 +294,7 @@ def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dic
         **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
         "device": metrics.get("device"), "precision": metrics.get("precision"), "record_path": record_path,
         "error": metrics.get("error"), **task_head_columns(masking.get("saliency"), metrics),
+        "mlm_full_mask_loss": metrics.get("mlm_full_mask_loss"),
     }
     return {column: row[column] for column in RESULT_COLUMNS}
 
