@@ -116,3 +116,13 @@ def test_the_full_mask_loss_is_the_mean_cross_entropy_with_every_token_masked():
             total += float(F.cross_entropy(mlm.head(hidden).float(), ids[maskable], reduction="sum"))
             count += int(maskable.sum())
     assert pipeline.full_mask_dev_loss(ctx, mlm) == pytest.approx(total / count, rel=1e-5)
+
+
+def test_the_notebook_section_reads_the_folder_and_writes_its_table(tmp_path):
+    table, text = schedule_study.study_of_folder(tmp_path)
+    assert table.empty and "No `results.csv`" in text and "Registered before the runs" in text
+    synthetic({"random": FIXED, "random+uniform": [0.80, 0.812, 0.787, 0.821]}).to_csv(tmp_path / "results.csv", index=False)
+    table, text = schedule_study.study_of_folder(tmp_path)
+    written = pd.read_csv(tmp_path / "stats" / "schedules_vs_fixed.csv")
+    assert len(table) == len(written) == 1 and written.loc[0, "outcome"] == table.iloc[0].outcome == "different"
+    assert "random, uniform − fixed (n = 4)" in text

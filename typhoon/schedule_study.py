@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from typhoon import stats
+from typhoon import paths, stats
+from typhoon.atomic import atomic_write_csv
 from typhoon.config import Profile, get_profile
 
 FULL_MASK_LOSS = "mlm_full_mask_loss"
@@ -193,3 +195,23 @@ def schedule_conclusion(table: pd.DataFrame, hypothesis: ScheduleHypothesis) -> 
     return (f"Dev metric: {', '.join(f'{(table.outcome == o).sum()} {o}' for o in OUTCOMES if (table.outcome == o).any())}"
             f" of {len(table)} comparisons ({table['holm_family'].iloc[0]}). Full-mask MLM loss: the theory's "
             f"direction is seen in {agree} of {len(table)}.\n\n" + "\n".join(lines))
+
+
+def study_of_folder(out_dir: str | Path, profile: str | Profile = "schedules") -> tuple[pd.DataFrame, str]:
+    """The schedules comparison of the runs in ``out_dir`` (its ``results.csv``) under ``profile``'s
+    hypothesis, written to ``stats/schedules_vs_fixed.csv`` when there is anything to compare; and the
+    text for notebook 40's last section: the hypothesis as registered, then the answer (or, without
+    schedule runs in the folder, where they would come from)."""
+    hypothesis = schedule_hypothesis(profile)
+    path = Path(out_dir) / "results.csv"
+    table = schedule_comparisons(stats.load_results(path), hypothesis) if path.is_file() else pd.DataFrame(columns=COLUMNS)
+    if not table.empty:
+        atomic_write_csv(Path(out_dir) / "stats" / "schedules_vs_fixed.csv", table)
+    registered = (f"**Registered before the runs** (`[schedules.hypothesis]` in `typhoon/profiles.toml`): "
+                  f"{hypothesis.why.get('hypothesis', '')} Margins: "
+                  + ", ".join(f"{task} ±{m:g}" for task, m in hypothesis.margins.items()) + ".")
+    if table.empty and not path.is_file():
+        return table, (f"{registered}\n\nNo `results.csv` in {paths.shown(Path(out_dir))}: the schedules grid's runs "
+                       "come from `make reproduce PROFILE=schedules` (output `outputs/schedules/`; the committed run, "
+                       "once trained, in `results/schedules/`).")
+    return table, f"{registered}\n\n{schedule_conclusion(table, hypothesis)}"
