@@ -72,7 +72,7 @@ torch-report: install
 
 # The image runs as the user who builds it (files in a mounted outputs/ are theirs); root builds keep the
 # image's own non-root user (uid 1000). DOCKER=podman works the same; BASE_IMAGE=<a local image> stands in
-# where no registry answers (README "Docker").
+# where no registry answers (docs/docker.md).
 DOCKER ?= docker
 BASE_IMAGE ?=   # empty = the Dockerfile's default, python:3.11.7-slim-bookworm
 DOCKER_BUILD = $(DOCKER) build $(if $(filter-out 0,$(shell id -u)),--build-arg UID=$(shell id -u) --build-arg GID=$(shell id -g)) \

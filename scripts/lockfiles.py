@@ -87,7 +87,7 @@ def render_environment(dev_lock: Path, torch_version: str, python: str) -> str:
         "#   conda env create -f environment.yml && conda activate typhoon",
         "# The same exact versions as the lock, without its hashes (conda runs one pip command, in which",
         "# hash checking cannot be combined with torch's index and the editable install; `make install`",
-        "# and the Dockerfile check them). torch is the CPU build; for a CUDA build see README, \"GPU\".",
+        "# and the Dockerfile check them). torch is the CPU build; for a CUDA build see docs/grid.md, \"GPU\".",
         "name: typhoon",
         "channels:",
         "  - conda-forge",

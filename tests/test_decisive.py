@@ -9,7 +9,7 @@ import pytest
 
 from typhoon.analysis import decisive
 from typhoon.config import get_profile
-from typhoon.records import result_rows, run_numerics, run_record, schema
+from typhoon.records.run_record import result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid
 
 
@@ -142,3 +142,19 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     assert (out / "figures" / "decisive_looks.png").is_file() and (out / "stats" / "history.csv").is_file()
     decisive.reproduce_decisive("decisive", out, analysis=False)
     assert batches == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_a_task_saliency_verdict_says_whether_its_task_models_learned(study):
+    """typhoon_task's comparisons carry the mean dev accuracy of the task models behind the seeds they
+    used, and how many learned; comparisons without a task-saliency arm carry nothing."""
+    results = synthetic(study, {"*": [0, 1, 2, 3]}, noise(0.01))
+    task_rows = results["strategy"] == "typhoon_task"
+    accuracy = {0: 0.82, 1: 0.80, 2: 0.66, 3: 0.99}  # seed 3 is past the look of 3 seeds: not counted
+    results["task_head_learned"] = results["task_head_learned"].astype(object)
+    results.loc[task_rows, "task_head_accuracy"] = results.loc[task_rows, "seed"].map(accuracy)
+    results.loc[task_rows, "task_head_learned"] = results.loc[task_rows, "seed"].map({0: True, 1: True, 2: False, 3: True})
+    verdicts = decisive.analyse(results, study)[1].set_index(["task", "comparison"])
+    row = verdicts.loc[("mrpc", "typhoon_task - random")]
+    assert row.n_seeds == 3 and row.task_model_accuracy == pytest.approx((0.82 + 0.80 + 0.66) / 3)
+    assert row.task_model_learned == "2/3"
+    assert pd.isna(verdicts.loc[("mrpc", "typhoon - random"), "task_model_learned"])

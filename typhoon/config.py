@@ -150,7 +150,8 @@ class RunConfig:
         """The fields that decide what the run computes: all of them but the profile's name, the
         execution fields (device, threads), the masking parameters the chosen strategy does not take and
         those its other values make irrelevant (``tau`` of min-max Typhoon, ``delta`` of softmax Typhoon:
-        ``masking.inactive_parameters``), and ``task_head_warmup`` unless the saliency is a task loss's.
+        ``masking.inactive_parameters``), ``task_head_warmup`` unless the saliency is a task loss's, and
+        ``pi0`` unless the schedule is the mixture.
 
         Two configs with the same identity give the same record (on one kind of device), whatever
         profile they came from: a profile that sets ``tau`` for its softmax cells shares its random and
@@ -161,7 +162,8 @@ class RunConfig:
         params = self.strategy_params()
         unused = (STRATEGY_FIELDS - set(params)) | inactive_parameters(self.strategy, params)
         no_task_model = set() if uses_task_saliency(self.strategy, params) else {"task_head_warmup"}
-        skip = {"profile", *EXECUTION_FIELDS, *unused, *no_task_model}
+        no_full_mask = set() if self.schedule == "mixture" else {"pi0"}  # only the mixture masks whole sequences
+        skip = {"profile", *EXECUTION_FIELDS, *unused, *no_task_model, *no_full_mask}
         return {k: v for k, v in self.to_dict().items() if k not in skip}
 
     def run_id(self) -> str:
@@ -275,6 +277,8 @@ class Profile:
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
     cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.runner.cluster)
     design: dict = field(default_factory=dict)  # a sequential design (typhoon.analysis.decisive): seeds added look by look
+    hypothesis: dict = field(default_factory=dict)  # a fixed grid's registered hypothesis (typhoon.analysis.schedule_study)
+    required_metrics: list[str] = field(default_factory=list)  # record fields its analysis needs: a reused record must hold them
 
     def cells(self) -> list[dict]:
         """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""
@@ -333,7 +337,8 @@ def load_profiles(path: Path | None = None) -> dict[str, Profile]:
             extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
             task_settings=body.pop("task_settings", {}), analysis=body.pop("analysis", {}),
             pipeline_check=body.pop("pipeline_check", False), cluster=body.pop("cluster", {}),
-            design=body.pop("design", {}),
+            design=body.pop("design", {}), hypothesis=body.pop("hypothesis", {}),
+            required_metrics=body.pop("required_metrics", []),
         )
         if body:
             raise ValueError(f"{path}: profile {name!r} has unknown keys {sorted(body)}")

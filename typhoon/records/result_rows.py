@@ -46,6 +46,7 @@ def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dic
         **{key: timing.get(key) for key in ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s")},
         "device": metrics.get("device"), "precision": metrics.get("precision"), "record_path": record_path,
         "error": metrics.get("error"), **task_head_columns(masking.get("saliency"), metrics),
+        "mlm_full_mask_loss": metrics.get("mlm_full_mask_loss"),
     }
     return {column: row[column] for column in RESULT_COLUMNS}
 

@@ -59,6 +59,7 @@ class ReusePlan:
 
     copied: list[dict] = field(default_factory=list)  # {"record_path", "reused_from"}
     other_numerics: list[dict] = field(default_factory=list)  # {"record_path", "source", "theirs", "ours"}
+    lacking: list[dict] = field(default_factory=list)  # {"record_path", "source", "missing"}: predate a needed field
 
     def lines(self) -> list[str]:
         out = [f"reused {c['record_path']} from {paths.shown(c['reused_from'])}" for c in self.copied]
@@ -67,6 +68,10 @@ class ReusePlan:
             ours = sorted({o["ours"] for o in self.other_numerics})
             out.append(f"not reused: {len(self.other_numerics)} equal record(s) ran with other numerics "
                        f"({'; '.join(theirs)}) than this machine would use ({'; '.join(ours)}); those cells train here")
+        if self.lacking:
+            missing = sorted({m for o in self.lacking for m in o["missing"]})
+            out.append(f"not reused: {len(self.lacking)} equal record(s) hold no {', '.join(missing)}, which this "
+                       "profile's analysis needs (they predate it); those cells train here")
         return out
 
 
@@ -81,11 +86,14 @@ def finished_record_of(run_dir: Path, config: RunConfig) -> tuple[RunConfig, dic
 
 
 def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Path] = (),
-                      here: run_numerics.Numerics | None = None) -> tuple[Path | None, list[dict]]:
+                      here: run_numerics.Numerics | None = None,
+                      required: Sequence[str] = ()) -> tuple[Path | None, list[dict]]:
     """The first record under :func:`reuse_candidates` that can stand in for ``config``'s run on this
-    machine (``here``: its numerics, :func:`typhoon.records.run_numerics.numerics_here` when None), and the equal
-    runs passed over for their numerics. Records of the same profile count only in a named folder: in
-    another folder they are a separate reproduction of the same grid, which must run for itself."""
+    machine (``here``: its numerics, :func:`typhoon.records.run_numerics.numerics_here` when None) and holds every
+    metric in ``required`` (the profile's ``required_metrics``), and the equal runs passed over on the way
+    (with ``theirs``/``ours`` numerics, or the ``missing`` metrics). Records of the same profile count only
+    in a named folder: in another folder they are a separate reproduction of the same grid, which must run
+    for itself."""
     here = here or run_numerics.numerics_here(config)
     named = {Path(folder).resolve() for folder in reuse_from}
     passed_over = []
@@ -93,6 +101,11 @@ def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Pat
         run_dir = folder / config.relative_dir()
         found = finished_record_of(run_dir, config)
         if found is None or (found[0].profile == config.profile and folder not in named):
+            continue
+        missing = [name for name in required if found[1].get(name) is None]
+        if missing:
+            passed_over.append({"record_path": config.relative_dir().as_posix(), "source": str(run_dir),
+                                "missing": missing})
             continue
         theirs = run_numerics.numerics_of_metrics(found[1])
         if theirs.key != here.key:
@@ -126,15 +139,17 @@ def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
         atomic_write_bytes(out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb", notebook.read_bytes())
 
 
-def reuse_equal_records(configs: list[RunConfig], out_dir: Path, reuse_from: Sequence[Path] = ()) -> ReusePlan:
+def reuse_equal_records(configs: list[RunConfig], out_dir: Path, reuse_from: Sequence[Path] = (),
+                        required: Sequence[str] = ()) -> ReusePlan:
     """For every cell without a complete record in ``out_dir``, copy a record that can stand in for it
-    (:func:`find_equal_record`, :func:`reuse_record`)."""
+    (:func:`find_equal_record` with the ``required`` metrics, :func:`reuse_record`)."""
     plan = ReusePlan()
     for config in configs:
         if is_complete(Path(out_dir) / config.relative_dir(), config):
             continue
-        source, passed_over = find_equal_record(config, out_dir, reuse_from)
-        plan.other_numerics += passed_over
+        source, passed_over = find_equal_record(config, out_dir, reuse_from, required=required)
+        plan.other_numerics += [p for p in passed_over if "missing" not in p]
+        plan.lacking += [p for p in passed_over if "missing" in p]
         if source is None:
             continue
         try:

@@ -334,7 +334,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     stop.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")
     with locks.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
-        for line in record_reuse.reuse_equal_records(configs, out_dir, reuse_from).lines() if reuse else []:
+        for line in record_reuse.reuse_equal_records(configs, out_dir, reuse_from, spec.required_metrics).lines() if reuse else []:
             print(line)
             log.write(line)
         numerics = run_numerics.check_numerics(configs, out_dir, allow_mixed_precision)

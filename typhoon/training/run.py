@@ -39,7 +39,7 @@ from typhoon.masking.schedules import sample_rates
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report, task_saliency
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
-from typhoon.records import locks, run_numerics, run_record
+from typhoon.records.run_record import locks, run_numerics, run_record
 from typhoon.runner.progress import ProgressFile
 from typhoon.training import device_settings, flops, speed
 from typhoon.training.progress_bars import progress_bar
@@ -281,6 +281,20 @@ def mlm_dev_loss(ctx: RunContext, mlm: MaskedLM, dev_batches: list[dict]) -> flo
     return total / max(count, 1)
 
 
+def full_mask_dev_loss(ctx: RunContext, mlm: MaskedLM) -> float:
+    """The MLM's loss on the dev split with *every* maskable token masked: what it predicts when nothing
+    of the sequence is visible, the quantity the mask-schedule theory says only schedules with mass on
+    fully masked inputs can learn (``typhoon.analysis.identifiability``; ``typhoon.analysis.schedule_study``). No random
+    draw: the same inputs for every run, and the run's generators are left as they were."""
+    tokenizer = ctx.backbone.tokenizer
+    batches = eval_batches(ctx.data["validation"], ctx.config, tokenizer.pad_token_id)
+    for batch in batches:
+        maskable = ~batch["special_tokens_mask"].bool() & batch["attention_mask"].bool()
+        batch["mlm_labels"] = batch["input_ids"].masked_fill(~maskable, -100)
+        batch["input_ids"] = batch["input_ids"].masked_fill(maskable, tokenizer.mask_token_id)
+    return mlm_dev_loss(ctx, mlm, batches)
+
+
 # --------------------------------------------------------------------------------------------------
 # Phase 2: fine-tuning and evaluation
 
@@ -405,8 +419,10 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
         task_model, task_head = warm_up_task_model(ctx)  # refuses a task model at chance
     mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
+    full_mask_loss = None
     if config.mlm_epochs > 0:
         loss_rows, timing = adapt_mlm(ctx, mlm, strategy, task_model)
+        full_mask_loss = full_mask_dev_loss(ctx, mlm)
     del task_model
     encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
     del mlm
@@ -434,6 +450,7 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
         "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
         "numerics": run_numerics.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
         "versions": library_versions(), "git_commit": git_commit(),
+        "mlm_full_mask_loss": full_mask_loss,  # nats/token on the fully masked dev split after phase 1
     }
     if strategy.needs_saliency:
         metrics["masking"] = strategy.meta()

@@ -1,0 +1,239 @@
+"""The README and the manual under docs/: every relative link and anchor resolves, every page is on the
+README's map, and what the pages tell a reader to type still exists: each `python -m typhoon ...`
+command's subcommand, flags, profiles and --set keys, each `make` target, each repository path and each
+`typhoon.<module>.<name>` they name. A command or a module that goes away fails here until its page says
+so. (The Docker page's commands are checked against the Dockerfile in test_docker.py, the README's
+Results block against the reference run in test_findings.py.)"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import functools
+import re
+import shlex
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from typhoon import cli
+from typhoon.config import RunConfig, load_profiles
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGE_IDS = [str(page.relative_to(REPO)) for page in PAGES]
+
+FENCE = re.compile(r"^```.*?^```[ \t]*$", re.S | re.M)
+INLINE_CODE = re.compile(r"`([^`]+)`")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+# repository paths as the pages write them: a top-level folder, then a path with no placeholder in it
+REPO_PATH = re.compile(r"(?:typhoon|scripts|benchmarks|tests|notebooks|requirements|results|docs|\.ci)/[\w./-]*")
+DOTTED_NAME = re.compile(r"typhoon(?:\.\w+)+")
+TYPHOON_COMMAND = re.compile(r"python -m typhoon\s+(.*?)(?=python -m typhoon|[|;#]|&&|$)")
+
+
+def read(page: Path) -> str:
+    return page.read_text(encoding="utf-8")
+
+
+def prose_of(text: str) -> str:
+    """The text outside code: no fenced blocks, no inline code spans (their brackets are not links)."""
+    return INLINE_CODE.sub("", FENCE.sub("", text))
+
+
+def code_of(text: str) -> list[str]:
+    """Each fenced block's commands (a line continued with a backslash joined to the next) and each inline
+    code span (one may wrap over lines), as one line each."""
+    blocks = [block.split("\n", 1)[1].rsplit("```", 1)[0] for block in FENCE.findall(text)]
+    commands = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    spans = [span.replace("\n", " ") for span in INLINE_CODE.findall(FENCE.sub("", text))]
+    return commands + spans
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors_of(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", FENCE.sub("", read(page)), re.M)
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in headings:  # a repeated heading gets -1, -2, ... as on GitHub
+        base = slug(heading)
+        anchors.add(f"{base}-{seen[base]}" if base in seen else base)
+        seen[base] = seen.get(base, 0) + 1
+    return anchors
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_every_relative_link_resolves(page):
+    targets = [t for t in LINK.findall(prose_of(read(page))) if not re.match(r"[a-z][\w+.-]*:", t)]
+    broken = []
+    for target in targets:
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if not resolved.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors_of(resolved):
+            broken.append(f"{target}: {resolved.name} has no heading #{anchor}")
+    assert not broken, broken
+
+
+def test_the_anchor_check_reads_headings_as_github_does(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# One run, and the grid\n\n## Profiles (`typhoon/profiles.toml`)\n\n## Notes\n\n## Notes\n"
+                    "```\n# not a heading\n```\n")
+    assert anchors_of(page) == {"one-run-and-the-grid", "profiles-typhoonprofilestoml", "notes", "notes-1"}
+
+
+def test_every_docs_page_is_on_the_readme_map():
+    readme = REPO / "README.md"
+    linked = {(readme.parent / t.partition("#")[0]).resolve() for t in LINK.findall(prose_of(read(readme)))}
+    assert not [str(page.relative_to(REPO)) for page in PAGES[1:] if page.resolve() not in linked]
+
+
+@functools.cache
+def build_parser() -> argparse.ArgumentParser:
+    return cli.build_parser()
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return action.choices
+
+
+def typhoon_commands(page: Path) -> list[list[str]]:
+    """The words of every `python -m typhoon ...` command on a page, and of every code span that starts
+    with `run --` or `reproduce --` (a command the prose shortens); `[--flag]` read as `--flag`."""
+    found = []
+    for code in code_of(read(page)):
+        shortened = [code] if re.match(r"(run|reproduce) --", code) else []
+        for command in TYPHOON_COMMAND.findall(code) + shortened:
+            words = shlex.split(command.replace("[", " ").replace("]", " "), posix=False)
+            if words and re.fullmatch(r"[a-z][\w-]*", words[0]):  # not `python -m typhoon ...`
+                found.append(words)
+    return found
+
+
+def problems_of_command(words: list[str]) -> list[str]:
+    """What in a documented command the CLI does not have: the subcommand, a flag, a profile, a --set key."""
+    parser = subcommands(build_parser()).get(words[0])
+    if parser is None:
+        return [f"no subcommand {words[0]!r}"]
+    rest = words[1:]
+    if words[0] == "data":
+        parser = subcommands(parser).get(rest[0]) if rest else None
+        if parser is None:
+            return [f"no subcommand 'data {rest[0] if rest else ''}'"]
+        rest = rest[1:]
+    problems = []
+    fields_of_config = {f.name for f in fields(RunConfig)}
+    for i, word in enumerate(rest):
+        flag, _, value = word.partition("=")
+        if not flag.startswith("--"):
+            continue
+        if flag not in parser._option_string_actions:
+            problems.append(f"{words[0]} has no flag {flag}")
+        value = value or (rest[i + 1] if i + 1 < len(rest) else "")
+        if flag == "--profile" and value not in load_profiles():
+            problems.append(f"no profile {value!r}")
+        key = value.partition("=")[0]
+        if flag == "--set" and key not in fields_of_config | {"key"}:  # `--set key=value`: the placeholder
+            problems.append(f"--set {key}: not a RunConfig field")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_documented_typhoon_commands_exist(page):
+    problems = {" ".join(words): p for words in typhoon_commands(page) if (p := problems_of_command(words))}
+    assert not problems, problems
+
+
+def test_the_command_check_fails_on_what_the_cli_lacks():
+    assert not problems_of_command(["reproduce", "--profile", "cpu", "--set", "precision=fp32", "--commit-records"])
+    assert not problems_of_command(["data", "fetch", "rte", "--dir", "DIR"])
+    assert problems_of_command(["reproduce", "--profile", "cpu", "--resume"]) == ["reproduce has no flag --resume"]
+    assert problems_of_command(["reproduce", "--profile=gpu"]) == ["no profile 'gpu'"]
+    assert problems_of_command(["run", "--set", "precison=fp32"]) == ["--set precison: not a RunConfig field"]
+    assert problems_of_command(["train"]) == ["no subcommand 'train'"]
+    assert problems_of_command(["data", "pull", "rte"]) == ["no subcommand 'data pull'"]
+
+
+# the pages about the CLI, where a code span that is a bare flag (`--retries`) is one of its flags
+CLI_PAGES = ["grid.md", "speed.md", "cluster.md", "data.md", "profiles.md", "extending.md", "backbones.md",
+             "testing.md"]
+
+
+@pytest.mark.parametrize("name", CLI_PAGES)
+def test_bare_flags_on_the_cli_pages_are_typhoon_flags(name):
+    parsers = list(subcommands(build_parser()).values())
+    parsers += subcommands(subcommands(build_parser())["data"]).values()
+    flags = {flag for p in parsers for flag in p._option_string_actions}
+    spans = INLINE_CODE.findall(FENCE.sub("", read(REPO / "docs" / name)))
+    bare = {span.split()[0].partition("=")[0] for span in spans if re.match(r"--\w", span)}
+    assert bare <= flags, sorted(bare - flags)
+
+
+def makefile_targets() -> set[str]:
+    return set(re.findall(r"^([\w-]+):", read(REPO / "Makefile"), re.M))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_documented_make_targets_exist(page):
+    targets = {m for code in code_of(read(page)) for m in re.findall(r"(?:^|&&\s*)make ([a-z][\w-]*)", code.strip())}
+    assert targets <= makefile_targets(), sorted(targets - makefile_targets())
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_documented_repository_paths_exist(page):
+    paths = {token.rstrip(".,:;)") for code in code_of(read(page)) for token in code.split()
+             if REPO_PATH.fullmatch(token.rstrip(".,:;)"))}
+    assert not sorted(p for p in paths if not (REPO / p).exists())
+
+
+def module_file(dotted: str) -> Path | None:
+    base = REPO.joinpath(*dotted.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
+
+
+def top_level_names(source: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def missing_dotted_name(dotted: str) -> str | None:
+    """Why `typhoon.a.b.name` names nothing: the longest prefix that is a module must define the next part."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        module = module_file(".".join(parts[:end]))
+        if module is None:
+            continue
+        if end == len(parts) or parts[end] in top_level_names(module) or module_file(".".join(parts[:end + 1])):
+            return None
+        return f"{'.'.join(parts[:end])} defines no {parts[end]}"
+    return f"no module {parts[0]}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_documented_typhoon_names_exist(page):
+    names = {name for code in code_of(read(page)) for name in DOTTED_NAME.findall(code)}
+    names = {n for n in names if n != "typhoon" and not n.endswith(".py")}
+    assert not {n: why for n in names if (why := missing_dotted_name(n))}
+
+
+def test_the_name_check_fails_on_a_name_that_went_away():
+    assert missing_dotted_name("typhoon.config.resolve") is None
+    assert missing_dotted_name("typhoon.config.RunConfig") is None
+    assert missing_dotted_name("typhoon.config.resolve_everything") == "typhoon.config defines no resolve_everything"
+    assert missing_dotted_name("typhoon.nonexistent_module") == "typhoon defines no nonexistent_module"

@@ -1,0 +1,130 @@
+"""The schedules grid's analysis (typhoon/analysis/schedule_study.py) on synthetic results checked against scipy,
+its registered hypothesis, the full-mask MLM loss against an explicit computation, and the identity and
+reuse rules that let its fixed cells be the cpu profile's."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy import stats as st
+
+from typhoon.analysis import schedule_study
+from typhoon.config import Profile, get_profile, resolve
+from typhoon.records.run_record import reuse, run_numerics, run_record, schema
+from typhoon.training import run as training_run
+
+HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")
+
+
+def synthetic(dev: dict[str, list[float]], loss: dict[str, list[float]] | None = None, task="mrpc") -> pd.DataFrame:
+    """A results table: one ok run per strategy label (e.g. ``random+mixture``) and seed."""
+    rows = []
+    for label, values in dev.items():
+        for seed, value in enumerate(values):
+            rows.append(dict(task=task, backbone="minilm-l6", strategy=label, seed=seed, status="ok",
+                             primary_metric="f1", primary_value=value,
+                             mlm_full_mask_loss=(loss or {}).get(label, [np.nan] * len(values))[seed]))
+    return pd.DataFrame(rows).reindex(columns=schema.RESULT_COLUMNS)
+
+
+FIXED = [0.84, 0.85, 0.83, 0.86]
+
+
+def test_each_schedule_against_fixed_matches_scipy():
+    mixture = [0.845, 0.853, 0.839, 0.866]
+    uniform = [0.80, 0.812, 0.787, 0.821]
+    loss = {"random": [7.1, 7.0, 7.2, 7.1], "random+mixture": [5.0, 5.2, 5.1, 4.9], "random+uniform": [6.0, 6.1, 5.9, 6.2]}
+    table = schedule_study.schedule_comparisons(
+        synthetic({"random": FIXED, "random+mixture": mixture, "random+uniform": uniform}, loss), HYPOTHESIS)
+    assert list(zip(table.strategy, table.schedule, strict=True)) == [("random", "uniform"), ("random", "mixture")]
+    row = table.set_index("schedule").loc["mixture"]
+    d = np.array(mixture) - np.array(FIXED)
+    lo, hi = st.t.interval(0.95, 3, loc=d.mean(), scale=d.std(ddof=1) / 2)
+    assert row["diff"] == pytest.approx(d.mean()) and (row.ci_low, row.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+    assert row.p == pytest.approx(st.ttest_rel(mixture, FIXED).pvalue)
+    ps = table["p"].to_numpy()
+    assert sorted(table["p_holm"]) == pytest.approx(sorted(np.minimum(1, np.maximum.accumulate(np.sort(ps) * [2, 1]))))
+    lower = st.ttest_1samp(d, -0.01, alternative="greater").pvalue
+    upper = st.ttest_1samp(d, 0.01, alternative="less").pvalue
+    assert row.tost_p == pytest.approx(max(lower, upper)) and row.margin == 0.01
+    uniform_row = table.set_index("schedule").loc["uniform"]
+    assert uniform_row.outcome == "different" and row.outcome in ("equivalent", "inconclusive")
+    loss_d = np.array(loss["random+mixture"]) - np.array(loss["random"])
+    assert row.full_mask_loss_diff == pytest.approx(loss_d.mean())
+    assert row.full_mask_loss_ci_high < 0 and row.observed == "lower" and row.theory == "agrees"
+    text = schedule_study.schedule_conclusion(table, HYPOTHESIS)
+    assert "2 comparisons" in text and "theory's direction is seen in 2 of 2" in text
+
+
+def test_without_full_mask_losses_the_theory_is_not_judged():
+    table = schedule_study.schedule_comparisons(synthetic({"typhoon": FIXED, "typhoon+mixture": FIXED[::-1]}), HYPOTHESIS)
+    assert table.iloc[0].observed == "not measured" and table.iloc[0].theory == "not decided"
+    empty = schedule_study.schedule_comparisons(synthetic({"random": FIXED}), HYPOTHESIS)
+    assert empty.empty and "No schedule runs" in schedule_study.schedule_conclusion(empty, HYPOTHESIS)
+
+
+def test_a_bad_hypothesis_is_named():
+    spec = get_profile("schedules")
+    with pytest.raises(ValueError, match="registers no"):
+        schedule_study.schedule_hypothesis(Profile(**{**spec.__dict__, "hypothesis": {}}))
+    with pytest.raises(ValueError, match=r"margin needs a positive value for task\(s\) \['cola'\]"):
+        schedule_study.schedule_hypothesis(Profile(**{**spec.__dict__, "hypothesis": {"margin": {"mrpc": 0.01}}}))
+    bad = {"margin": {"mrpc": 0.01, "cola": 0.02}, "full_mask_loss": {"mixture": "smaller"}}
+    with pytest.raises(ValueError, match="'lower' or 'higher'"):
+        schedule_study.schedule_hypothesis(Profile(**{**spec.__dict__, "hypothesis": bad}))
+
+
+def test_the_fixed_cells_are_the_cpu_profiles_and_pi0_matters_only_to_the_mixture():
+    cell = dict(task="cola", backbone="minilm-l6", strategy="typhoon", seed=1)
+    fixed = resolve("schedules", {**cell, "schedule": "fixed"})
+    assert fixed.identity() == resolve("cpu", cell).identity() and fixed.pi0 == 0.1
+    mixture = resolve("schedules", {**cell, "schedule": "mixture"})
+    assert mixture.identity() != mixture.replace(pi0=0.2).identity()
+
+
+def test_a_record_without_the_full_mask_loss_is_not_reused_for_the_schedules_grid(tmp_path):
+    here = run_numerics.Numerics("fp32", "cpu", "avx2", "eager", "fast")
+    cpu = resolve("cpu", dict(task="mrpc", backbone="minilm-l6", strategy="random", seed=0))
+    metrics = {"status": "ok", "final": {"dev_f1": 0.8}, "numerics": here.to_dict()}
+    run_record.write_record(tmp_path / "cpu" / cpu.relative_dir(), cpu, metrics)
+    wanted = resolve("schedules", dict(task="mrpc", backbone="minilm-l6", strategy="random", seed=0))
+    source, passed = reuse.find_equal_record(wanted, tmp_path / "schedules", [tmp_path / "cpu"], here=here,
+                                             required=["mlm_full_mask_loss"])
+    assert source is None and passed[0]["missing"] == ["mlm_full_mask_loss"]
+    assert reuse.find_equal_record(wanted, tmp_path / "schedules", [tmp_path / "cpu"], here=here)[0] is not None
+    run_record.write_record(tmp_path / "cpu" / cpu.relative_dir(), cpu, {**metrics, "mlm_full_mask_loss": 7.0})
+    source, _ = reuse.find_equal_record(wanted, tmp_path / "schedules", [tmp_path / "cpu"], here=here,
+                                        required=["mlm_full_mask_loss"])
+    assert source == tmp_path / "cpu" / cpu.relative_dir()
+    plan = reuse.ReusePlan(lacking=passed)
+    assert "hold no mlm_full_mask_loss" in plan.lines()[0]
+
+
+def test_the_full_mask_loss_is_the_mean_cross_entropy_with_every_token_masked():
+    config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="random", seed=0, max_eval_examples=12))
+    ctx = training_run.set_up(config, progress=False)
+    mlm = ctx.backbone.mlm_model(seed=0, **ctx.kernels).eval()
+    tokenizer, total, count = ctx.backbone.tokenizer, 0.0, 0
+    with torch.no_grad():
+        for example in ctx.data["validation"]:  # one unpadded example at a time: an independent path
+            ids = torch.tensor([example["input_ids"]])
+            maskable = ~torch.tensor([example["special_tokens_mask"]], dtype=torch.bool)
+            inputs = {"input_ids": ids.masked_fill(maskable, tokenizer.mask_token_id),
+                      "attention_mask": torch.ones_like(ids)}
+            if "token_type_ids" in example:
+                inputs["token_type_ids"] = torch.tensor([example["token_type_ids"]])
+            hidden = mlm.encoder(**inputs).last_hidden_state[maskable]
+            total += float(F.cross_entropy(mlm.head(hidden).float(), ids[maskable], reduction="sum"))
+            count += int(maskable.sum())
+    assert training_run.full_mask_dev_loss(ctx, mlm) == pytest.approx(total / count, rel=1e-5)
+
+
+def test_the_notebook_section_reads_the_folder_and_writes_its_table(tmp_path):
+    table, text = schedule_study.study_of_folder(tmp_path)
+    assert table.empty and "No `results.csv`" in text and "Registered before the runs" in text
+    synthetic({"random": FIXED, "random+uniform": [0.80, 0.812, 0.787, 0.821]}).to_csv(tmp_path / "results.csv", index=False)
+    table, text = schedule_study.study_of_folder(tmp_path)
+    written = pd.read_csv(tmp_path / "stats" / "schedules_vs_fixed.csv")
+    assert len(table) == len(written) == 1 and written.loc[0, "outcome"] == table.iloc[0].outcome == "different"
+    assert "random, uniform − fixed (n = 4)" in text

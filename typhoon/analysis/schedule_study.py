@@ -1,0 +1,218 @@
+"""The schedules grid from its runs: does full-mask mass in the MLM phase change the fine-tuned model?
+
+The theory (``typhoon.analysis.identifiability``, notebook ``40_mask_schedules``) says a schedule dominated by
+large visible context (``fixed``: every sequence at the budget p = 0.15) never asks the MLM what a token
+is when nothing around it is visible, so it cannot learn the corpus's global mode weights; mass on low-
+visibility or fully masked inputs (``uniform`` rates, or the ``mixture`` with ``pi0`` fully masked
+sequences) restores them. The quantity the theory speaks about is the MLM's loss on fully masked inputs
+(``mlm_full_mask_loss``: the dev split with every maskable token masked, measured at the end of the MLM
+phase). Whether that reaches the fine-tuned classifier is the open question.
+
+The hypothesis is registered in the profile (``[schedules.hypothesis]``) before any run: the comparisons
+(each schedule against ``fixed``, per task and strategy, paired by seed), the margin of the dev metric
+per task, the level, and the direction the theory predicts for the full-mask loss. This module turns the
+results table into one row per comparison (:func:`schedule_comparisons`) and sentences
+(:func:`schedule_conclusion`): the dev-metric difference with its t interval, Holm over the table, TOST
+at the margin, the seeds a decision at the margin would need, and the full-mask loss difference with its
+interval beside the theory's prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+from typhoon import paths
+from typhoon.analysis import pairwise, run_summary, seed_budget, significance
+from typhoon.atomic import atomic_write_csv
+from typhoon.config import Profile, get_profile
+
+FULL_MASK_LOSS = "mlm_full_mask_loss"
+COLUMNS = ["task", "backbone", "strategy", "schedule", "reference", "primary_metric", "n", "seeds", "diff",
+           "ci_low", "ci_high", "p", "p_holm", "holm_family", "margin", "tost_p", "seeds_for_power", "outcome",
+           "full_mask_loss_reference", "full_mask_loss", "full_mask_loss_diff", "full_mask_loss_ci_low",
+           "full_mask_loss_ci_high", "predicted", "observed", "theory"]
+OUTCOMES = ("equivalent", "different", "inconclusive", "cannot be tested")
+
+
+@dataclass(frozen=True)
+class ScheduleHypothesis:
+    """What the schedules grid tests, as registered in ``[<profile>.hypothesis]``."""
+
+    reference: str  # the schedule every other is compared with
+    schedules: tuple[str, ...]  # the compared ones
+    margins: Mapping[str, float]  # per task: the smallest dev-metric difference that matters
+    alpha: float = 0.05
+    power: float = 0.8
+    full_mask_loss: Mapping[str, str] = field(default_factory=dict)  # schedule -> "lower" | "higher" than the reference
+    why: Mapping[str, str] = field(default_factory=dict)
+
+
+def schedule_hypothesis(profile: str | Profile = "schedules") -> ScheduleHypothesis:
+    """The registered hypothesis of ``profile``; ValueError naming what is missing or wrong."""
+    spec = get_profile(profile) if isinstance(profile, str) else profile
+    body = dict(spec.hypothesis)
+    if not body:
+        raise ValueError(f"profile {spec.name!r} registers no [{spec.name}.hypothesis]")
+    reference = body.get("reference", "fixed")
+    if reference not in spec.schedules:
+        raise ValueError(f"[{spec.name}.hypothesis] reference {reference!r} is not one of its schedules {spec.schedules}")
+    margins = body.get("margin", {})
+    missing = [t for t in spec.tasks if not (isinstance(margins.get(t), int | float) and margins[t] > 0)]
+    if missing:
+        raise ValueError(f"[{spec.name}.hypothesis] margin needs a positive value for task(s) {missing}")
+    predicted = body.get("full_mask_loss", {})
+    bad = {s: v for s, v in predicted.items() if v not in ("lower", "higher") or s not in spec.schedules}
+    if bad:
+        raise ValueError(f"[{spec.name}.hypothesis] full_mask_loss must map schedules to 'lower' or 'higher', got {bad}")
+    return ScheduleHypothesis(reference=reference, schedules=tuple(s for s in spec.schedules if s != reference),
+                              margins=dict(margins), alpha=float(body.get("alpha", 0.05)),
+                              power=float(body.get("power", 0.8)), full_mask_loss=dict(predicted),
+                              why=dict(body.get("why", {})))
+
+
+def _label(strategy: str, schedule: str) -> str:
+    """The strategy column of a run (``RunConfig.label``): the strategy, plus the schedule unless fixed."""
+    return strategy if schedule == "fixed" else f"{strategy}+{schedule}"
+
+
+def _differences(runs: pd.DataFrame, value: str, a: str, b: str) -> pd.Series:
+    """Per seed with both runs: value of ``a`` minus value of ``b`` (NaN-free, indexed by seed)."""
+    wide = runs.pivot_table(index="seed", columns="strategy", values=value, aggfunc="first")
+    if a not in wide or b not in wide:
+        return pd.Series(dtype=float)
+    pair = wide[[a, b]].apply(pd.to_numeric, errors="coerce").dropna()
+    return pair[a] - pair[b]
+
+
+def _t_summary(d: pd.Series, confidence: float = 0.95) -> tuple[float, float, float, float, float]:
+    """(mean, sd, ci_low, ci_high, p) of paired differences: the t interval and the paired t-test (a
+    one-sample t on the differences); the interval and p are NaN with < 2 seeds or no spread (sd at float
+    rounding), as in
+    :func:`typhoon.analysis.pairwise.paired_differences`."""
+    x = d.to_numpy(float)
+    mean = float(x.mean()) if x.size else np.nan
+    sd = float(x.std(ddof=1)) if x.size > 1 else np.nan
+    if not (x.size > 1 and sd > 1e-12):
+        return mean, sd, np.nan, np.nan, np.nan
+    lo, hi = st.t.interval(confidence, x.size - 1, loc=mean, scale=sd / np.sqrt(x.size))
+    return mean, sd, float(lo), float(hi), float(st.ttest_1samp(x, 0.0).pvalue)
+
+
+def _observed(low: float, high: float) -> str:
+    if not np.isfinite(low):
+        return "not measured" if np.isnan(low) else "not decided"
+    return "lower" if high < 0 else "higher" if low > 0 else "not decided"
+
+
+def schedule_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) -> pd.DataFrame:
+    """One row per task × backbone × strategy × schedule (≠ the reference), paired by seed with the same
+    strategy under the reference schedule (columns :data:`COLUMNS`).
+
+    ``diff`` is the dev metric of the schedule minus the reference's, with its 95 % t interval and paired
+    t ``p``; ``p_holm`` is Holm over every row of the table (``holm_family`` says so); ``tost_p`` tests
+    equivalence within the task's ``margin``; ``seeds_for_power`` is how many seeds give ``power`` at a
+    true difference of the margin from the measured sd (:func:`typhoon.analysis.seed_budget.seeds_needed`); ``outcome``
+    is equivalent (TOST < alpha), different (Holm p < alpha and not equivalent), inconclusive, or cannot
+    be tested (< 2 seeds or no spread). The full-mask loss columns are the same paired difference of
+    ``mlm_full_mask_loss`` (NaN where the records hold none), ``predicted`` the theory's direction and
+    ``observed`` the interval's ("lower"/"higher" when it excludes 0, else "not decided");
+    ``theory`` is "agrees", "disagrees" or "not decided".
+    """
+    runs = run_summary.ok_runs(results)
+    if FULL_MASK_LOSS not in runs:
+        runs[FULL_MASK_LOSS] = np.nan
+    rows = []
+    for (task, backbone), group in runs.groupby(["task", "backbone"], sort=False):
+        bases = dict.fromkeys(s.split("+")[0] for s in group["strategy"])
+        for strategy in bases:
+            b = _label(strategy, hypothesis.reference)
+            for schedule in hypothesis.schedules:
+                a = _label(strategy, schedule)
+                if not {a, b} <= set(group["strategy"]):
+                    continue
+                d = _differences(group, "primary_value", a, b)
+                mean, sd, lo, hi, p = _t_summary(d)
+                loss = _differences(group, FULL_MASK_LOSS, a, b)
+                loss_mean, _, loss_lo, loss_hi, _ = _t_summary(loss)
+                margin = float(hypothesis.margins.get(task, np.nan))
+                predicted = hypothesis.full_mask_loss.get(schedule)
+                observed = _observed(loss_lo, loss_hi) if len(loss) else "not measured"
+                wide = group.pivot_table(index="seed", columns="strategy", values=FULL_MASK_LOSS, aggfunc="first")
+                rows.append(dict(
+                    task=task, backbone=backbone, strategy=strategy, schedule=schedule, reference=hypothesis.reference,
+                    primary_metric=str(group["primary_metric"].iloc[0]), n=len(d), seeds=" ".join(map(str, d.index)), diff=mean,
+                    ci_low=lo, ci_high=hi, p=p, margin=margin, tost_p=significance.tost_paired(d.to_numpy(float), margin),
+                    sd_diff=sd, cohen_dz=mean / sd if sd and np.isfinite(sd) and sd > 0 else np.nan,
+                    full_mask_loss_reference=pd.to_numeric(wide.get(b), errors="coerce").mean() if b in wide else np.nan,
+                    full_mask_loss=pd.to_numeric(wide.get(a), errors="coerce").mean() if a in wide else np.nan,
+                    full_mask_loss_diff=loss_mean, full_mask_loss_ci_low=loss_lo, full_mask_loss_ci_high=loss_hi,
+                    predicted=predicted, observed=observed,
+                    theory=("not decided" if observed in ("not decided", "not measured") or predicted is None
+                            else "agrees" if observed == predicted else "disagrees")))
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    testable = table["p"].notna()
+    table["p_holm"] = np.nan
+    table.loc[testable, "p_holm"] = significance.holm(table.loc[testable, "p"])
+    table["holm_family"] = pairwise.holm_family(table["p"], f"every schedule vs {hypothesis.reference} in this table")
+    needed = seed_budget.seeds_needed(table.assign(strategy_a=table["strategy"], strategy_b=table["reference"],
+                                             mean_diff=table["diff"]), power=hypothesis.power, alpha=hypothesis.alpha)
+    table["seeds_for_power"] = needed["n_margin"].to_numpy()
+    table["outcome"] = [_outcome(r, hypothesis.alpha) for r in table.itertuples()]
+    return table[COLUMNS]
+
+
+def _outcome(row, alpha: float) -> str:
+    if not np.isfinite(row.p):
+        return "cannot be tested"
+    if row.tost_p < alpha:
+        return "equivalent"
+    return "different" if row.p_holm < alpha else "inconclusive"
+
+
+def schedule_conclusion(table: pd.DataFrame, hypothesis: ScheduleHypothesis) -> str:
+    """The answer in sentences, every number read from ``table`` (:func:`schedule_comparisons`)."""
+    if table.empty:
+        return ("No schedule runs to compare: the results hold no run of a schedule beside the same strategy "
+                f"under {hypothesis.reference!r} (run `make reproduce PROFILE=schedules`).")
+    lines = []
+    for r in table.itertuples():
+        metric = f"{r.primary_metric} {r.diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]" if np.isfinite(r.ci_low) \
+            else f"{r.primary_metric} {r.diff:+.4f} (no interval)"
+        loss = (f"full-mask MLM loss {r.full_mask_loss_diff:+.3f} [{r.full_mask_loss_ci_low:+.3f}, "
+                f"{r.full_mask_loss_ci_high:+.3f}] nats (theory: {r.predicted or 'no prediction'}; {r.theory})"
+                if np.isfinite(r.full_mask_loss_ci_low) else f"full-mask MLM loss {r.observed}")
+        need = f", {int(r.seeds_for_power)} seeds for 80 % power at ±{r.margin:g}" if np.isfinite(r.seeds_for_power) else ""
+        lines.append(f"- {r.task}/{r.strategy}, {r.schedule} − {r.reference} (n = {r.n}): {metric}, "
+                     f"{r.outcome} at ±{r.margin:g}{need}; {loss}.")
+    agree = (table["theory"] == "agrees").sum()
+    return (f"Dev metric: {', '.join(f'{(table.outcome == o).sum()} {o}' for o in OUTCOMES if (table.outcome == o).any())}"
+            f" of {len(table)} comparisons ({table['holm_family'].iloc[0]}). Full-mask MLM loss: the theory's "
+            f"direction is seen in {agree} of {len(table)}.\n\n" + "\n".join(lines))
+
+
+def study_of_folder(out_dir: str | Path, profile: str | Profile = "schedules") -> tuple[pd.DataFrame, str]:
+    """The schedules comparison of the runs in ``out_dir`` (its ``results.csv``) under ``profile``'s
+    hypothesis, written to ``stats/schedules_vs_fixed.csv`` when there is anything to compare; and the
+    text for notebook 40's last section: the hypothesis as registered, then the answer (or, without
+    schedule runs in the folder, where they would come from)."""
+    hypothesis = schedule_hypothesis(profile)
+    path = Path(out_dir) / "results.csv"
+    table = schedule_comparisons(run_summary.load_results(path), hypothesis) if path.is_file() else pd.DataFrame(columns=COLUMNS)
+    if not table.empty:
+        atomic_write_csv(Path(out_dir) / "stats" / "schedules_vs_fixed.csv", table)
+    registered = (f"**Registered before the runs** (`[schedules.hypothesis]` in `typhoon/profiles.toml`): "
+                  f"{hypothesis.why.get('hypothesis', '')} Margins: "
+                  + ", ".join(f"{task} ±{m:g}" for task, m in hypothesis.margins.items()) + ".")
+    if table.empty and not path.is_file():
+        return table, (f"{registered}\n\nNo `results.csv` in {paths.shown(Path(out_dir))}: the schedules grid's runs "
+                       "come from `make reproduce PROFILE=schedules` (output `outputs/schedules/`; the committed run, "
+                       "once trained, in `results/schedules/`).")
+    return table, f"{registered}\n\n{schedule_conclusion(table, hypothesis)}"
