@@ -9,7 +9,7 @@ import pytest
 
 from typhoon.analysis import decisive
 from typhoon.config import get_profile
-from typhoon.records.run_record import result_rows, run_numerics, run_record, schema
+from typhoon.records import result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid
 
 

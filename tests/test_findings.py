@@ -14,7 +14,7 @@ from scipy import stats as st
 from typhoon.analysis import pairwise, paper_claims, run_summary, stats_tables
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.records import schema
-from typhoon.report.html import results_readme
+from typhoon.report import results_readme
 
 STRATEGIES = ("typhoon", "random", "whole_word")
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from typhoon.analysis import pairwise, seed_budget
-from typhoon.report.html import figures, masking_figures
+from typhoon.report import figures, masking_figures
 
 
 def _results(strategies=("typhoon", "random", "wwm"), seeds=3, tasks=("mrpc",), backbones=("bert",)):

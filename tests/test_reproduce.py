@@ -153,7 +153,7 @@ def assert_readers_see_clean_outputs(out: Path) -> None:
     import nbformat
     from PIL import Image
 
-    from typhoon.report.html import browser
+    from typhoon.report import browser
 
     executed = sorted((out / "notebooks").rglob("*.ipynb"))
     assert {"00_setup", "01_masking_walkthrough", "20_statistics", "30_budget_spread",

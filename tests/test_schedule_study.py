@@ -11,7 +11,7 @@ from scipy import stats as st
 
 from typhoon.analysis import schedule_study
 from typhoon.config import Profile, get_profile, resolve
-from typhoon.records.run_record import reuse, run_numerics, run_record, schema
+from typhoon.records import reuse, run_numerics, run_record, schema
 from typhoon.training import run as training_run
 
 HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")

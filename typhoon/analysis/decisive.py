@@ -28,7 +28,7 @@ import pandas as pd
 from typhoon import atomic, paths
 from typhoon.analysis import sequential
 from typhoon.config import Profile, RunConfig, get_profile
-from typhoon.records.run_record import locks, provenance, result_rows, reuse, run_numerics, run_record, schema
+from typhoon.records import locks, provenance, result_rows, reuse, run_numerics, run_record, schema
 
 NOTEBOOK = "50_decisive.ipynb"
 HISTORY_COLUMNS = ["task", "metric", *sequential.LOOK_COLUMNS]

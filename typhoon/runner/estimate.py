@@ -306,7 +306,7 @@ def record_cost_s() -> float:
     """Writing a record's figure (the notebook's curves plot), timed once with made-up curves."""
     import pandas as pd
 
-    from typhoon.report.html import figures
+    from typhoon.report import figures
 
     loss = pd.DataFrame({"step": range(1, 200), "split": "train", "loss": 1.0, "epoch": 1})
     epochs = pd.DataFrame({"epoch": [1, 2, 3], "dev_accuracy": [0.6, 0.7, 0.7]})

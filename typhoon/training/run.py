@@ -39,7 +39,7 @@ from typhoon.masking.schedules import sample_rates
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report, task_saliency
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
-from typhoon.records.run_record import locks, run_numerics, run_record
+from typhoon.records import locks, run_numerics, run_record
 from typhoon.runner.progress import ProgressFile
 from typhoon.training import device_settings, flops, speed
 from typhoon.training.progress_bars import progress_bar
