@@ -154,8 +154,11 @@ def test_mlm_work_draws_per_row_rates_from_the_schedule():
 
 
 def test_a_task_saliency_cell_counts_its_task_models_warm_up():
-    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "typhoon_task", "seed": 0},
-                     {"batch_size": 16, "task_head_warmup": 23, "eval_batch_size": 10})
+    def config_of(strategy: str):
+        return resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": strategy, "seed": 0},
+                       {"batch_size": 16, "task_head_warmup": 23, "eval_batch_size": 10})
+
+    config = config_of("typhoon_task")
     train, dev = _examples(100), _examples(25, seed=1)
     work = estimate.cell_work(config, SHAPE, train, dev, num_labels=2)
     assert work["warmup"].steps == 23 and work["mlm"].steps == math.ceil(100 / 16)
@@ -168,7 +171,7 @@ def test_a_task_saliency_cell_counts_its_task_models_warm_up():
     assert work["ft"].gflop == pytest.approx(epoch * config.ft_epochs)
     assert 3 * epoch + 2 * min(batch_gflop) - 1e-12 <= work["warmup"].gflop <= 3 * epoch + 2 * max(batch_gflop) + 1e-12
     assert work["eval"].steps == 3 * (1 + config.mlm_epochs + config.ft_epochs)  # the task model's check first
-    plain = estimate.cell_work(config.replace(strategy="typhoon"), SHAPE, train, dev, num_labels=2)
+    plain = estimate.cell_work(config_of("typhoon"), SHAPE, train, dev, num_labels=2)
     assert plain["warmup"].steps == 0 and plain["mlm"].gflop == work["mlm"].gflop
 
 

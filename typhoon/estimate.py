@@ -7,14 +7,19 @@ and arithmetic:
    tokenizes it, and its batches are drawn exactly as the run draws them (``length_grouped_batches`` with
    the run's seed, in the same order: MLM epochs, then fine-tuning epochs). Batches are padded per batch
    (``collate``, to a multiple of 8), so every step's executed FLOPs (:func:`typhoon.hardware.step_flops`)
-   follow from the real token lengths, not from ``max_length``. The number of distinct padded widths
-   is counted too: each new shape costs a kernel warm-up.
-2. **The rate is measured on the same kind of step.** A calibration process sets up one cell of each kind
+   follow from the real token lengths, not from ``max_length``; an MLM step's selected positions follow
+   from per-row rates drawn from the cell's schedule, as the run draws them. The number of distinct padded
+   widths is counted too: each new shape costs a kernel warm-up. A ``typhoon_task`` cell's task model
+   warm-up is counted as well: ``task_head_warmup`` fine-tuning steps in its own data order and a dev pass.
+2. **The rate is measured on the same step.** A calibration process sets up one cell of each kind
    (backbone, task, precision, attention, dropout, thread count: :func:`typhoon.pipeline.set_up`) and times
-   a few real MLM and fine-tuning steps (forward, backward, clip, fused AdamW; the strategy's masking and,
-   for Typhoon, its saliency update) and evaluation passes on batches chosen across the range of widths,
-   each twice: the first pass at a new width includes its warm-up, the second does not. Seconds per
-   executed GFLOP (warm) and seconds per new width (warm-up) come out of it.
+   a few of the run's own steps (:mod:`typhoon.training.step`: collate, masking, forward, backward, clip,
+   fused AdamW and the saliency update) and evaluation passes on batches chosen across the range of widths,
+   each twice: the first pass at a new width includes its warm-up, the second does not. The MLM step is
+   timed once per kind of saliency among the cells (:data:`MLM_KINDS`: none, the MLM loss's, a frozen task
+   model's, whose extra forward and input backward the rate then holds); the task model's warm-up takes
+   fine-tuning steps, priced at their rate. Seconds per executed GFLOP (warm) and seconds per new width
+   (warm-up) come out of it.
 3. **Concurrency is measured, not assumed.** With ``workers`` cells at once on a CPU, each cell gets
    ``cores // workers`` threads and competes with the others for memory bandwidth and caches. So the
    calibration runs as ``workers`` processes *at the same time*, each with the cells' thread count, and the
