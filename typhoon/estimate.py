@@ -7,14 +7,19 @@ and arithmetic:
    tokenizes it, and its batches are drawn exactly as the run draws them (``length_grouped_batches`` with
    the run's seed, in the same order: MLM epochs, then fine-tuning epochs). Batches are padded per batch
    (``collate``, to a multiple of 8), so every step's executed FLOPs (:func:`typhoon.hardware.step_flops`)
-   follow from the real token lengths, not from ``max_length``. The number of distinct padded widths
-   is counted too: each new shape costs a kernel warm-up.
-2. **The rate is measured on the same kind of step.** A calibration process sets up one cell of each kind
+   follow from the real token lengths, not from ``max_length``; an MLM step's selected positions follow
+   from per-row rates drawn from the cell's schedule, as the run draws them. The number of distinct padded
+   widths is counted too: each new shape costs a kernel warm-up. A ``typhoon_task`` cell's task model
+   warm-up is counted as well: ``task_head_warmup`` fine-tuning steps in its own data order and a dev pass.
+2. **The rate is measured on the same step.** A calibration process sets up one cell of each kind
    (backbone, task, precision, attention, dropout, thread count: :func:`typhoon.pipeline.set_up`) and times
-   a few real MLM and fine-tuning steps (forward, backward, clip, fused AdamW; the strategy's masking and,
-   for Typhoon, its saliency update) and evaluation passes on batches chosen across the range of widths,
-   each twice: the first pass at a new width includes its warm-up, the second does not. Seconds per
-   executed GFLOP (warm) and seconds per new width (warm-up) come out of it.
+   a few of the run's own steps (:mod:`typhoon.training.step`: collate, masking, forward, backward, clip,
+   fused AdamW and the saliency update) and evaluation passes on batches chosen across the range of widths,
+   each twice: the first pass at a new width includes its warm-up, the second does not. The MLM step is
+   timed once per kind of saliency among the cells (:data:`MLM_KINDS`: none, the MLM loss's, a frozen task
+   model's, whose extra forward and input backward the rate then holds); the task model's warm-up takes
+   fine-tuning steps, priced at their rate. Seconds per executed GFLOP (warm) and seconds per new width
+   (warm-up) come out of it.
 3. **Concurrency is measured, not assumed.** With ``workers`` cells at once on a CPU, each cell gets
    ``cores // workers`` threads and competes with the others for memory bandwidth and caches. So the
    calibration runs as ``workers`` processes *at the same time*, each with the cells' thread count, and the
@@ -36,7 +41,6 @@ calibration starts is each cell's kernel start and imports, measured on the way.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
 import time
@@ -45,6 +49,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from typhoon.config import RunConfig
+from typhoon.strategy_params import uses_task_saliency
+from typhoon.training.padding import padded_width
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,8 +58,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # MIN_SAMPLE_BATCHES, more (up to SAMPLE_BATCHES, of distinct widths) while the phase has spent less than
 # PHASE_BUDGET_S -- a shared machine's noise averages out over more steps where steps are short.
 MIN_SAMPLE_BATCHES, SAMPLE_BATCHES, PHASE_BUDGET_S = 2, 8, 3.0
-CALIBRATION_BUDGET_S = 45.0  # past this, a kind of cell times one MLM masking kind only (the other is priced alike)
-PAD_MULTIPLE = 8  # typhoon.pipeline.PAD_MULTIPLE (not imported: that would import torch here)
+# The kinds of MLM step a calibration times (the saliency each computes), costliest first. Past
+# CALIBRATION_BUDGET_S a kind of cell times no further MLM kind: an untimed one is priced as the costliest
+# kind timed (an over- rather than an under-estimate).
+MLM_KINDS = ("task_saliency", "mlm_saliency", "no_saliency")
+CALIBRATION_BUDGET_S = 45.0
 # The analysis notebooks after the grid, in seconds each (papermill's duration, kernel start included), with
 # ``quick = true``: measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle
 # was developed on, shared with other jobs (load average 6-8). Not calibrated on this machine: the estimate
@@ -75,10 +84,6 @@ RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image,
 # The work of a cell, from its real token lengths
 
 
-def padded_width(length: int) -> int:
-    return -(-length // PAD_MULTIPLE) * PAD_MULTIPLE
-
-
 @dataclass
 class PhaseWork:
     """The executed work of one phase of a cell: steps, matrix-product GFLOPs, distinct padded widths."""
@@ -93,26 +98,48 @@ class PhaseWork:
         self.widths.add(width)
 
 
+def mlm_kind(config: RunConfig) -> str:
+    """The kind of MLM step a cell takes (:data:`MLM_KINDS`): by where its strategy's saliency comes from."""
+    from typhoon.masking import get_strategy
+
+    if uses_task_saliency(config.strategy, config.strategy_params()):
+        return "task_saliency"
+    return "mlm_saliency" if get_strategy(config.strategy, **config.strategy_params()).needs_saliency else "no_saliency"
+
+
+def selected_positions(config: RunConfig, maskable, generator) -> int:
+    """Expected positions an MLM step selects on rows with ``maskable`` maskable tokens each: per-row rates
+    drawn from the cell's schedule as the run draws them (``sample_rates``; ``fixed``: the budget p)."""
+    from typhoon.schedules import sample_rates
+
+    rates = sample_rates(config.schedule, len(maskable), config.p, config.pi0, generator)
+    return round(config.p * sum(maskable)) if rates is None else round(float(sum(r * m for r, m in zip(rates.tolist(), maskable, strict=True))))
+
+
 def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_labels: int) -> dict[str, PhaseWork]:
-    """The executed work of a cell's phases (``mlm``, ``ft``: training steps; ``eval``: MLM dev loss and
-    fine-tuning evaluations), from its tokenized examples, batched exactly as :func:`typhoon.pipeline.run` does."""
+    """The executed work of a cell's phases (``warmup``: the task model's steps, task-loss saliency only;
+    ``mlm``, ``ft``: training steps; ``eval``: MLM dev loss and the classifiers' evaluations), from its
+    tokenized examples, batched exactly as :func:`typhoon.pipeline.run` does."""
     import numpy as np
+    import torch
 
     from typhoon.data import length_grouped_batches
     from typhoon.hardware import step_flops
+    from typhoon.pipeline import task_model_batches
 
     lengths = np.array([len(x["input_ids"]) for x in train])
     maskable = np.array([len(x["input_ids"]) - sum(x["special_tokens_mask"]) for x in train])
     dev_lengths = np.array([len(x["input_ids"]) for x in dev])
     dev_maskable = np.array([len(x["input_ids"]) - sum(x["special_tokens_mask"]) for x in dev])
     rng = np.random.default_rng(config.seed)  # the run's data-order generator, drawn in the same order
-    work = {"mlm": PhaseWork(), "ft": PhaseWork(), "eval": PhaseWork()}
+    rates = torch.Generator().manual_seed(config.seed)  # per-row masking rates, as the run's mask generator
+    work = {"warmup": PhaseWork(), "mlm": PhaseWork(), "ft": PhaseWork(), "eval": PhaseWork()}
 
     def train_step(phase: str, idx) -> None:
         width = padded_width(int(lengths[idx].max()))
-        selected = round(config.p * int(maskable[idx].sum())) if phase == "mlm" else 0
+        selected = selected_positions(config, maskable[idx].tolist(), rates) if phase == "mlm" else 0
         gflop = step_flops(shape, [width] * len(idx), selected=selected,
-                           num_labels=num_labels if phase == "ft" else 0) / 1e9
+                           num_labels=0 if phase == "mlm" else num_labels) / 1e9
         work[phase].add(gflop, width)
 
     eval_batches = length_grouped_batches(dev_lengths, config.eval_batch_size, None)
@@ -125,6 +152,10 @@ def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_
                                backward=False) / 1e9
             work["eval"].add(gflop, width)
 
+    if mlm_kind(config) == "task_saliency" and config.mlm_epochs > 0:  # the task model, before phase 1
+        for idx in task_model_batches(config, lengths.tolist()):
+            train_step("warmup", idx)
+        evaluation(mlm=False)
     for _ in range(config.mlm_epochs):
         for idx in length_grouped_batches(lengths, config.batch_size, rng):
             train_step("mlm", idx)
@@ -165,20 +196,27 @@ def _sample_by_width(batches: list, widths: list[int], count: int) -> list:
     return [by_width[w] for w in dict.fromkeys(order)]
 
 
-def calibrate_kind(config: RunConfig, saliency_kinds: list[bool]) -> tuple:
+def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
     """Time a few real steps of one kind of cell (:func:`calibration_key`), in this process.
 
-    Returns (costs, the encoder's shape, tokenized train and dev examples, number of labels). The costs:
-    set-up, matmul peak, model builds, and per phase the seconds per executed GFLOP (warm), per new padded
-    width (warm-up) and once (first step); the MLM phase once per masking kind asked for (with and without
-    Typhoon's saliency). The steps mirror ``pipeline.adapt_mlm`` and ``pipeline.fine_tune`` (their helpers).
+    ``mlm_kinds``: the kinds of MLM step to time (:data:`MLM_KINDS`, costliest first), each with a cell of
+    that kind whose strategy, budget and schedule its steps take. Returns (costs, the encoder's shape,
+    tokenized train and dev examples, number of labels). The costs: set-up, matmul peak, model builds, and
+    per phase the seconds per executed GFLOP (warm), per new padded width (warm-up) and once (first step);
+    the MLM phase once per kind (``mlm_<kind>``). The steps timed are the run's own
+    (:mod:`typhoon.training.step`): ``mlm_step`` (per-row rates from the schedule; for ``task_saliency``
+    with a frozen task model, whose extra forward and input backward the rate per MLM GFLOP then holds),
+    ``fine_tune_step`` (phase 2 and the task model's warm-up) and ``pipeline.evaluate``.
     """
+    import dataclasses
+
     import numpy as np
     import torch
 
     from typhoon import hardware, pipeline, speed
     from typhoon.data import length_grouped_batches, token_counts
-    from typhoon.masking import SaliencyProbe, get_strategy
+    from typhoon.masking import get_strategy
+    from typhoon.training import step as training_step
 
     costs = {}
     started = time.perf_counter()
@@ -190,13 +228,12 @@ def calibrate_kind(config: RunConfig, saliency_kinds: list[bool]) -> tuple:
     costs.update(precision=ctx.precision.name, precision_reason=ctx.precision.reason, attention=ctx.attention,
                  dropout=ctx.dropout, device=str(ctx.device), threads=torch.get_num_threads())
     shape = hardware.EncoderShape.from_config(ctx.backbone.config)
-    tokenizer, pad = ctx.backbone.tokenizer, ctx.backbone.tokenizer.pad_token_id
+    pad, num_labels = ctx.backbone.tokenizer.pad_token_id, ctx.task.num_labels
     train, dev = ctx.data["train"], ctx.data["validation"]
     lengths = [len(x["input_ids"]) for x in train]
     batches = length_grouped_batches(lengths, config.batch_size, np.random.default_rng(config.seed))
     sample = _sample_by_width(batches, [padded_width(max(lengths[i] for i in idx)) for idx in batches],
                               SAMPLE_BATCHES)
-    mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
     sync = (lambda: torch.cuda.synchronize()) if ctx.device.type == "cuda" else (lambda: None)
 
     def measure(step, flops_of, batches_to_time) -> dict:
@@ -230,59 +267,47 @@ def calibrate_kind(config: RunConfig, saliency_kinds: list[bool]) -> tuple:
         return {"s_per_gflop": sum(warm) / gflop, "warmup_s": warmup, "first_step_s": max(0.0, extra[0] - warmup),
                 "steps_timed": 2 * len(warm)}
 
-    # Phase 1: MLM steps as pipeline.adapt_mlm takes them
-    strategies = {False: "random", True: "typhoon"}
-    build = _timed(lambda: ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels))
-    for needs_saliency in saliency_kinds:
+    # Phase 1: MLM steps of each kind, as pipeline.adapt_mlm takes them
+    costs["classifier_build_s"] = _timed(lambda: ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels))
+    costs["build_s"] = _timed(lambda: ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels)) \
+        + costs["classifier_build_s"]
+    counts = token_counts([x["input_ids"] for x in train], [x["special_tokens_mask"] for x in train],
+                          len(ctx.backbone.tokenizer))
+    rates = torch.Generator().manual_seed(config.seed)  # the flops' expected selections (selected_positions)
+    for kind, kind_config in mlm_kinds.items():
+        kind_ctx = dataclasses.replace(ctx, config=kind_config)  # its budget and schedule; the same data
         torch.manual_seed(config.seed)
         mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
-        optimizer = pipeline.make_optimizer(mlm, config.mlm_lr, config.weight_decay)
-        scheduler = pipeline.linear_schedule(optimizer, 1000, config.warmup_ratio)
-        strategy = get_strategy(strategies[needs_saliency], p=config.p)
-        strategy.prepare(token_counts([x["input_ids"] for x in train], [x["special_tokens_mask"] for x in train],
-                                      len(tokenizer)))
-        generator = torch.Generator().manual_seed(config.seed)
+        optimizer = training_step.make_optimizer(mlm, config.mlm_lr, config.weight_decay)
+        scheduler = training_step.linear_schedule(optimizer, 1000, config.warmup_ratio)
+        strategy = get_strategy(kind_config.strategy, **kind_config.strategy_params())
+        strategy.prepare(counts)
+        task_model = None
+        if kind == "task_saliency":  # frozen, as pipeline.warm_up_task_model leaves it (its weights do not matter here)
+            task_model = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device).eval()
 
-        def mlm_step(idx, mlm=mlm, optimizer=optimizer, scheduler=scheduler, strategy=strategy, generator=generator):
-            batch = pipeline.collate([train[i] for i in idx], pad, PAD_MULTIPLE)
-            masked_ids, labels = strategy(batch, generator, rate=config.p, **mask_args)
-            inputs = pipeline.to_device({**batch, "input_ids": masked_ids}, ctx.device)
-            probe = SaliencyProbe(mlm.input_embeddings()) if strategy.needs_saliency else None
-            with probe if probe else contextlib.nullcontext():
-                with ctx.autocast():
-                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
-                loss.backward()
-            if probe:
-                strategy.update(batch, labels != -100, probe.saliency(batch["input_ids"].to(ctx.device)).float().cpu())
-            pipeline.optimizer_step(mlm, optimizer, scheduler)
-            return loss.item()
+        def mlm_step(idx, kind_ctx=kind_ctx, mlm=mlm, strategy=strategy, optimizer=optimizer, scheduler=scheduler,
+                     task_model=task_model):
+            training_step.mlm_step(kind_ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx], task_model)
 
-        def mlm_flops(idx):
+        def mlm_flops(idx, kind_config=kind_config):
             width = padded_width(max(lengths[i] for i in idx))
-            maskable = sum(len(train[i]["input_ids"]) - sum(train[i]["special_tokens_mask"]) for i in idx)
-            return hardware.step_flops(shape, [width] * len(idx), selected=round(config.p * maskable)) / 1e9
+            maskable = [len(train[i]["input_ids"]) - sum(train[i]["special_tokens_mask"]) for i in idx]
+            selected = selected_positions(kind_config, maskable, rates)
+            return hardware.step_flops(shape, [width] * len(idx), selected=selected) / 1e9
 
-        costs[f"mlm_saliency_{needs_saliency}"] = measure(mlm_step, mlm_flops, sample)
-        del mlm, optimizer
+        costs[f"mlm_{kind}"] = measure(mlm_step, mlm_flops, sample)
+        del mlm, optimizer, task_model
         if time.perf_counter() - started > CALIBRATION_BUDGET_S:
             break
 
-    # Phase 2: fine-tuning steps as pipeline.fine_tune takes them, and evaluation passes
-    num_labels = ctx.task.num_labels
-    build += _timed(lambda: ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels))
-    costs["build_s"] = build
+    # Phase 2: fine-tuning steps as pipeline.fine_tune (and the task model's warm-up) take them, and evaluation passes
     classifier = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device)
-    optimizer = pipeline.make_optimizer(classifier, config.ft_lr, config.weight_decay)
-    scheduler = pipeline.linear_schedule(optimizer, 1000, config.warmup_ratio)
+    optimizer = training_step.make_optimizer(classifier, config.ft_lr, config.weight_decay)
+    scheduler = training_step.linear_schedule(optimizer, 1000, config.warmup_ratio)
 
     def ft_step(idx):
-        batch = pipeline.to_device(pipeline.collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
-        with ctx.autocast():
-            logits = classifier(**ctx.backbone.model_inputs(batch)).logits
-        loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
-        loss.backward()
-        pipeline.optimizer_step(classifier, optimizer, scheduler)
-        return loss.item()
+        training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
 
     def ft_flops(idx):
         width = padded_width(max(lengths[i] for i in idx))
@@ -311,6 +336,14 @@ def record_cost_s() -> float:
         return _timed(lambda: plots.plot_run_curves(loss, epochs, "accuracy", 0.5, Path(tmp) / "curves"))
 
 
+def phase_seconds(work: PhaseWork, rate: dict) -> float:
+    """A phase's time at a measured rate: warm seconds per executed GFLOP, a warm-up per new padded width,
+    and the once-per-phase cost of its first step (none for a phase without steps)."""
+    if not work.steps:
+        return 0.0
+    return work.gflop * rate["s_per_gflop"] + len(work.widths) * rate["warmup_s"] + rate["first_step_s"]
+
+
 def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     """Calibrate every kind of cell among ``configs`` and price each cell (in a calibration kernel:
     :func:`calibrate_files`).
@@ -331,22 +364,24 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     kinds, cells = [], {}
     record_s = record_cost_s()
     for group in groups.values():
-        from typhoon.masking import get_strategy
-
-        saliency_kinds = sorted({get_strategy(c.strategy, **c.strategy_params()).needs_saliency for c in group})
-        costs, shape, train, dev, num_labels = calibrate_kind(group[0], saliency_kinds)
+        by_kind = {}
+        for config in group:
+            by_kind.setdefault(mlm_kind(config), config)
+        costs, shape, train, dev, num_labels = calibrate_kind(group[0], {k: by_kind[k] for k in MLM_KINDS if k in by_kind})
         kinds.append({"cell": group[0].relative_dir().as_posix(), "cells": len(group), **costs})
         for config in group:
-            needs_saliency = get_strategy(config.strategy, **config.strategy_params()).needs_saliency
-            mlm_rate = costs.get(f"mlm_saliency_{needs_saliency}") or next(
-                v for k, v in costs.items() if k.startswith("mlm_saliency_"))  # over budget: the kind timed
+            kind = mlm_kind(config)
+            timed = [k for k in (kind, *MLM_KINDS) if f"mlm_{k}" in costs]  # over budget: the costliest kind timed
             work = cell_work(config, shape, train, dev, num_labels)
-            seconds = {phase: work[phase].gflop * rate["s_per_gflop"] + len(work[phase].widths) * rate["warmup_s"]
-                       + rate["first_step_s"] for phase, rate in (("mlm", mlm_rate), ("ft", costs["ft"]), ("eval", costs["eval"]))}
+            # the task model's warm-up takes fine-tuning steps (training.step.fine_tune_step) on a classifier
+            rates = {"warmup": costs["ft"], "mlm": costs[f"mlm_{timed[0]}"], "ft": costs["ft"], "eval": costs["eval"]}
+            seconds = {phase: phase_seconds(work[phase], rate) for phase, rate in rates.items()}
             cells[config.relative_dir().as_posix()] = {
-                "mlm_steps": work["mlm"].steps, "ft_steps": work["ft"].steps, "eval_passes": work["eval"].steps,
-                "mlm_s": seconds["mlm"], "ft_s": seconds["ft"], "eval_s": seconds["eval"],
-                "setup_s": costs["setup_s"] + costs["peak_s"] + costs["build_s"] + record_s,
+                "warmup_steps": work["warmup"].steps, "mlm_steps": work["mlm"].steps, "ft_steps": work["ft"].steps,
+                "eval_passes": work["eval"].steps, "mlm_kind": kind, "mlm_kind_timed": timed[0],
+                "warmup_s": seconds["warmup"], "mlm_s": seconds["mlm"], "ft_s": seconds["ft"], "eval_s": seconds["eval"],
+                "setup_s": costs["setup_s"] + costs["peak_s"] + costs["build_s"] + record_s
+                + (costs["classifier_build_s"] if work["warmup"].steps else 0.0),  # the task model's build
             }
     core_share = min(1.0, sum(k["cpu_s"] for k in kinds) / max(sum(k["core_s"] for k in kinds), 1e-9))
     return {"kinds": kinds, "cells": cells, "record_s": record_s, "core_share": core_share}
@@ -397,7 +432,11 @@ class GridEstimate:
                  f"  per cell: kernel start, imports and shutdown {self.cell_start_s:.1f} s"]
         for path in self.cells_todo[:max_cells]:
             c = self.per_cell[path]
-            lines.append(f"  {path.removeprefix('runs/')}: MLM {c['mlm_steps']:.0f} steps {c['mlm_s']:.0f} s, fine-tune "
+            warmup = (f"task model {c['warmup_steps']:.0f} steps {c['warmup_s']:.0f} s, " if c.get("warmup_steps")
+                      else "")
+            timed_as = (f" (timed as {c['mlm_kind_timed']})" if c.get("mlm_kind_timed", c.get("mlm_kind")) != c.get("mlm_kind")
+                        else "")
+            lines.append(f"  {path.removeprefix('runs/')}: {warmup}MLM {c['mlm_steps']:.0f} steps{timed_as} {c['mlm_s']:.0f} s, fine-tune "
                          f"{c['ft_steps']:.0f} steps {c['ft_s']:.0f} s, eval {c['eval_s']:.0f} s, fixed "
                          f"{c['setup_s'] + self.cell_start_s:.0f} s = {c['total_s']:.0f} s")
         if len(self.cells_todo) > max_cells:
@@ -518,9 +557,11 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
         results = run_calibration(todo, threads, processes)
         start_s = sum(r["start_s"] for r in results) / len(results)
         kinds = results[0]["kinds"]
-        for path in results[0]["cells"]:  # mean over the concurrent processes
-            parts = {k: sum(r["cells"][path][k] for r in results) / len(results) for k in results[0]["cells"][path]}
-            parts["total_s"] = parts["mlm_s"] + parts["ft_s"] + parts["eval_s"] + parts["setup_s"] + start_s
+        for path, first_cell in results[0]["cells"].items():  # numbers: the mean over the concurrent processes
+            parts = {k: sum(r["cells"][path][k] for r in results) / len(results) if isinstance(v, (int, float)) else v
+                     for k, v in first_cell.items()}
+            parts["total_s"] = (parts.get("warmup_s", 0.0) + parts["mlm_s"] + parts["ft_s"] + parts["eval_s"]
+                                + parts["setup_s"] + start_s)
             per_cell[path] = parts
         first = kinds[0]
         kernels = (f"{first['precision']} ({first['precision_reason']}), {first['attention']} attention, "
