@@ -58,18 +58,19 @@ def parse_variant(name: str) -> dict:
 def worker(args) -> None:
     """One measurement: a capped cell in this process; prints its figures as one JSON line."""
     from typhoon import pipeline, speed
-    from typhoon.config import get_profile
+    from typhoon.config import resolve
+    from typhoon.training import step as training_step
 
     options = parse_variant(args.worker)
     configure = speed.configure
     speed.configure = lambda device_type: configure(device_type, options["malloc"])  # the variant's, not auto
-    pipeline.PAD_MULTIPLE = options["pad"]
-    config = get_profile("cpu").run_config(
+    training_step.PAD_MULTIPLE = pipeline.PAD_MULTIPLE = options["pad"]  # training and evaluation batches (read at each call)
+    config = resolve("cpu", dict(
         task=args.task, backbone="minilm-l6", strategy=args.strategy, seed=0, precision=options["precision"],
-        num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9))
-    inputs = pipeline.load_inputs(config)
+        num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9)))
+    ctx = pipeline.set_up(config, progress=False)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    metrics, _, _ = pipeline.train_and_evaluate(config, inputs, progress=False)
+    metrics, _, _ = pipeline.train_and_evaluate(ctx)
     after = resource.getrusage(resource.RUSAGE_SELF)
     timing = metrics["timing"]
     steps = timing["mlm_steps"] + len(metrics["epochs"]) * -(-metrics["n_train"] // config.batch_size)
