@@ -57,20 +57,21 @@ def parse_variant(name: str) -> dict:
 
 def worker(args) -> None:
     """One measurement: a capped cell in this process; prints its figures as one JSON line."""
-    from typhoon.config import get_profile
+    from typhoon.config import resolve
     from typhoon.training import run as training_run
     from typhoon.training import speed
+    from typhoon.training import step as training_step
 
     options = parse_variant(args.worker)
     configure = speed.configure
     speed.configure = lambda device_type: configure(device_type, options["malloc"])  # the variant's, not auto
-    training_run.PAD_MULTIPLE = options["pad"]
-    config = get_profile("cpu").run_config(
+    training_step.PAD_MULTIPLE = training_run.PAD_MULTIPLE = options["pad"]  # training and evaluation batches (read at each call)
+    config = resolve("cpu", dict(
         task=args.task, backbone="minilm-l6", strategy=args.strategy, seed=0, precision=options["precision"],
-        num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9))
-    inputs = training_run.load_inputs(config)
+        num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9)))
+    ctx = training_run.set_up(config, progress=False)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    metrics, _, _ = training_run.train_and_evaluate(config, inputs, progress=False)
+    metrics, _, _ = training_run.train_and_evaluate(ctx)
     after = resource.getrusage(resource.RUSAGE_SELF)
     timing = metrics["timing"]
     steps = timing["mlm_steps"] + len(metrics["epochs"]) * -(-metrics["n_train"] // config.batch_size)

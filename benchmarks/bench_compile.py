@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from common import minilm_mrpc
 
-from typhoon.data.batching import collate
-from typhoon.training import run as training_run
+from typhoon.data.batching import PAD_MULTIPLE, collate
+from typhoon.training import step as training_step
 
 
 def main() -> None:
@@ -30,23 +30,23 @@ def main() -> None:
     args = parser.parse_args()
     backbone, train = minilm_mrpc(args.threads)
     order = np.argsort([len(x["input_ids"]) for x in train], kind="stable")
-    batches = [collate([train[i] for i in order[s:s + 32]], backbone.tokenizer.pad_token_id, training_run.PAD_MULTIPLE)
+    batches = [collate([train[i] for i in order[s:s + 32]], backbone.tokenizer.pad_token_id, PAD_MULTIPLE)
                for s in (96, 200, 300, 400)]
     bf16 = args.precision == "bf16"
 
     def make_step(compiled: bool):
         torch.manual_seed(0)  # same head initialisation and dropout draws for both
         model = backbone.classifier(2, seed=0, attention="eager", fast_dropout=True)
-        optimizer = training_run.make_optimizer(model, 5e-5, 0.01)
-        scheduler = training_run.linear_schedule(optimizer, 1000, 0.1)
+        optimizer = training_step.make_optimizer(model, 5e-5, 0.01)
+        scheduler = training_step.linear_schedule(optimizer, 1000, 0.1)
         forward = torch.compile(model, dynamic=True) if compiled else model
 
         def step(b) -> float:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                logits = forward(**training_run.model_inputs(b, backbone.family)).logits
+                logits = forward(**backbone.model_inputs(b)).logits
             loss = torch.nn.functional.cross_entropy(logits.float(), b["labels"])
             loss.backward()
-            training_run.optimizer_step(model, optimizer, scheduler)
+            training_step.optimizer_step(model, optimizer, scheduler)
             return loss.item()
         return step
 

@@ -20,7 +20,7 @@ import torch
 from common import minilm_mrpc
 
 from typhoon.data.batching import collate
-from typhoon.training import run as training_run
+from typhoon.training import step as training_step
 
 
 def main() -> None:
@@ -33,8 +33,8 @@ def main() -> None:
     for precision in ("fp32", "bf16"):
         torch.manual_seed(0)
         model = backbone.classifier(2, seed=0, attention="eager", fast_dropout=True)
-        optimizer = training_run.make_optimizer(model, 5e-5, 0.01)
-        scheduler = training_run.linear_schedule(optimizer, 1000, 0.1)
+        optimizer = training_step.make_optimizer(model, 5e-5, 0.01)
+        scheduler = training_step.linear_schedule(optimizer, 1000, 0.1)
         seconds = {}
         for visit in ("first", "repeat"):
             for width in args.widths:
@@ -42,9 +42,9 @@ def main() -> None:
                 batch = {k: v[:, :width] if v.ndim == 2 else v for k, v in batch.items()}
                 start = time.process_time()
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                    logits = model(**training_run.model_inputs(batch, backbone.family)).logits
+                    logits = model(**backbone.model_inputs(batch)).logits
                 torch.nn.functional.cross_entropy(logits.float(), batch["labels"]).backward()
-                training_run.optimizer_step(model, optimizer, scheduler)
+                training_step.optimizer_step(model, optimizer, scheduler)
                 seconds[visit, width] = time.process_time() - start
         extra = [seconds["first", w] - seconds["repeat", w] for w in args.widths]
         print(f"{precision}: " + ", ".join(f"L={w} {seconds['first', w]:.2f}/{seconds['repeat', w]:.2f}"

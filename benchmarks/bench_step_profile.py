@@ -24,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 from typhoon.data.batching import collate
 from typhoon.masking import get_strategy
 from typhoon.training import flops
-from typhoon.training import run as training_run
+from typhoon.training import step as training_step
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
 
@@ -35,14 +35,14 @@ def profile_step(phase: str, precision: str, backbone, batch: dict, masked, labe
     lengths = batch["attention_mask"].sum(1).tolist()
     if phase == "mlm":
         model = backbone.mlm_model(attention="eager", fast_dropout=True)
-        inputs = training_run.model_inputs({**batch, "input_ids": masked}, backbone.family)
+        inputs = backbone.model_inputs({**batch, "input_ids": masked})
         step_flop_count = flops.step_flops(backbone.config, lengths, selected=int((labels != -100).sum()))
     else:
         model = backbone.classifier(2, attention="eager", fast_dropout=True)
-        inputs = training_run.model_inputs(batch, backbone.family)
+        inputs = backbone.model_inputs(batch)
         step_flop_count = flops.step_flops(backbone.config, lengths, num_labels=2)
-    optimizer = training_run.make_optimizer(model, 5e-5, 0.01)
-    scheduler = training_run.linear_schedule(optimizer, 1000, 0.1)
+    optimizer = training_step.make_optimizer(model, 5e-5, 0.01)
+    scheduler = training_step.linear_schedule(optimizer, 1000, 0.1)
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
@@ -51,7 +51,7 @@ def profile_step(phase: str, precision: str, backbone, batch: dict, masked, labe
             else:
                 loss = torch.nn.functional.cross_entropy(model(**inputs).logits.float(), batch["labels"])
         loss.backward()
-        training_run.optimizer_step(model, optimizer, scheduler)
+        training_step.optimizer_step(model, optimizer, scheduler)
 
     step()  # warm-up
     cpu = time.process_time()

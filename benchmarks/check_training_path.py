@@ -7,8 +7,9 @@ and at the final one, on one machine (same numerics), and the records are compar
 
 - ``metrics.json``: ``final``, ``epochs`` (dev metrics and train loss per epoch), ``masking`` (the
   strategy's statistics), ``majority_value``, ``n_train``, ``n_dev`` and the resolved execution choices
-  (``precision``, ``attention``, ``dropout``, ``threads``); timing, hardware probe and ``git_commit``
-  are left out, as they differ by design;
+  (``precision``, ``attention``, ``dropout``, ``threads``), a ``typhoon_task`` run's ``task_head`` (but
+  its warm-up's wall time) and ``mlm_task_loss_by_epoch``, and of ``timing`` the counts (MLM steps, FLOPs);
+  times, hardware probe and ``git_commit`` are left out, as they differ by design;
 - ``mlm_loss.csv``: its bytes;
 - ``masking_state.npz`` (Typhoon): every array's dtype, shape and bytes;
 - ``config.json``: the fields both sides hold, with an ``auto`` execution choice (``attention``,
@@ -64,7 +65,12 @@ import numpy as np
 # metrics.json keys the training computes (or resolves); the rest (timing, hardware, git_commit,
 # versions, speed) differ between two runs by design.
 TRAINED_METRICS = ("final", "epochs", "masking", "majority_value", "n_train", "n_dev",
-                   "precision", "attention", "dropout", "threads", "status")
+                   "precision", "attention", "dropout", "threads", "status",
+                   "task_head", "mlm_task_loss_by_epoch", "timing")  # task_head, mlm_task_loss: typhoon_task
+# keys of a compared dict that are times, different by design: the task model's warm-up wall time, and in
+# ``timing`` everything but the counts the training does (steps, FLOPs)
+TIMED_KEYS = frozenset({"warmup_wall_s"})
+COUNTED_TIMING = ("mlm_steps", "mlm_gflop", "ft_gflop")
 
 
 def cells_of(out_dir: Path) -> dict[str, Path]:
@@ -93,6 +99,9 @@ RESOLVED_IN_METRICS = {"attention": "attention", "dropout": "dropout", "precisio
 
 def dict_differences(old: dict, new: dict, prefix: str) -> tuple[list[str], list[str]]:
     """(keys both hold whose values differ, keys only one side holds), each named ``prefix.key``."""
+    if prefix == "metrics.timing":
+        old, new = ({k: v for k, v in d.items() if k in COUNTED_TIMING} for d in (old, new))
+    old, new = ({k: v for k, v in d.items() if k not in TIMED_KEYS} for d in (old, new))
     differ = [f"{prefix}.{key}" for key in sorted(old.keys() & new.keys()) if as_text(old[key]) != as_text(new[key])]
     return differ, [f"{prefix}.{key}" for key in sorted(old.keys() ^ new.keys())]
 

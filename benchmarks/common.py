@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from typhoon.config import get_profile
+from typhoon.config import resolve
 from typhoon.training import run as training_run
 
 
 def minilm_mrpc(threads: int, examples: int = 512) -> tuple[object, list[dict]]:
     """(backbone, tokenized training examples) with the ``cpu`` profile's settings, torch on ``threads``."""
     torch.set_num_threads(threads)
-    config = get_profile("cpu").run_config(task="mrpc", backbone="minilm-l6", strategy="random", seed=0,
-                                           max_train_examples=examples)
-    inputs = training_run.load_inputs(config)
-    return inputs.backbone, inputs.data["train"]
+    config = resolve("cpu", dict(task="mrpc", backbone="minilm-l6", strategy="random", seed=0,
+                                 max_train_examples=examples))
+    ctx = training_run.set_up(config, progress=False)
+    return ctx.backbone, ctx.data["train"]

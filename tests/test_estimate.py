@@ -7,11 +7,15 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from typhoon.config import get_profile, resolve
-from typhoon.data.batching import collate, length_grouped_batches
-from typhoon.runner import estimate, grid
+from typhoon.data.batching import collate, length_grouped_batches, token_counts
+from typhoon.masking import get_strategy
+from typhoon.runner import cell_work, estimate, grid, step_timing
 from typhoon.training import flops
+from typhoon.training import run as training_run
+from typhoon.training import step as training_step
 
 SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
 
@@ -32,7 +36,7 @@ def test_cell_work_counts_the_runs_steps_widths_and_flops(n, batch_size, mlm_epo
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 3},
                      {"batch_size": batch_size, "mlm_epochs": mlm_epochs, "ft_epochs": ft_epochs, "eval_batch_size": 10})
     train, dev = _examples(n), _examples(25, seed=1)
-    work = estimate.cell_work(config, SHAPE, train, dev, num_labels=2)
+    work = cell_work.cell_work(config, SHAPE, train, dev, num_labels=2)
     assert work["mlm"].steps == math.ceil(n / batch_size) * mlm_epochs
     assert work["ft"].steps == math.ceil(n / batch_size) * ft_epochs
     assert work["eval"].steps == math.ceil(25 / 10) * (mlm_epochs + ft_epochs)
@@ -55,7 +59,7 @@ def test_mlm_work_counts_the_expected_selected_positions():
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0},
                      {"batch_size": 1000, "mlm_epochs": 1, "p": 0.2})
     train = _examples(50)
-    work = estimate.cell_work(config, SHAPE, train, _examples(3), num_labels=2)
+    work = cell_work.cell_work(config, SHAPE, train, _examples(3), num_labels=2)
     width = max(-(-len(x["input_ids"]) // 8) * 8 for x in train)
     maskable = sum(len(x["input_ids"]) - 2 for x in train)
     expected = flops.step_flops(SHAPE, [width] * 50, selected=round(0.2 * maskable)) / 1e9
@@ -71,28 +75,106 @@ def test_makespan_takes_cells_in_order_to_the_first_free_worker():
 
 def test_sampled_batches_span_the_widths_with_the_middle_first():
     batches = [[i] for i in range(6)]
-    picks = estimate._sample_by_width(batches, [8, 16, 24, 32, 40, 16], 5)
+    picks = step_timing._sample_by_width(batches, [8, 16, 24, 32, 40, 16], 5)
     widths = {0: 8, 1: 16, 2: 24, 3: 32, 4: 40}
     assert [widths[b[0]] for b in picks] == [24, 8, 40, 16, 32]
-    assert len(estimate._sample_by_width(batches, [8, 8, 8, 8, 8, 8], 3)) == 1  # one width: one batch
+    assert len(step_timing._sample_by_width(batches, [8, 8, 8, 8, 8, 8], 3)) == 1  # one width: one batch
 
 
-def test_a_calibration_times_real_steps_and_prices_every_cell(monkeypatch):
-    """In this process, two tiny-random cells of the smoke profile (one with Typhoon's saliency), with the
-    fewest timed steps (two batches per phase)."""
-    monkeypatch.setattr(estimate, "PHASE_BUDGET_S", 0.0)
-    configs = [c for c in get_profile("smoke").grid() if c.backbone == "tiny-random" and c.seed == 0
-               and c.strategy in ("random", "typhoon")]
-    result = estimate.calibrate(configs, threads=1)
+@pytest.fixture
+def mlm_steps(monkeypatch) -> list[dict]:
+    """Every call of the one MLM step (typhoon.training.step.mlm_step), recorded, then taken as it is."""
+    calls, original = [], training_step.mlm_step
+
+    def recording(ctx, mlm, strategy, optimizer, scheduler, examples, task_model=None):
+        calls.append({"strategy": strategy, "task_model": task_model, "rows": len(examples), "ctx": ctx})
+        return original(ctx, mlm, strategy, optimizer, scheduler, examples, task_model)
+
+    monkeypatch.setattr(training_step, "mlm_step", recording)
+    return calls
+
+
+def test_a_calibration_times_real_steps_and_prices_every_cell(monkeypatch, mlm_steps):
+    """In this process, three tiny-random cells of the smoke profile (one with Typhoon's saliency, one with
+    the task loss's), with the fewest timed steps (two batches per phase). The typhoon_task kind takes its
+    MLM steps with a frozen task model, and its cell is priced with its task model's warm-up."""
+    monkeypatch.setattr(step_timing, "PHASE_BUDGET_S", 0.0)
+    configs = [c.replace(task_head_warmup=20) for c in get_profile("smoke").grid()
+               if c.backbone == "tiny-random" and c.seed == 0 and c.strategy in ("random", "typhoon")]
+    configs.append(configs[-1].replace(strategy="typhoon_task"))
+    result = step_timing.calibrate(configs, threads=1)
     (kind,) = result["kinds"]
     assert kind["threads"] == 1 and kind["precision"] == "fp32" and kind["precision_reason"] == "requested"
-    for phase in ("mlm_saliency_False", "mlm_saliency_True", "ft", "eval"):
+    for phase in ("mlm_task_saliency", "mlm_mlm_saliency", "mlm_no_saliency", "ft", "eval"):
         assert kind[phase]["s_per_gflop"] > 0 and kind[phase]["steps_timed"] >= 2
+    # the kinds' steps: the task kind's with an eval-mode classifier, the others' without one
+    by_kind = {}
+    for call in mlm_steps:
+        by_kind.setdefault((call["strategy"].name, call["task_model"] is not None), []).append(call)
+    assert set(by_kind) == {("typhoon_task", True), ("typhoon", False), ("random", False)}
+    (task_model,) = {id(c["task_model"]): c["task_model"] for c in by_kind["typhoon_task", True]}.values()
+    assert isinstance(task_model, torch.nn.Module) and not task_model.training
+    assert all(c["ctx"].config.strategy == name for (name, _), calls in by_kind.items() for c in calls)
     for config in configs:
         cell = result["cells"][config.relative_dir().as_posix()]
         assert cell["mlm_steps"] == math.ceil(config.max_train_examples / config.batch_size)
         assert cell["ft_steps"] == cell["mlm_steps"] * config.ft_epochs
         assert all(cell[k] > 0 for k in ("mlm_s", "ft_s", "eval_s", "setup_s"))
+        task = config.strategy == "typhoon_task"
+        assert cell["warmup_steps"] == (20 if task else 0) and (cell["warmup_s"] > 0) == task
+        assert cell["mlm_kind"] == cell["mlm_kind_timed"] == cell_work.mlm_kind(config)
+        # one more dev pass for the task model's check
+        assert cell["eval_passes"] == math.ceil(config.max_eval_examples / config.eval_batch_size) * (2 + task)
+
+
+def test_the_estimate_times_the_mlm_step_the_run_takes(mlm_steps):
+    """The run's phase 1 and the estimate's calibration call one function (the recorder stands in for it
+    in both): neither holds a copy of the step."""
+    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "typhoon", "seed": 0},
+                     {"max_train_examples": 32, "max_eval_examples": 16, "num_threads": 1})
+    ctx = training_run.set_up(config, progress=False)
+    strategy = get_strategy(config.strategy, **config.strategy_params())
+    strategy.prepare(token_counts([x["input_ids"] for x in ctx.data["train"]],
+                                  [x["special_tokens_mask"] for x in ctx.data["train"]], len(ctx.backbone.tokenizer)))
+    rows, _ = training_run.adapt_mlm(ctx, ctx.backbone.mlm_model(seed=0, **ctx.kernels), strategy)
+    run_calls = len(mlm_steps)
+    assert run_calls == sum(r["split"] == "train" for r in rows) == 2  # 32 examples, batches of 16
+    assert all(c["strategy"] is strategy and c["task_model"] is None for c in mlm_steps)
+    step_timing.calibrate_kind(config, {"mlm_saliency": config})
+    assert len(mlm_steps) > run_calls and mlm_steps[-1]["ctx"] is not ctx
+
+
+def test_mlm_work_draws_per_row_rates_from_the_schedule():
+    """Uniform rates on (0, 1] select half the maskable tokens on average; the mixture with full-mask mass
+    pi0 selects pi0 + (1 - pi0) p of them; fixed, p."""
+    maskable = [20] * 4000
+    for schedule, mean in (("uniform", 0.5), ("mixture", 0.1 + 0.9 * 0.15), ("fixed", 0.15)):
+        config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0},
+                         {"schedule": schedule, "p": 0.15, "pi0": 0.1})
+        selected = cell_work.selected_positions(config, maskable, torch.Generator().manual_seed(0))
+        assert selected / sum(maskable) == pytest.approx(mean, abs=0.02)
+
+
+def test_a_task_saliency_cell_counts_its_task_models_warm_up():
+    def config_of(strategy: str):
+        return resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": strategy, "seed": 0},
+                       {"batch_size": 16, "task_head_warmup": 23, "eval_batch_size": 10})
+
+    config = config_of("typhoon_task")
+    train, dev = _examples(100), _examples(25, seed=1)
+    work = cell_work.cell_work(config, SHAPE, train, dev, num_labels=2)
+    assert work["warmup"].steps == 23 and work["mlm"].steps == math.ceil(100 / 16)
+    # 100 examples fit one mega-batch: every epoch has the same 7 batches (in another order), so the 23 steps
+    # are 3 epochs and 2 batches of a fourth
+    lengths = sorted((len(x["input_ids"]) for x in train), reverse=True)
+    batch_gflop = [flops.step_flops(SHAPE, [-(-lengths[i] // 8) * 8] * len(lengths[i:i + 16]), num_labels=2) / 1e9
+                   for i in range(0, 100, 16)]
+    epoch = sum(batch_gflop)
+    assert work["ft"].gflop == pytest.approx(epoch * config.ft_epochs)
+    assert 3 * epoch + 2 * min(batch_gflop) - 1e-12 <= work["warmup"].gflop <= 3 * epoch + 2 * max(batch_gflop) + 1e-12
+    assert work["eval"].steps == 3 * (1 + config.mlm_epochs + config.ft_epochs)  # the task model's check first
+    plain = cell_work.cell_work(config_of("typhoon"), SHAPE, train, dev, num_labels=2)
+    assert plain["warmup"].steps == 0 and plain["mlm"].gflop == work["mlm"].gflop
 
 
 def test_the_estimate_text_says_kernels_cells_and_total():
@@ -141,7 +223,7 @@ def test_the_estimate_calibrates_in_a_kernel_started_as_a_cells(tmp_path):
 
     assert plan.cells_todo == [config.relative_dir().as_posix()] and plan.threads == usable_cores()  # one worker
     assert 0 < plan.cell_start_s < plan.calibration_s and 0 < plan.core_share <= 1
-    assert cell["total_s"] == pytest.approx(sum(cell[k] for k in ("mlm_s", "ft_s", "eval_s", "setup_s"))
+    assert cell["total_s"] == pytest.approx(sum(cell[k] for k in ("warmup_s", "mlm_s", "ft_s", "eval_s", "setup_s"))
                                            + plan.cell_start_s)
     assert plan.grid_s == pytest.approx(cell["total_s"]) and plan.analysis_s == 0.0
     assert "fp32 (requested)" in plan.kernels

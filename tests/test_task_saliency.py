@@ -15,6 +15,7 @@ from typhoon.masking import TyphoonMasking
 from typhoon.masking.task_saliency import TaskHeadAtChance, label_entropy, require_learned, task_head_report
 from typhoon.records import result_rows
 from typhoon.training import run as training_run
+from typhoon.training import step as training_step
 
 TINY = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1, num_threads=1,
             precision="fp32", task_head_warmup=40, ft_lr=1e-3)
@@ -74,7 +75,7 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
         steps.append({"batch": batch, "masked_ids": masked_ids, "labels": labels, "rng": torch.get_rng_state()})
         return masked_ids, labels
 
-    original_step = training_run.optimizer_step
+    original_step = training_step.optimizer_step
 
     def recording_step(model, optimizer, scheduler):
         mlm = getattr(model, "mlm", model)  # the first version's phase-1 model wrapped the MaskedLM
@@ -84,7 +85,7 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
         original_step(model, optimizer, scheduler)
 
     monkeypatch.setattr(TyphoonMasking, "__call__", recording_call)
-    monkeypatch.setattr(training_run, "optimizer_step", recording_step)
+    monkeypatch.setattr(training_step, "optimizer_step", recording_step)
     training_run.train_and_evaluate(ctx)
     assert len(steps) == 4 and all("grads" in s for s in steps)
 

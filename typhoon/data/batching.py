@@ -1,6 +1,6 @@
 """Batches of tokenized examples: padding (``collate``), batches of similar lengths
-(``length_grouped_batches``) and token counts, with the one ``PAD_MULTIPLE`` that the training run and
-the time estimate both pad to.
+(``length_grouped_batches``) and token counts, with the one ``PAD_MULTIPLE`` (and ``padded_width``) that the training
+step and the time estimate both pad to.
 
 Imports neither torch nor numpy at module level: the estimate (typhoon.runner.estimate) reads
 ``PAD_MULTIPLE`` in the grid's batch process, which loads neither; the functions import them.
@@ -15,7 +15,12 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-PAD_MULTIPLE = 8  # fewer distinct shapes: less kernel warm-up, better tiles
+PAD_MULTIPLE = 8  # batches padded to a multiple of 8: fewer distinct shapes, less kernel warm-up, better tiles
+
+
+def padded_width(length: int) -> int:
+    """The width of a batch whose longest row has ``length`` tokens (:func:`collate` with ``PAD_MULTIPLE``)."""
+    return -(-length // PAD_MULTIPLE) * PAD_MULTIPLE
 
 
 def collate(features: Sequence[dict], pad_token_id: int, pad_to_multiple_of: int = 1) -> dict[str, torch.Tensor]:

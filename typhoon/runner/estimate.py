@@ -7,14 +7,19 @@ and arithmetic:
    tokenizes it, and its batches are drawn exactly as the run draws them (``length_grouped_batches`` with
    the run's seed, in the same order: MLM epochs, then fine-tuning epochs). Batches are padded per batch
    (``collate``, to a multiple of 8), so every step's executed FLOPs (:func:`typhoon.training.flops.step_flops`)
-   follow from the real token lengths, not from ``max_length``. The number of distinct padded widths
-   is counted too: each new shape costs a kernel warm-up.
-2. **The rate is measured on the same kind of step.** A calibration process sets up one cell of each kind
+   follow from the real token lengths, not from ``max_length``; an MLM step's selected positions follow
+   from per-row rates drawn from the cell's schedule, as the run draws them. The number of distinct padded
+   widths is counted too: each new shape costs a kernel warm-up. A ``typhoon_task`` cell's task model
+   warm-up is counted as well: ``task_head_warmup`` fine-tuning steps in its own data order and a dev pass.
+2. **The rate is measured on the same step.** A calibration process sets up one cell of each kind
    (backbone, task, precision, attention, dropout, thread count: :func:`typhoon.training.run.set_up`) and times
-   a few real MLM and fine-tuning steps (forward, backward, clip, fused AdamW; the strategy's masking and,
-   for Typhoon, its saliency update) and evaluation passes on batches chosen across the range of widths,
-   each twice: the first pass at a new width includes its warm-up, the second does not. Seconds per
-   executed GFLOP (warm) and seconds per new width (warm-up) come out of it.
+   a few of the run's own steps (:mod:`typhoon.training.step`: collate, masking, forward, backward, clip,
+   fused AdamW and the saliency update) and evaluation passes on batches chosen across the range of widths,
+   each twice: the first pass at a new width includes its warm-up, the second does not. The MLM step is
+   timed once per kind of saliency among the cells (:data:`MLM_KINDS`: none, the MLM loss's, a frozen task
+   model's, whose extra forward and input backward the rate then holds); the task model's warm-up takes
+   fine-tuning steps, priced at their rate. Seconds per executed GFLOP (warm) and seconds per new width
+   (warm-up) come out of it.
 3. **Concurrency is measured, not assumed.** With ``workers`` cells at once on a CPU, each cell gets
    ``cores // workers`` threads and competes with the others for memory bandwidth and caches. So the
    calibration runs as ``workers`` processes *at the same time*, each with the cells' thread count, and the
@@ -34,9 +39,9 @@ papermill kernels, started as the cells' kernels are (:func:`run_calibration`): 
 calibration starts is each cell's kernel start and imports, measured on the way.
 """
 
+
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
 import time
@@ -46,15 +51,11 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.data.batching import PAD_MULTIPLE  # torch-free: the one the training run pads to
+from typhoon.runner.step_timing import MIN_SAMPLE_BATCHES, SAMPLE_BATCHES, calibrate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# Training batches timed per phase and kind of cell, each twice (cold, then warm): at least
-# MIN_SAMPLE_BATCHES, more (up to SAMPLE_BATCHES, of distinct widths) while the phase has spent less than
-# PHASE_BUDGET_S -- a shared machine's noise averages out over more steps where steps are short.
-MIN_SAMPLE_BATCHES, SAMPLE_BATCHES, PHASE_BUDGET_S = 2, 8, 3.0
-CALIBRATION_BUDGET_S = 45.0  # past this, a kind of cell times one MLM masking kind only (the other is priced alike)
+
 # The analysis notebooks after the grid, in seconds each (papermill's duration, kernel start included), with
 # ``quick = true``: measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle
 # was developed on, shared with other jobs (load average 6-8). Not calibrated on this machine: the estimate
@@ -62,301 +63,21 @@ CALIBRATION_BUDGET_S = 45.0  # past this, a kind of cell times one MLM masking k
 # walkthroughs 01 and 40 do more, so the figure is a lower bound there.
 ANALYSIS_REFERENCE_S = {"00_setup.ipynb": 22.1, "01_masking_walkthrough.ipynb": 39.1, "20_statistics.ipynb": 11.7,
                         "30_budget_spread.ipynb": 21.1, "40_mask_schedules.ipynb": 30.1}
+
+
 # The comparison with the reference run, after the others (papermill, kernel start included: 8.7 s on the
 # 2-core AVX512-BF16 EPYC, at load about 3).
 REFERENCE_NOTEBOOK_S = 8.7
+
+
 HEARTBEAT_S = 20.0  # a line while the calibration runs, so a minute of it is not silence
+
+
 # What a run's notebook imports (notebooks/10_run.ipynb): timed in a kernel to price a cell's start.
 RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image, display\n"
                         "from typhoon.config import RunConfig, resolve\nfrom typhoon.report import figures\n"
                         "from typhoon.training import run as training_run\n"
                         "from typhoon.training.progress_bars import disable_library_bars\ndisable_library_bars()\n")
-
-
-# --------------------------------------------------------------------------------------------------
-# The work of a cell, from its real token lengths
-
-
-def padded_width(length: int) -> int:
-    return -(-length // PAD_MULTIPLE) * PAD_MULTIPLE
-
-
-@dataclass
-class PhaseWork:
-    """The executed work of one phase of a cell: steps, matrix-product GFLOPs, distinct padded widths."""
-
-    steps: int = 0
-    gflop: float = 0.0
-    widths: set = field(default_factory=set)
-
-    def add(self, gflop: float, width: int) -> None:
-        self.steps += 1
-        self.gflop += gflop
-        self.widths.add(width)
-
-
-def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_labels: int) -> dict[str, PhaseWork]:
-    """The executed work of a cell's phases (``mlm``, ``ft``: training steps; ``eval``: MLM dev loss and
-    fine-tuning evaluations), from its tokenized examples, batched exactly as :func:`typhoon.training.run.run` does."""
-    import numpy as np
-
-    from typhoon.data.batching import length_grouped_batches
-    from typhoon.training.flops import step_flops
-
-    lengths = np.array([len(x["input_ids"]) for x in train])
-    maskable = np.array([len(x["input_ids"]) - sum(x["special_tokens_mask"]) for x in train])
-    dev_lengths = np.array([len(x["input_ids"]) for x in dev])
-    dev_maskable = np.array([len(x["input_ids"]) - sum(x["special_tokens_mask"]) for x in dev])
-    rng = np.random.default_rng(config.seed)  # the run's data-order generator, drawn in the same order
-    work = {"mlm": PhaseWork(), "ft": PhaseWork(), "eval": PhaseWork()}
-
-    def train_step(phase: str, idx) -> None:
-        width = padded_width(int(lengths[idx].max()))
-        selected = round(config.p * int(maskable[idx].sum())) if phase == "mlm" else 0
-        gflop = step_flops(shape, [width] * len(idx), selected=selected,
-                           num_labels=num_labels if phase == "ft" else 0) / 1e9
-        work[phase].add(gflop, width)
-
-    eval_batches = length_grouped_batches(dev_lengths, config.eval_batch_size, None)
-
-    def evaluation(mlm: bool) -> None:
-        for idx in eval_batches:
-            width = padded_width(int(dev_lengths[idx].max()))
-            selected = round(config.p * int(dev_maskable[idx].sum())) if mlm else 0
-            gflop = step_flops(shape, [width] * len(idx), selected=selected, num_labels=0 if mlm else num_labels,
-                               backward=False) / 1e9
-            work["eval"].add(gflop, width)
-
-    for _ in range(config.mlm_epochs):
-        for idx in length_grouped_batches(lengths, config.batch_size, rng):
-            train_step("mlm", idx)
-        evaluation(mlm=True)
-    for _ in range(config.ft_epochs):
-        for idx in length_grouped_batches(lengths, config.batch_size, rng):
-            train_step("ft", idx)
-        evaluation(mlm=False)
-    return work
-
-
-# --------------------------------------------------------------------------------------------------
-# Calibration (in a process of its own, with the cells' thread count)
-
-
-def calibration_key(config: RunConfig) -> tuple:
-    """Cells that share this key share a calibration: same model, data, kernels and step shape."""
-    return (config.backbone, config.task, config.precision, config.attention, config.dropout, config.device,
-            config.max_length, config.batch_size, config.eval_batch_size, config.max_train_examples,
-            config.max_eval_examples)
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _sample_by_width(batches: list, widths: list[int], count: int) -> list:
-    """``count`` batches of distinct widths spread over the range (quantiles of the widths)."""
-    by_width = {}
-    for idx, width in zip(batches, widths, strict=True):
-        by_width.setdefault(width, idx)
-    distinct = sorted(by_width)
-    picks = sorted({distinct[min(len(distinct) - 1, int((i + 0.5) * len(distinct) / count))] for i in range(count)})
-    # the middle width first, then from both ends inwards: a prefix of the list spans the range too
-    order = [picks[len(picks) // 2]] + [w for pair in zip(picks, reversed(picks), strict=True) for w in pair]
-    return [by_width[w] for w in dict.fromkeys(order)]
-
-
-def calibrate_kind(config: RunConfig, saliency_kinds: list[bool]) -> tuple:
-    """Time a few real steps of one kind of cell (:func:`calibration_key`), in this process.
-
-    Returns (costs, the encoder's shape, tokenized train and dev examples, number of labels). The costs:
-    set-up, matmul peak, model builds, and per phase the seconds per executed GFLOP (warm), per new padded
-    width (warm-up) and once (first step); the MLM phase once per masking kind asked for (with and without
-    Typhoon's saliency). The steps mirror ``training_run.adapt_mlm`` and ``training_run.fine_tune`` (their helpers).
-    """
-    import numpy as np
-    import torch
-
-    from typhoon.data.batching import length_grouped_batches, token_counts
-    from typhoon.masking import SaliencyProbe, get_strategy
-    from typhoon.training import flops, speed
-    from typhoon.training import run as training_run
-
-    costs = {}
-    started = time.perf_counter()
-    ctx = training_run.set_up(config, progress=False)
-    costs["setup_s"] = time.perf_counter() - started
-    speed.configure(ctx.device.type)
-    flops.matmul_peak.cache_clear()
-    costs["peak_s"] = _timed(lambda: flops.matmul_peak(ctx.precision.name, device=str(ctx.device)))
-    costs.update(precision=ctx.precision.name, precision_reason=ctx.precision.reason, attention=ctx.attention,
-                 dropout=ctx.dropout, device=str(ctx.device), threads=torch.get_num_threads())
-    shape = flops.EncoderShape.from_config(ctx.backbone.config)
-    tokenizer, pad = ctx.backbone.tokenizer, ctx.backbone.tokenizer.pad_token_id
-    train, dev = ctx.data["train"], ctx.data["validation"]
-    lengths = [len(x["input_ids"]) for x in train]
-    batches = length_grouped_batches(lengths, config.batch_size, np.random.default_rng(config.seed))
-    sample = _sample_by_width(batches, [padded_width(max(lengths[i] for i in idx)) for idx in batches],
-                              SAMPLE_BATCHES)
-    mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
-    sync = (lambda: torch.cuda.synchronize()) if ctx.device.type == "cuda" else (lambda: None)
-
-    def measure(step, flops_of, batches_to_time) -> dict:
-        """Each batch twice, cold then warm (the first batch's warm step at the end). The first batch's cold
-        step also pays what happens once per phase (first backward, optimizer state, allocations):
-        ``first_step_s``; a later batch's (cold - warm) is what a new width costs (``warmup_s``); warm
-        seconds per executed GFLOP is the rate."""
-        cold, warm, gflop = [], [], 0.0
-        phase_started, phase_cpu = time.perf_counter(), time.process_time()
-        def timed_step(batch) -> float:
-            start = time.perf_counter()
-            step(batch)
-            sync()
-            return time.perf_counter() - start
-
-        timed = []
-        for n, batch in enumerate(batches_to_time):
-            if n >= MIN_SAMPLE_BATCHES and time.perf_counter() - phase_started > PHASE_BUDGET_S:
-                break  # small models: many batches fit the budget and average the noise; big ones: the minimum
-            cold.append(timed_step(batch))
-            if n:  # the first batch's warm step comes last: the steps right after the first are still warming up
-                warm.append(timed_step(batch))
-            timed.append(batch)
-            gflop += flops_of(batch)
-        warm.insert(0, timed_step(timed[0]))
-        # the share of its cores this process got while timing (below 1: other processes held them)
-        costs["cpu_s"] = costs.get("cpu_s", 0.0) + time.process_time() - phase_cpu
-        costs["core_s"] = costs.get("core_s", 0.0) + (time.perf_counter() - phase_started) * torch.get_num_threads()
-        extra = [max(0.0, c - w) for c, w in zip(cold, warm, strict=True)]
-        warmup = sum(extra[1:]) / len(extra[1:]) if len(extra) > 1 else 0.0
-        return {"s_per_gflop": sum(warm) / gflop, "warmup_s": warmup, "first_step_s": max(0.0, extra[0] - warmup),
-                "steps_timed": 2 * len(warm)}
-
-    # Phase 1: MLM steps as training_run.adapt_mlm takes them
-    strategies = {False: "random", True: "typhoon"}
-    build = _timed(lambda: ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels))
-    for needs_saliency in saliency_kinds:
-        torch.manual_seed(config.seed)
-        mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
-        optimizer = training_run.make_optimizer(mlm, config.mlm_lr, config.weight_decay)
-        scheduler = training_run.linear_schedule(optimizer, 1000, config.warmup_ratio)
-        strategy = get_strategy(strategies[needs_saliency], p=config.p)
-        strategy.prepare(token_counts([x["input_ids"] for x in train], [x["special_tokens_mask"] for x in train],
-                                      len(tokenizer)))
-        generator = torch.Generator().manual_seed(config.seed)
-
-        def mlm_step(idx, mlm=mlm, optimizer=optimizer, scheduler=scheduler, strategy=strategy, generator=generator):
-            batch = training_run.collate([train[i] for i in idx], pad, PAD_MULTIPLE)
-            masked_ids, labels = strategy(batch, generator, rate=config.p, **mask_args)
-            inputs = training_run.to_device({**batch, "input_ids": masked_ids}, ctx.device)
-            probe = SaliencyProbe(mlm.input_embeddings()) if strategy.needs_saliency else None
-            with probe if probe else contextlib.nullcontext():
-                with ctx.autocast():
-                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
-                loss.backward()
-            if probe:
-                strategy.update(batch, labels != -100, probe.saliency(batch["input_ids"].to(ctx.device)).float().cpu())
-            training_run.optimizer_step(mlm, optimizer, scheduler)
-            return loss.item()
-
-        def mlm_flops(idx):
-            width = padded_width(max(lengths[i] for i in idx))
-            maskable = sum(len(train[i]["input_ids"]) - sum(train[i]["special_tokens_mask"]) for i in idx)
-            return flops.step_flops(shape, [width] * len(idx), selected=round(config.p * maskable)) / 1e9
-
-        costs[f"mlm_saliency_{needs_saliency}"] = measure(mlm_step, mlm_flops, sample)
-        del mlm, optimizer
-        if time.perf_counter() - started > CALIBRATION_BUDGET_S:
-            break
-
-    # Phase 2: fine-tuning steps as training_run.fine_tune takes them, and evaluation passes
-    num_labels = ctx.task.num_labels
-    build += _timed(lambda: ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels))
-    costs["build_s"] = build
-    classifier = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device)
-    optimizer = training_run.make_optimizer(classifier, config.ft_lr, config.weight_decay)
-    scheduler = training_run.linear_schedule(optimizer, 1000, config.warmup_ratio)
-
-    def ft_step(idx):
-        batch = training_run.to_device(training_run.collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
-        with ctx.autocast():
-            logits = classifier(**ctx.backbone.model_inputs(batch)).logits
-        loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
-        loss.backward()
-        training_run.optimizer_step(classifier, optimizer, scheduler)
-        return loss.item()
-
-    def ft_flops(idx):
-        width = padded_width(max(lengths[i] for i in idx))
-        return flops.step_flops(shape, [width] * len(idx), num_labels=num_labels) / 1e9
-
-    costs["ft"] = measure(ft_step, ft_flops, sample)
-    dev_batches = training_run.eval_batches(dev, config, pad)
-    eval_sample = _sample_by_width(dev_batches, [b["input_ids"].shape[1] for b in dev_batches], SAMPLE_BATCHES)
-    costs["eval"] = measure(lambda batch: training_run.evaluate(ctx, classifier, [batch]),
-                            lambda b: flops.step_flops(shape, [b["input_ids"].shape[1]] * len(b["input_ids"]),
-                                                          num_labels=num_labels, backward=False) / 1e9,
-                            eval_sample)
-    costs["calibration_s"] = time.perf_counter() - started
-    return costs, shape, train, dev, num_labels
-
-
-def record_cost_s() -> float:
-    """Writing a record's figure (the notebook's curves plot), timed once with made-up curves."""
-    import pandas as pd
-
-    from typhoon.report import figures
-
-    loss = pd.DataFrame({"step": range(1, 200), "split": "train", "loss": 1.0, "epoch": 1})
-    epochs = pd.DataFrame({"epoch": [1, 2, 3], "dev_accuracy": [0.6, 0.7, 0.7]})
-    with tempfile.TemporaryDirectory() as tmp:
-        return _timed(lambda: figures.plot_run_curves(loss, epochs, "accuracy", 0.5, Path(tmp) / "curves"))
-
-
-def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
-    """Calibrate every kind of cell among ``configs`` and price each cell (in a calibration kernel:
-    :func:`calibrate_files`).
-
-    Returns ``{"kinds": [...measured costs...], "cells": {record_path: {...seconds per part...}}}``.
-    """
-    import torch
-
-    from typhoon.training.progress_bars import disable_library_bars
-
-    disable_library_bars()
-    if threads:  # the cells' thread count, as notebooks.cell_parameters hands it to each cell
-        torch.set_num_threads(threads)
-        configs = [config.replace(num_threads=threads) for config in configs]
-    groups: dict[tuple, list[RunConfig]] = {}
-    for config in configs:
-        groups.setdefault(calibration_key(config), []).append(config)
-    kinds, cells = [], {}
-    record_s = record_cost_s()
-    for group in groups.values():
-        from typhoon.masking import get_strategy
-
-        saliency_kinds = sorted({get_strategy(c.strategy, **c.strategy_params()).needs_saliency for c in group})
-        costs, shape, train, dev, num_labels = calibrate_kind(group[0], saliency_kinds)
-        kinds.append({"cell": group[0].relative_dir().as_posix(), "cells": len(group), **costs})
-        for config in group:
-            needs_saliency = get_strategy(config.strategy, **config.strategy_params()).needs_saliency
-            mlm_rate = costs.get(f"mlm_saliency_{needs_saliency}") or next(
-                v for k, v in costs.items() if k.startswith("mlm_saliency_"))  # over budget: the kind timed
-            work = cell_work(config, shape, train, dev, num_labels)
-            seconds = {phase: work[phase].gflop * rate["s_per_gflop"] + len(work[phase].widths) * rate["warmup_s"]
-                       + rate["first_step_s"] for phase, rate in (("mlm", mlm_rate), ("ft", costs["ft"]), ("eval", costs["eval"]))}
-            cells[config.relative_dir().as_posix()] = {
-                "mlm_steps": work["mlm"].steps, "ft_steps": work["ft"].steps, "eval_passes": work["eval"].steps,
-                "mlm_s": seconds["mlm"], "ft_s": seconds["ft"], "eval_s": seconds["eval"],
-                "setup_s": costs["setup_s"] + costs["peak_s"] + costs["build_s"] + record_s,
-            }
-    core_share = min(1.0, sum(k["cpu_s"] for k in kinds) / max(sum(k["core_s"] for k in kinds), 1e-9))
-    return {"kinds": kinds, "cells": cells, "record_s": record_s, "core_share": core_share}
-
-
-# --------------------------------------------------------------------------------------------------
-# The estimate (in the process that runs the grid)
 
 
 @dataclass
@@ -400,7 +121,11 @@ class GridEstimate:
                  f"  per cell: kernel start, imports and shutdown {self.cell_start_s:.1f} s"]
         for path in self.cells_todo[:max_cells]:
             c = self.per_cell[path]
-            lines.append(f"  {path.removeprefix('runs/')}: MLM {c['mlm_steps']:.0f} steps {c['mlm_s']:.0f} s, fine-tune "
+            warmup = (f"task model {c['warmup_steps']:.0f} steps {c['warmup_s']:.0f} s, " if c.get("warmup_steps")
+                      else "")
+            timed_as = (f" (timed as {c['mlm_kind_timed']})" if c.get("mlm_kind_timed", c.get("mlm_kind")) != c.get("mlm_kind")
+                        else "")
+            lines.append(f"  {path.removeprefix('runs/')}: {warmup}MLM {c['mlm_steps']:.0f} steps{timed_as} {c['mlm_s']:.0f} s, fine-tune "
                          f"{c['ft_steps']:.0f} steps {c['ft_s']:.0f} s, eval {c['eval_s']:.0f} s, fixed "
                          f"{c['setup_s'] + self.cell_start_s:.0f} s = {c['total_s']:.0f} s")
         if len(self.cells_todo) > max_cells:
@@ -458,6 +183,7 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
     import papermill
 
     from typhoon.runner import notebooks
+
 
     with tempfile.TemporaryDirectory(prefix="typhoon-estimate-") as tmp:
         folder = Path(tmp)
@@ -521,9 +247,11 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
         results = run_calibration(todo, threads, processes)
         start_s = sum(r["start_s"] for r in results) / len(results)
         kinds = results[0]["kinds"]
-        for path in results[0]["cells"]:  # mean over the concurrent processes
-            parts = {k: sum(r["cells"][path][k] for r in results) / len(results) for k in results[0]["cells"][path]}
-            parts["total_s"] = parts["mlm_s"] + parts["ft_s"] + parts["eval_s"] + parts["setup_s"] + start_s
+        for path, first_cell in results[0]["cells"].items():  # numbers: the mean over the concurrent processes
+            parts = {k: sum(r["cells"][path][k] for r in results) / len(results) if isinstance(v, (int, float)) else v
+                     for k, v in first_cell.items()}
+            parts["total_s"] = (parts.get("warmup_s", 0.0) + parts["mlm_s"] + parts["ft_s"] + parts["eval_s"]
+                                + parts["setup_s"] + start_s)
             per_cell[path] = parts
         first = kinds[0]
         kernels = (f"{first['precision']} ({first['precision_reason']}), {first['attention']} attention, "

@@ -5,7 +5,8 @@ the data and resolves the device and kernels into a :class:`RunContext`; phase 1
 adapts the encoder with masked language modelling on the task's own training text, masked by the
 chosen strategy; phase 2 (:func:`fine_tune`) fine-tunes a classifier from the adapted encoder and
 evaluates it on the GLUE dev split every epoch; :func:`run` writes the run record atomically
-(:mod:`typhoon.records.run_record`).
+(:mod:`typhoon.records.run_record`). Each training step of either phase is one of :mod:`typhoon.training.step`,
+the steps the grid estimate times too.
 
 Randomness: the run seed fixes the data order (a numpy Generator), the masks (a torch Generator), the
 new heads' initialisation and dropout (the global torch seed, set once at the start of the run, since
@@ -14,7 +15,7 @@ dropout draws from it). On CPU the same config and seed give bit-identical metri
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import math
 import platform
 import subprocess
@@ -33,19 +34,19 @@ from typhoon.data.batching import PAD_MULTIPLE, collate, length_grouped_batches,
 from typhoon.data.glue_files import TaskSpec, get_task, load_glue, require_labelled_splits
 from typhoon.data.metrics import glue_metrics, majority_baseline
 from typhoon.data.tokenizing import tokenize_glue
-from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy
+from typhoon.masking import MaskingStrategy, get_strategy
 from typhoon.masking.params import uses_task_saliency
-from typhoon.masking.schedules import sample_rates
-from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report, task_saliency
+from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
 from typhoon.records import locks, run_numerics, run_record
 from typhoon.runner.progress import ProgressFile
 from typhoon.training import device_settings, flops, speed
+from typhoon.training import step as training_step
 from typhoon.training.progress_bars import progress_bar
+from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
-GRAD_CLIP = 1.0
 # The task model of task-loss saliency draws its data order and dropout from streams of their own, so the
 # phase-1 data order and dropout draws are those of every other strategy with the same seed.
 TASK_MODEL_STREAM = 7919
@@ -95,39 +96,11 @@ def prepare_data(config: RunConfig, tokenizer) -> dict:
     return {split: tokenized[split].select_columns(keep).to_list() for split in ("train", "validation")}
 
 
-def to_device(batch: dict, device: torch.device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
-def linear_schedule(optimizer, total_steps: int, warmup_ratio: float):
-    warmup = max(1, int(total_steps * warmup_ratio))
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
-
-
 def eval_batches(examples: list[dict], config: RunConfig, pad_token_id: int) -> list[dict]:
     """Padded evaluation batches in a fixed, seed-independent order (grouped by length)."""
     lengths = [len(x["input_ids"]) for x in examples]
     return [collate([examples[i] for i in idx], pad_token_id, PAD_MULTIPLE)
             for idx in length_grouped_batches(lengths, config.eval_batch_size, None)]
-
-
-def optimizer_step(model, optimizer, scheduler) -> None:
-    """Clip, step, advance the learning-rate schedule, clear the gradients (both phases)."""
-    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-
-
-def make_optimizer(model, lr: float, weight_decay: float):
-    # No weight decay on biases and LayerNorm weights (BERT's recipe). The fused kernel updates all
-    # parameters in one pass: ~5x faster than the default on CPU, where the 11.7M-parameter word
-    # embedding makes the optimizer step a visible share of a small model's training step.
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, fused=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -196,9 +169,8 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
               task_model: torch.nn.Module | None = None) -> tuple[list, dict]:
     """Masked-LM training on the task's training text; returns loss rows and timing.
 
-    With ``task_model`` (task-loss saliency, :func:`warm_up_task_model`) the saliency is the gradient of
-    its loss (:func:`typhoon.masking.task_saliency.task_saliency`), which reaches no parameter: the encoder is
-    updated by the MLM loss alone, as for every strategy.
+    Each step is :func:`typhoon.training.step.mlm_step`. With ``task_model`` (task-loss saliency,
+    :func:`warm_up_task_model`) the saliency is the gradient of its loss, which reaches no parameter.
     """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
@@ -212,11 +184,8 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
 
     lengths = [len(x["input_ids"]) for x in train]
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    mlm_saliency = strategy.needs_saliency and task_model is None
-    model = mlm
-    optimizer = make_optimizer(model, config.mlm_lr, config.weight_decay)
+    optimizer = make_optimizer(mlm, config.mlm_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
-    embeddings = mlm.input_embeddings()
     rows, tokens, step, task_losses = [], 0, 0, {}
     meter = flops.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
     for epoch in range(1, config.mlm_epochs + 1):
@@ -224,30 +193,16 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
         bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"MLM epoch {epoch}",
                            ctx.progress, leave=False)
         for idx in bar:
-            batch = collate([train[i] for i in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
-            rates = sample_rates(config.schedule, len(idx), config.p, config.pi0, ctx.mask_generator)
-            masked_ids, labels = strategy(batch, ctx.mask_generator, rate=rates, **mask_args)
-            if not (labels != -100).any():  # nothing selected (tiny batch): no loss to learn from
+            done = training_step.mlm_step(ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx],
+                                          task_model)
+            if done is None:  # nothing selected: no update
                 continue
-            inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
-            if task_model is not None:  # the frozen task model's gradient, w.r.t. its inputs only
-                task_loss, saliency = task_saliency(task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
-                                                    batch["input_ids"].to(ctx.device), ctx.autocast)
-                task_losses.setdefault(epoch, []).append(task_loss.item())
-            with SaliencyProbe(embeddings) if mlm_saliency else contextlib.nullcontext() as probe:
-                with ctx.autocast():
-                    loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
-                loss.backward()
-            if mlm_saliency:
-                # saliency w.r.t. the one-hot of the *original* token at every position
-                saliency = probe.saliency(batch["input_ids"].to(ctx.device))
-            if strategy.needs_saliency:
-                strategy.update(batch, labels != -100, saliency.float().cpu())
-            optimizer_step(model, optimizer, scheduler)
+            if done.task_loss is not None:
+                task_losses.setdefault(epoch, []).append(done.task_loss.item())
             step += 1
-            tokens += int(batch["attention_mask"].sum())
-            meter.add(batch["attention_mask"], selected=int((labels != -100).sum()))
-            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": loss.item()})
+            tokens += int(done.batch["attention_mask"].sum())
+            meter.add(done.batch["attention_mask"], selected=done.selected)
+            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": done.loss.item()})
             bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
             ctx.report("mlm", step=step, steps=steps_per_epoch * config.mlm_epochs, epoch=epoch,
                        epochs=config.mlm_epochs, tokens=tokens)
@@ -316,8 +271,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
         bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"fine-tune epoch {epoch}",
                            ctx.progress, leave=False)
         for idx in bar:
-            batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
-            loss = classifier_step(ctx, classifier, batch, optimizer, scheduler)
+            loss, batch = training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
             tokens += int(batch["attention_mask"].sum())
             meter.add(batch["attention_mask"], num_labels=num_labels)
             losses.append(loss.item())
@@ -335,16 +289,6 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
     return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
 
 
-def classifier_step(ctx: RunContext, classifier: torch.nn.Module, batch: dict, optimizer, scheduler) -> torch.Tensor:
-    """One supervised step of a classifier on a batch on the device (phase 2, the task model's warm-up)."""
-    with ctx.autocast():
-        logits = classifier(**ctx.backbone.model_inputs(batch)).logits
-    loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
-    loss.backward()
-    optimizer_step(classifier, optimizer, scheduler)
-    return loss
-
-
 def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
     """The task model of task-loss saliency (:mod:`typhoon.masking.task_saliency`): the backbone's classifier from
     the pretrained encoder, fine-tuned for ``task_head_warmup`` steps on the training split (the task's
@@ -357,23 +301,18 @@ def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
     """
     config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
     train, dev = ctx.data["train"], ctx.data["validation"]
-    lengths, steps = [len(x["input_ids"]) for x in train], config.task_head_warmup
-    rng = np.random.default_rng([config.seed, TASK_MODEL_STREAM])
-    started, step, losses = time.perf_counter(), 0, []
+    steps = config.task_head_warmup
+    started, losses = time.perf_counter(), []
     with seeded(config.seed + TASK_MODEL_STREAM):  # dropout of the warm-up: a forked global generator
         classifier = ctx.backbone.classifier(ctx.task.num_labels, seed=config.seed + TASK_MODEL_STREAM,
                                              **ctx.kernels).to(ctx.device)
         optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
         scheduler = linear_schedule(optimizer, steps, config.warmup_ratio)
         classifier.train()
-        while step < steps:
-            for idx in length_grouped_batches(lengths, config.batch_size, rng):
-                batch = to_device(collate([train[i] for i in idx], pad, PAD_MULTIPLE), ctx.device)
-                losses.append(classifier_step(ctx, classifier, batch, optimizer, scheduler).item())
-                step += 1
-                ctx.report("task_warmup", step=step, steps=steps)
-                if step == steps:
-                    break
+        for step, idx in enumerate(task_model_batches(config, [len(x["input_ids"]) for x in train]), start=1):
+            loss, _ = training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
+            losses.append(loss.item())
+            ctx.report("task_warmup", step=step, steps=steps)
     metrics = evaluate(ctx, classifier, eval_batches(dev, config, pad))
     classifier.eval()  # frozen from here: no dropout, no update (its loss is differentiated w.r.t. inputs only)
     report = task_head_report(metrics["dev_accuracy"], [x["label"] for x in dev], [x["label"] for x in train], steps)
@@ -381,6 +320,14 @@ def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
                   warmup_wall_s=time.perf_counter() - started)
     require_learned(report, config.task)
     return classifier, report
+
+
+def task_model_batches(config: RunConfig, lengths: list[int]):
+    """The task model's warm-up batches (index arrays): ``task_head_warmup`` of them, epoch after epoch,
+    in a data order of its own (``TASK_MODEL_STREAM``), so the run's data order is untouched."""
+    rng = np.random.default_rng([config.seed, TASK_MODEL_STREAM])
+    epochs = (idx for _ in itertools.count() for idx in length_grouped_batches(lengths, config.batch_size, rng))
+    return itertools.islice(epochs, config.task_head_warmup)
 
 
 @torch.no_grad()

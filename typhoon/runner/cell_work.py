@@ -1,0 +1,94 @@
+"""The work of one cell of a grid, counted from its real token lengths for the time estimate: its
+training steps, the matrix-product GFLOPs they execute and the distinct padded widths, per phase
+(``mlm``, ``ft``, ``eval``), batched exactly as the run batches them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from typhoon.config import RunConfig
+from typhoon.data.batching import padded_width
+from typhoon.masking.params import uses_task_saliency
+
+
+@dataclass
+class PhaseWork:
+    """The executed work of one phase of a cell: steps, matrix-product GFLOPs, distinct padded widths."""
+
+    steps: int = 0
+    gflop: float = 0.0
+    widths: set = field(default_factory=set)
+
+    def add(self, gflop: float, width: int) -> None:
+        self.steps += 1
+        self.gflop += gflop
+        self.widths.add(width)
+
+
+def mlm_kind(config: RunConfig) -> str:
+    """The kind of MLM step a cell takes (:data:`MLM_KINDS`): by where its strategy's saliency comes from."""
+    from typhoon.masking import get_strategy
+
+    if uses_task_saliency(config.strategy, config.strategy_params()):
+        return "task_saliency"
+    return "mlm_saliency" if get_strategy(config.strategy, **config.strategy_params()).needs_saliency else "no_saliency"
+
+
+def selected_positions(config: RunConfig, maskable, generator) -> int:
+    """Expected positions an MLM step selects on rows with ``maskable`` maskable tokens each: per-row rates
+    drawn from the cell's schedule as the run draws them (``sample_rates``; ``fixed``: the budget p)."""
+    from typhoon.masking.schedules import sample_rates
+
+    rates = sample_rates(config.schedule, len(maskable), config.p, config.pi0, generator)
+    return round(config.p * sum(maskable)) if rates is None else round(float(sum(r * m for r, m in zip(rates.tolist(), maskable, strict=True))))
+
+
+def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_labels: int) -> dict[str, PhaseWork]:
+    """The executed work of a cell's phases (``warmup``: the task model's steps, task-loss saliency only;
+    ``mlm``, ``ft``: training steps; ``eval``: MLM dev loss and the classifiers' evaluations), from its
+    tokenized examples, batched exactly as :func:`typhoon.training.run.run` does."""
+    import numpy as np
+    import torch
+
+    from typhoon.data.batching import length_grouped_batches
+    from typhoon.training.flops import step_flops
+    from typhoon.training.run import task_model_batches
+
+    lengths = np.array([len(x["input_ids"]) for x in train])
+    maskable = np.array([len(x["input_ids"]) - sum(x["special_tokens_mask"]) for x in train])
+    dev_lengths = np.array([len(x["input_ids"]) for x in dev])
+    dev_maskable = np.array([len(x["input_ids"]) - sum(x["special_tokens_mask"]) for x in dev])
+    rng = np.random.default_rng(config.seed)  # the run's data-order generator, drawn in the same order
+    rates = torch.Generator().manual_seed(config.seed)  # per-row masking rates, as the run's mask generator
+    work = {"warmup": PhaseWork(), "mlm": PhaseWork(), "ft": PhaseWork(), "eval": PhaseWork()}
+
+    def train_step(phase: str, idx) -> None:
+        width = padded_width(int(lengths[idx].max()))
+        selected = selected_positions(config, maskable[idx].tolist(), rates) if phase == "mlm" else 0
+        gflop = step_flops(shape, [width] * len(idx), selected=selected,
+                           num_labels=0 if phase == "mlm" else num_labels) / 1e9
+        work[phase].add(gflop, width)
+
+    eval_batches = length_grouped_batches(dev_lengths, config.eval_batch_size, None)
+
+    def evaluation(mlm: bool) -> None:
+        for idx in eval_batches:
+            width = padded_width(int(dev_lengths[idx].max()))
+            selected = round(config.p * int(dev_maskable[idx].sum())) if mlm else 0
+            gflop = step_flops(shape, [width] * len(idx), selected=selected, num_labels=0 if mlm else num_labels,
+                               backward=False) / 1e9
+            work["eval"].add(gflop, width)
+
+    if mlm_kind(config) == "task_saliency" and config.mlm_epochs > 0:  # the task model, before phase 1
+        for idx in task_model_batches(config, lengths.tolist()):
+            train_step("warmup", idx)
+        evaluation(mlm=False)
+    for _ in range(config.mlm_epochs):
+        for idx in length_grouped_batches(lengths, config.batch_size, rng):
+            train_step("mlm", idx)
+        evaluation(mlm=True)
+    for _ in range(config.ft_epochs):
+        for idx in length_grouped_batches(lengths, config.batch_size, rng):
+            train_step("ft", idx)
+        evaluation(mlm=False)
+    return work

@@ -1,0 +1,117 @@
+"""One training step of each kind: the steps a run takes (:mod:`typhoon.training.run`) and the grid estimate
+times (:func:`typhoon.runner.step_timing.calibrate_kind`), so the estimate prices what the run executes.
+
+- :func:`mlm_step`: phase 1. Pad the examples, draw each row's masking rate from the run's schedule, mask
+  with the strategy, forward, backward, clip, step, and hand the strategy its saliency: the MLM loss's
+  (Typhoon) or, with a task model, the task loss's (:func:`typhoon.masking.task_saliency.task_saliency`).
+- :func:`fine_tune_step`: phase 2, and the task model's warm-up (the same step on the same kind of model).
+
+The run's bookkeeping (loss rows, tokens, FLOP meters, progress) stays with the loops that call these.
+``ctx`` is the run's :class:`typhoon.training.run.RunContext`: config, backbone, device, autocast and the
+mask generator the masks are drawn from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from typhoon.data.batching import PAD_MULTIPLE, collate
+from typhoon.masking import MaskingStrategy, SaliencyProbe
+from typhoon.masking.schedules import sample_rates
+from typhoon.masking.task_saliency import task_saliency
+from typhoon.models.mlm_head import MaskedLM
+
+GRAD_CLIP = 1.0
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def make_optimizer(model, lr: float, weight_decay: float):
+    # No weight decay on biases and LayerNorm weights (BERT's recipe). The fused kernel updates all
+    # parameters in one pass: ~5x faster than the default on CPU, where the 11.7M-parameter word
+    # embedding makes the optimizer step a visible share of a small model's training step.
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, fused=True)
+
+
+def linear_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    warmup = max(1, int(total_steps * warmup_ratio))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+
+
+def optimizer_step(model, optimizer, scheduler) -> None:
+    """Clip, step, advance the learning-rate schedule, clear the gradients (every kind of step)."""
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+@dataclass
+class MLMStep:
+    """What one phase-1 step did, for the caller's bookkeeping."""
+
+    loss: torch.Tensor  # the MLM loss, a scalar on the device
+    batch: dict  # the padded batch before masking, on the CPU
+    selected: int  # positions the strategy selected (the MLM head's targets)
+    task_loss: torch.Tensor | None  # the task model's loss on the masked batch (task-loss saliency), else None
+
+
+def mlm_step(ctx, mlm: MaskedLM, strategy: MaskingStrategy, optimizer, scheduler, examples: list[dict],
+             task_model: torch.nn.Module | None = None) -> MLMStep | None:
+    """One masked-LM step on ``examples``; None (no update) when the strategy selected nothing.
+
+    With ``task_model`` (frozen, eval mode) the strategy's saliency is the gradient of its loss, which
+    reaches no parameter: the encoder is updated by the MLM loss alone, as for every strategy.
+    """
+    config, tokenizer = ctx.config, ctx.backbone.tokenizer
+    batch = collate(examples, tokenizer.pad_token_id, PAD_MULTIPLE)
+    rates = sample_rates(config.schedule, len(examples), config.p, config.pi0, ctx.mask_generator)
+    masked_ids, labels = strategy(batch, ctx.mask_generator, rate=rates, mask_token_id=tokenizer.mask_token_id,
+                                  vocab_size=len(tokenizer))
+    selected = labels != -100
+    if not selected.any():  # nothing selected (tiny batch): no loss to learn from
+        return None
+    inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
+    task_loss = None
+    if task_model is not None:  # the frozen task model's gradient, w.r.t. its inputs only
+        task_loss, saliency = task_saliency(task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
+                                            batch["input_ids"].to(ctx.device), ctx.autocast)
+    mlm_saliency = strategy.needs_saliency and task_model is None
+    with SaliencyProbe(mlm.input_embeddings()) if mlm_saliency else contextlib.nullcontext() as probe:
+        with ctx.autocast():
+            loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
+        loss.backward()
+    if mlm_saliency:
+        # saliency w.r.t. the one-hot of the *original* token at every position
+        saliency = probe.saliency(batch["input_ids"].to(ctx.device))
+    if strategy.needs_saliency:
+        strategy.update(batch, selected, saliency.float().cpu())
+    optimizer_step(mlm, optimizer, scheduler)
+    return MLMStep(loss=loss, batch=batch, selected=int(selected.sum()), task_loss=task_loss)
+
+
+def classifier_step(ctx, classifier: torch.nn.Module, batch: dict, optimizer, scheduler) -> torch.Tensor:
+    """One supervised step of a classifier on a batch already on the device; returns its loss."""
+    with ctx.autocast():
+        logits = classifier(**ctx.backbone.model_inputs(batch)).logits
+    loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
+    loss.backward()
+    optimizer_step(classifier, optimizer, scheduler)
+    return loss
+
+
+def fine_tune_step(ctx, classifier: torch.nn.Module, examples: list[dict], optimizer,
+                   scheduler) -> tuple[torch.Tensor, dict]:
+    """One fine-tuning step on ``examples`` (phase 2, and the task model's warm-up): (loss, the padded
+    batch on the device)."""
+    batch = to_device(collate(examples, ctx.backbone.tokenizer.pad_token_id, PAD_MULTIPLE), ctx.device)
+    return classifier_step(ctx, classifier, batch, optimizer, scheduler), batch
