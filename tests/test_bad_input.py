@@ -112,3 +112,10 @@ def test_a_corrupted_metrics_json_is_named_when_its_cell_is_trained_again(tmp_pa
     assert "metrics.json is unreadable (JSONDecodeError" in why and "trained again" in why
     run_record.write_record(run_dir, config, {"status": "failed", "error": "RuntimeError: boom"})
     assert run_record.why_incomplete(run_dir, config) == "the last attempt failed: RuntimeError: boom"
+
+
+def test_check_report_names_a_missing_report_and_takes_an_output_folder(tmp_path, capsys):
+    assert main(["check-report", str(tmp_path)]) == 2
+    assert f"no report at {tmp_path / 'report.html'}" in capsys.readouterr().err
+    assert main(["check-report", str(tmp_path / "nothing.html")]) == 2
+    assert "no report at" in capsys.readouterr().err

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     readme.add_argument("--check", action="store_true", help="change nothing; exit 1 if the block is out of date")
 
     check = sub.add_parser("check-report", help="render a report in headless Chromium and list what a reader would see wrong")
-    check.add_argument("report", help="a report.html")
+    check.add_argument("report", help="a report.html, or the output folder that holds one")
 
     sub.add_parser("profiles", help="list the profiles and their grid sizes")
 
