@@ -58,7 +58,7 @@ def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path)
         with pytest.raises(_Stop):
             grid.reproduce("cpu", tmp_path, workers=workers, analysis=False)
     assert [w for _, w in seen] == [get_profile("cpu").workers, 3] and seen[0][1] == 2
-    assert get_profile("schedules").workers == 1  # a profile without the key runs one cell at a time
+    assert get_profile("paper").workers == 1  # a profile without the key (paper: GPU cells) runs one cell at a time
 
 
 def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
