@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
     run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | typhoon_softmax | typhoon_task")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from")
+    run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from (default cpu: the main job's settings)")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
     run.add_argument("--force", action="store_true", help="rerun even if a complete record exists")

@@ -55,7 +55,7 @@ class RunConfig:
     backbone: str = "minilm-l6"
     strategy: str = "random"
     seed: int = 0
-    profile: str = "custom"
+    profile: str = "custom"  # a config made by hand (RunConfig(...)), from no profile; resolve() sets the profile it came from
     # masking (phase 1)
     p: float = 0.15  # masking budget: expected share of non-special tokens selected
     corruption: str = "bert"  # "bert" = 80 % [MASK] / 10 % random / 10 % kept; "mask_only"
