@@ -6,22 +6,10 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import filelock
 
-from typhoon.atomic import (  # noqa: F401 -- re-exported: the writers every record user already calls as records.*
-    atomic_write_bytes,
-    atomic_write_csv,
-    atomic_write_json,
-    atomic_write_text,
-    publish_dir,
-    staged_dir,
-    staging_dir,
-)
-
-if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the table helpers need neither
-    pass
+from typhoon.atomic import atomic_write_text
 
 
 class LockedError(RuntimeError):

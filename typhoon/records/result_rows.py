@@ -8,16 +8,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from typhoon.atomic import (  # noqa: F401 -- re-exported: the writers every record user already calls as records.*
-    atomic_write_bytes,
-    atomic_write_csv,
-    atomic_write_json,
-    atomic_write_text,
-    publish_dir,
-    staged_dir,
-    staging_dir,
-)
-
 if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the table helpers need neither
     from typhoon.config import RunConfig
 from typhoon.records.run_record import read_config, read_json

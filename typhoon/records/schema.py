@@ -3,22 +3,6 @@ table and of a record's mlm_loss.csv."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from typhoon.atomic import (  # noqa: F401 -- re-exported: the writers every record user already calls as records.*
-    atomic_write_bytes,
-    atomic_write_csv,
-    atomic_write_json,
-    atomic_write_text,
-    publish_dir,
-    staged_dir,
-    staging_dir,
-)
-
-if TYPE_CHECKING:  # typhoon.config loads the masking registry (torch); the table helpers need neither
-    pass
-
-
 # The tables' schema. A run is named by RUN_KEYS in every table (strategy = the config's label, which
 # adds a non-fixed schedule); results.csv has a row per run, the grid's status table a row per cell.
 RUN_KEYS = ["task", "backbone", "strategy", "seed"]
