@@ -39,16 +39,17 @@ def _outcome(row) -> str:
     return "inconclusive"
 
 
-def _task_model_check(runs: pd.DataFrame, saliency: str | None) -> dict:
-    """The task model behind a task-loss saliency (``saliency == "task"``): its mean dev accuracy over the
-    runs and how many of them learned (above the majority class), so a verdict on task saliency says
-    whether the gradient that drove its masks came from a model that had learned anything."""
-    if saliency != "task":
-        return dict(task_model_accuracy=np.nan, task_model_learned=None)
-    known = runs["task_head_learned"].dropna()  # records from before the check hold none: unknown, not "0/n"
+def task_model_summary(runs: pd.DataFrame) -> dict:
+    """The task models behind task-loss saliency runs: their mean dev accuracy and how many learned (beat
+    the majority class, "k/n" of the runs whose record says), so a verdict on task saliency says whether
+    the gradient that drove its masks came from a model that had learned anything. Empty when no run
+    says (records from before the check hold none: unknown, not "0/n")."""
+    known = runs["task_head_learned"].dropna() if "task_head_learned" in runs else pd.Series(dtype=object)
+    if known.empty:
+        return {}
     learned = known.map(lambda v: str(v).lower() == "true")
-    return dict(task_model_accuracy=pd.to_numeric(runs["task_head_accuracy"]).mean(),
-                task_model_learned=f"{int(learned.sum())}/{len(runs)}" if len(known) else None)
+    return {"task_model_accuracy": pd.to_numeric(runs["task_head_accuracy"]).mean(),
+            "task_model_learned": f"{int(learned.sum())}/{len(known)}"}
 
 
 def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN, reference: str = "random",
@@ -114,7 +115,8 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
                          ci_high=max(lo, hi), p_holm=c["p_holm"], holm_family=c["holm_family"], tost_p=c["tost_p"],
                          seeds_for_power=needed.loc[i, "n_margin"], verdict=c["verdict"],
                          significant=bool(c["significant"]), equivalent=bool(c["equivalent"]),
-                         **_task_model_check(runs, saliency)))
+                         **{"task_model_accuracy": np.nan, "task_model_learned": None,
+                            **(task_model_summary(runs) if saliency == "task" else {})}))
     table = pd.DataFrame(rows)
     table["outcome"] = [_outcome(r) for _, r in table.iterrows()]
     table = table[_VERDICT_COLUMNS]

@@ -27,6 +27,7 @@ import pandas as pd
 
 from typhoon import atomic, paths
 from typhoon.analysis import sequential
+from typhoon.analysis.bottleneck_verdict import task_model_summary
 from typhoon.config import Profile, RunConfig, get_profile
 from typhoon.records import locks, provenance, result_rows, reuse, run_numerics, run_record, schema
 
@@ -176,18 +177,6 @@ def paired_differences(results: pd.DataFrame, study: StudyDesign, task: str) -> 
     return out
 
 
-def task_model_check(results: pd.DataFrame, task: str, arms: tuple[str, str], n_seeds: int) -> dict:
-    """For a comparison with a task-loss saliency arm: its task models' mean dev accuracy over the seeds
-    the comparison used, and how many learned (beat the majority class, "k/n"); empty otherwise."""
-    runs = results[(results["task"] == task) & results["strategy"].isin(arms) & (results["seed"] < n_seeds)]
-    known = runs["task_head_learned"].dropna() if "task_head_learned" in runs else pd.Series(dtype=object)
-    if known.empty:
-        return {}
-    learned = known.map(lambda v: str(v).lower() == "true")
-    return {"task_model_accuracy": pd.to_numeric(runs["task_head_accuracy"]).mean(),
-            "task_model_learned": f"{int(learned.sum())}/{len(known)}"}
-
-
 def analyse(results: pd.DataFrame, study: StudyDesign) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The history (every look each comparison reached, :func:`sequential.analyse_history`) and the
     verdicts (each comparison's last analysed look; ``continue`` with ``next_look_seeds`` where it
@@ -207,7 +196,9 @@ def analyse(results: pd.DataFrame, study: StudyDesign) -> tuple[pd.DataFrame, pd
                                                                 "margin": study.margins[task], "verdict": "not started"}
             decided = last["verdict"] in ("equivalent", "different", "undecided at cap")
             last["next_look_seeds"] = None if decided else study.design.looks[len(rows)]
-            last.update(task_model_check(results, task, pair, int(last.get("n_seeds") or 0)))
+            used = results[(results["task"] == task) & results["strategy"].isin(pair)
+                           & (results["seed"] < int(last.get("n_seeds") or 0))]
+            last.update(task_model_summary(used))  # the task models behind the seeds this look used
             verdicts.append({c: last.get(c) for c in VERDICT_COLUMNS})
     history = pd.concat(histories, ignore_index=True)[HISTORY_COLUMNS]
     return history, pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
