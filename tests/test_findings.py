@@ -152,6 +152,54 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
         "README.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
+def _sequential_folder(out):
+    """A copy of the committed decisive study's tables (stats/*.csv and results.csv), without its figure."""
+    source = REPO / "results" / "decisive"
+    if not (source / "stats" / "verdicts.csv").is_file():
+        pytest.skip("no committed decisive study in results/decisive yet")
+    (out / "stats").mkdir(parents=True)
+    for path in (source / "stats").glob("*.csv"):
+        (out / "stats" / path.name).write_bytes(path.read_bytes())
+    (out / "results.csv").write_bytes((source / "results.csv").read_bytes())
+    return out
+
+
+def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
+    study = _sequential_folder(tmp_path / "study")
+    verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
+    # one comparison decided: the block must count it and say the others continue
+    verdicts.loc[verdicts.index[-1], ["verdict", "next_look_seeds"]] = ["equivalent", np.nan]
+    verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n"
+                      f"{results_readme.DECISIVE_BEGIN}\nold\n{results_readme.DECISIVE_END}\n")
+    assert results_readme.update_readme(study, readme)
+    text = readme.read_text()
+    assert "\ncpu\n" in text and "old" not in text  # the other block untouched
+    block = results_readme.readme_block_in(readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
+    rows = [line.split(" | ") for line in block.splitlines() if line.startswith("| mrpc") or line.startswith("| cola")]
+    assert [(r[0][2:], r[2], int(r[3]), r[-1][:-2]) for r in rows] == \
+        [(v.task, v.comparison, int(v.n_seeds), v.verdict) for v in verdicts.itertuples()]
+    last = verdicts.iloc[-1]
+    assert f"{len(verdicts) - 1} of {len(verdicts)} comparisons continue" in block
+    assert f"{last.task} (margin ±{last.margin:g}" in block and "1 equivalent" in block
+    assert "decisive_looks.png" not in block  # no figure in this folder: no broken link
+    readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n")
+    with pytest.raises(ValueError, match="no Results block for"):
+        results_readme.update_readme(study, readme)
+
+
+def test_the_readme_decisive_block_agrees_with_the_committed_study():
+    """README.md's decisive block is what `python -m typhoon results-readme results/decisive` makes."""
+    study = REPO / "results" / "decisive"
+    if not (study / "stats" / "verdicts.csv").is_file():
+        pytest.skip("no committed decisive study in results/decisive yet")
+    readme = REPO / "README.md"
+    block = results_readme.readme_block_in(readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
+    assert block == results_readme.readme_block(study, readme), \
+        "README.md's decisive block is out of date: run `python -m typhoon results-readme results/decisive`"
+
+
 def test_the_results_readme_command(tmp_path, capsys):
     from typhoon.cli import main
 

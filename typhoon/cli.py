@@ -83,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="git-commit each finished cell's record as it completes, then the tables and report "
                      "(for a reference run under results/<profile>)")
 
-    readme = sub.add_parser("results-readme", help="rewrite README.md's Results block from a reference run's tables")
-    readme.add_argument("reference", help="the reference run's folder, e.g. results/cpu")
+    readme = sub.add_parser("results-readme", help="rewrite README.md's Results block from a reference run's tables "
+                            "(its decisive block from a sequential study's)")
+    readme.add_argument("reference", help="the reference run's folder, e.g. results/cpu or results/decisive")
     readme.add_argument("--readme", help="the README to update (default: the repository's README.md)")
     readme.add_argument("--check", action="store_true", help="change nothing; exit 1 if the block is out of date")
 

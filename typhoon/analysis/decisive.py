@@ -278,7 +278,8 @@ def seed_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataF
         label = found.key if found is not None else None
         if label is not None and run_record.is_complete(out_dir / config.relative_dir(), config):
             rows.setdefault((task, seed), set()).add(label)
-    return pd.DataFrame([{"task": t, "seed": s, "numerics": ", ".join(sorted(v)), "mixed": len(v) > 1}
+    # " + " between the labels: a label itself lists its parts with commas
+    return pd.DataFrame([{"task": t, "seed": s, "numerics": " + ".join(sorted(v)), "mixed": len(v) > 1}
                          for (t, s), v in sorted(rows.items())], columns=["task", "seed", "numerics", "mixed"])
 
 
@@ -316,6 +317,18 @@ def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_di
     if len(history):
         plot_sequential_looks(history, out_dir / "figures" / "decisive_looks")
     return tables
+
+
+def verdict_counts(verdicts: pd.DataFrame) -> list[str]:
+    """One short line per task: how many comparisons reached each verdict, and the next look if any."""
+    lines = []
+    for task, rows in verdicts.groupby("task", sort=False):
+        counts = rows["verdict"].value_counts()
+        text = ", ".join(f"{n} {v}" for v, n in counts.items())
+        nxt = rows["next_look_seeds"].dropna()
+        lines.append(f"{task} (margin ±{rows['margin'].iloc[0]:g}, {int(rows['n_seeds'].max())} seeds): {text}"
+                     + (f"; the next look is at {int(nxt.max())} seeds" if len(nxt) else "; answered"))
+    return lines
 
 
 def answer(verdicts: pd.DataFrame) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import atomic, machine, paths
+from typhoon.analysis import decisive
 from typhoon.analysis.paper_claims import (
     Tables,
     claims_table,
@@ -24,6 +25,13 @@ README_BEGIN = "<!-- results:begin -->"
 
 
 README_END = "<!-- results:end -->"
+
+
+# The decisive study's block leads the Results section: the answer so far, from its sequential tables.
+DECISIVE_BEGIN = "<!-- decisive:begin -->"
+
+
+DECISIVE_END = "<!-- decisive:end -->"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -66,6 +74,66 @@ def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -
     return "\n".join(lines)
 
 
+def _interval(low: float, high: float) -> str:
+    # an early look's repeated CI spans hundreds of F1 points: its digits past the unit say nothing
+    digits = 4 if max(abs(low), abs(high)) < 10 else 0
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def _looks(looks: str) -> str:
+    """'3 6 10 13 16' (design.csv) as '3, 6, 10, 13 and 16'."""
+    counts = str(looks).split()
+    return counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+
+
+def _seed_numerics_line(seeds: pd.DataFrame) -> str:
+    """'cola seeds 0-2: ...; mrpc seed 3: ...': which numerics each task's seeds used (stats/seeds.csv)."""
+    parts = []
+    for (task, numerics), rows in seeds.groupby(["task", "numerics"], sort=False):
+        ids = sorted(int(s) for s in rows["seed"])
+        span = f"seed {ids[0]}" if len(ids) == 1 else (f"seeds {ids[0]}–{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1))
+                                                       else "seeds " + ", ".join(map(str, ids)))
+        parts.append(f"{task} {span}: {numerics}")
+    return "; ".join(parts)
+
+
+def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -> str:
+    """The README's block for a sequential study (``reproduce --profile decisive``): one line per task
+    (:func:`typhoon.analysis.decisive.verdict_counts`), the verdict table, the numerics of each seed, the figure."""
+    out_dir = Path(out_dir)
+    tables = decisive.read_outputs(out_dir)
+    verdicts, seeds = tables["verdicts"], tables["seeds"]
+    results = pd.read_csv(out_dir / "results.csv")
+    base = Path(link_base).resolve() if link_base else paths.repo_root()
+    rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()
+    looks = tables["design"]["looks"].iloc[0]
+    open_ = verdicts[verdicts["verdict"] == "continue"]
+    state = ("every comparison is decided or at its cap" if open_.empty else
+             f"{len(open_)} of {len(verdicts)} comparisons continue; the next look needs "
+             + ", ".join(f"{t} {int(n)} seeds" for t, n in open_.groupby("task", sort=False)["next_look_seeds"].max().items()))
+    executed = out_dir / "notebooks" / decisive.NOTEBOOK
+    notebook = Path(os.path.relpath(executed.resolve() if executed.is_file() else paths.repo_root() / "notebooks" / decisive.NOTEBOOK,
+                                    base)).as_posix()
+    lines = [f"**A decisive answer** (`{rel}/`, [notebook 50]({notebook})): {len(results)} records; "
+             f"looks at {_looks(looks)} seeds (the last is the cap); {state}.", ""]
+    lines += [f"- {line}." for line in decisive.verdict_counts(verdicts)]
+    table = pd.DataFrame({
+        "task": verdicts["task"], "metric": verdicts["metric"], "comparison": verdicts["comparison"],
+        "seeds": verdicts["n_seeds"].astype(int), "difference": verdicts["difference"].map(lambda v: f"{v:+.4f}"),
+        "repeated CI (different)": [_interval(lo, hi) for lo, hi in zip(verdicts["ci_low"], verdicts["ci_high"], strict=True)],
+        "TOST interval": [_interval(lo, hi) for lo, hi in zip(verdicts["tost_low"], verdicts["tost_high"], strict=True)],
+        "margin": verdicts["margin"].map(lambda v: f"±{v:g}"), "verdict": verdicts["verdict"]})
+    lines += ["", markdown_table(table), "",
+              "Differences are first − second arm, paired by seed. *Different* needs the repeated CI to exclude 0, "
+              "*equivalent* the TOST interval inside ±margin; both widen at early looks, where the error spending "
+              "leaves little to spend (familywise 5 % over the comparisons and the looks).", "",
+              f"Numerics by seed (`{rel}/stats/seeds.csv`): {_seed_numerics_line(seeds)}.", ""]
+    figure = out_dir / "figures" / "decisive_looks.png"
+    if figure.is_file():
+        lines.append(f"![Each comparison's intervals at every look against its margin]({rel}/figures/decisive_looks.png)")
+    return "\n".join(lines).rstrip()
+
+
 def _provenance_line(manifest: dict, tables: Tables) -> str:
     parts = [provenance.trained_at_line(tables.out_dir, manifest)]
     if manifest.get("finished"):
@@ -82,27 +150,40 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
     return "; ".join(parts) or "no MANIFEST.json"
 
 
+def is_sequential_study(out_dir: str | os.PathLike) -> bool:
+    """Whether ``out_dir`` holds a sequential study's tables (``stats/design.csv`` and ``stats/verdicts.csv``)."""
+    return all((Path(out_dir) / "stats" / f"{name}.csv").is_file() for name in ("design", "verdicts"))
+
+
+def _markers(out_dir: str | os.PathLike) -> tuple[str, str]:
+    return (DECISIVE_BEGIN, DECISIVE_END) if is_sequential_study(out_dir) else (README_BEGIN, README_END)
+
+
 def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:
-    """The marked block as it belongs in ``readme`` (markers included)."""
-    return f"{README_BEGIN}\n{results_markdown(out_dir, readme.parent)}\n{README_END}"
+    """The marked block as it belongs in ``readme`` (markers included): the decisive block for a sequential
+    study's folder, else the Results block of a reference run."""
+    begin, end = _markers(out_dir)
+    body = (decisive_markdown if begin == DECISIVE_BEGIN else results_markdown)(out_dir, readme.parent)
+    return f"{begin}\n{body}\n{end}"
 
 
 def update_readme(out_dir: str | os.PathLike, readme: str | os.PathLike | None = None, check: bool = False) -> bool:
-    """Rewrite the block between :data:`README_BEGIN` and :data:`README_END` in ``readme`` (default: the
-    repository's README.md) from ``out_dir``'s tables; returns whether it changed (``check``: do not write)."""
+    """Rewrite the block of ``out_dir`` in ``readme`` (default: the repository's README.md) from its tables:
+    between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study, else between
+    :data:`README_BEGIN` and :data:`README_END`; returns whether it changed (``check``: do not write)."""
     readme = Path(readme) if readme else paths.repo_root() / "README.md"
     text = readme.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.S)
+    begin, end = _markers(out_dir)
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise ValueError(f"{paths.shown(readme)} has no Results block: add the lines {README_BEGIN} and {README_END}")
+        raise ValueError(f"{paths.shown(readme)} has no Results block for {paths.shown(Path(out_dir))}: add the lines {begin} and {end}")
     new = pattern.sub(lambda _: readme_block(out_dir, readme), text, count=1)
     if new != text and not check:
         atomic.atomic_write_text(readme, new)
     return new != text
 
 
-def readme_block_in(readme: Path) -> str | None:
-    """The Results block currently in ``readme`` (markers included), None if it has none."""
-    match = re.search(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), readme.read_text(encoding="utf-8"),
-                      re.S)
+def readme_block_in(readme: Path, begin: str = README_BEGIN, end: str = README_END) -> str | None:
+    """The block between ``begin`` and ``end`` currently in ``readme`` (markers included), None if it has none."""
+    match = re.search(re.escape(begin) + r".*?" + re.escape(end), readme.read_text(encoding="utf-8"), re.S)
     return match.group(0) if match else None
