@@ -143,6 +143,16 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     decisive.reproduce_decisive("decisive", out, analysis=False)
     assert batches == [[0, 1, 2], [3, 4, 5]]
 
+    # decisive-tables: the same tables from the records alone, without training; a folder without records: exit 2
+    from typhoon.cli import main
+
+    written = {p.name: p.read_bytes() for p in (out / "stats").glob("*.csv")}
+    for path in (out / "stats").glob("*.csv"):
+        path.unlink()
+    assert main(["decisive-tables", str(out)]) == 0 and batches == [[0, 1, 2], [3, 4, 5]]
+    assert {p.name: p.read_bytes() for p in (out / "stats").glob("*.csv")} == written
+    assert main(["decisive-tables", str(tmp_path / "empty")]) == 2 and not (tmp_path / "empty").exists()
+
 
 def test_a_task_saliency_verdict_says_whether_its_task_models_learned(study):
     """typhoon_task's comparisons carry the mean dev accuracy of the task models behind the seeds they

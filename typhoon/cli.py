@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "(comparisons, margins, looks, boundaries, cap, simulated power)")
     design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
 
+    tables = sub.add_parser("decisive-tables", help="re-analyse a sequential study's records without training: "
+                            "rewrite its stats/, results.csv and looks figure, print the verdicts")
+    tables.add_argument("out", help="the study's output folder, e.g. results/decisive")
+    tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     fetch = data_sub.add_parser("fetch", help="download a task's official GLUE files (needs a network)")
@@ -242,6 +247,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             from typhoon.analysis.decisive import describe_design, study_design
 
             print(describe_design(study_design(args.profile)))
+            return 0
+        if args.command == "decisive-tables":
+            from typhoon.analysis.decisive import rewrite_tables
+
+            for line in rewrite_tables(args.profile, args.out):
+                print(line)
             return 0
         overrides = parse_overrides(getattr(args, "set", None))
         check_names(args, overrides)

@@ -319,6 +319,19 @@ def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_di
     return tables
 
 
+def rewrite_tables(profile: str, out_dir: str | Path) -> list[str]:
+    """``decisive-tables``: the study's tables and figure rewritten from the records in ``out_dir`` (no
+    training, no reuse); returns the answer sentences. FileNotFoundError when the folder holds no record."""
+    spec = get_profile(profile)
+    out_dir = Path(out_dir)
+    configs = grid_configs(spec)
+    if not any(run_record.is_complete(out_dir / c.relative_dir(), c) for c in configs.values()):
+        raise FileNotFoundError(f"{paths.shown(out_dir)} holds no finished record of profile {spec.name}: "
+                                f"run `python -m typhoon reproduce --profile {spec.name} --out {paths.shown(out_dir)}`")
+    tables = write_outputs(study_design(spec), configs, out_dir)
+    return answer(tables["verdicts"])
+
+
 def verdict_counts(verdicts: pd.DataFrame) -> list[str]:
     """One short line per task: how many comparisons reached each verdict, and the next look if any."""
     lines = []

@@ -95,7 +95,9 @@ def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi
     for ext in ("png", "svg"):
         final = base.parent / f"{base.name}.{ext}"
         tmp = base.parent / f".{base.name}.{ext}.tmp"
-        fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
+        # a fixed salt: the SVG's clip-path ids are otherwise random, and a regenerated figure churns in git
+        with matplotlib.rc_context({"svg.hashsalt": "typhoon"}):
+            fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
         os.replace(tmp, final)
         paths.append(final)
     return paths
