@@ -10,7 +10,7 @@ import pytest
 from typhoon.analysis import decisive
 from typhoon.config import get_profile
 from typhoon.records import result_rows, run_numerics, run_record, schema
-from typhoon.runner import grid
+from typhoon.runner import grid, sequential_grid
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
 
     spec = get_profile("decisive")
     spec.design = {**spec.design, "reuse_from": []}
-    monkeypatch.setattr(decisive, "get_profile", lambda name: spec)
+    monkeypatch.setattr(sequential_grid, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "bf16 on cpu")
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
@@ -134,13 +134,13 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
 
     monkeypatch.setattr(grid, "run_grid", fake_run_grid)
     out = tmp_path / "decisive"
-    summary = decisive.reproduce_decisive("decisive", out, analysis=False)
+    summary = sequential_grid.reproduce_decisive("decisive", out, analysis=False)
     assert summary.ok and batches == [[0, 1, 2], [3, 4, 5]]
     verdicts = pd.read_csv(out / "stats" / "verdicts.csv")
     assert len(verdicts) == 10 and (verdicts["verdict"] == "equivalent").all() and (verdicts["n_seeds"] == 6).all()
     assert pd.read_csv(out / "stats" / "seeds.csv")["numerics"].str.startswith("bf16 on cpu (").all()  # full numerics
     assert (out / "figures" / "decisive_looks.png").is_file() and (out / "stats" / "history.csv").is_file()
-    decisive.reproduce_decisive("decisive", out, analysis=False)
+    sequential_grid.reproduce_decisive("decisive", out, analysis=False)
     assert batches == [[0, 1, 2], [3, 4, 5]]
 
     # decisive-tables: the same tables from the records alone, without training; a folder without records: exit 2

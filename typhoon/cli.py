@@ -273,7 +273,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 return reproduce_on_cluster(args, overrides)
             executor = dask_executor(args.scheduler) if args.scheduler else None
             if load_profiles().get(args.profile) and load_profiles()[args.profile].design:
-                from typhoon.analysis.decisive import reproduce_decisive
+                from typhoon.runner.sequential_grid import reproduce_decisive
 
                 summary = reproduce_decisive(args.profile, args.out, workers=args.workers, overrides=overrides,
                                              analysis=not args.no_analysis, executor=executor,

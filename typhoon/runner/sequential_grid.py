@@ -1,0 +1,92 @@
+"""``reproduce --profile <sequential profile>`` (the decisive study): look by look, the cells the next look
+needs through the grid, re-analysed by :mod:`typhoon.analysis.decisive` after each look, until every
+comparison is decided or at its cap. The records on disk are the state, so a stopped run resumes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from typhoon import paths
+from typhoon.analysis import decisive
+from typhoon.config import get_profile
+from typhoon.records import locks, provenance, schema
+from typhoon.runner import grid, notebooks, progress, stop
+
+
+def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
+                       overrides: dict | None = None, analysis: bool = True, executor=None,
+                       commit_records: bool = False):
+    """``reproduce --profile <sequential profile>``: look by look, train the cells the next look needs
+    (:func:`decisive.plan_next_look`) with :func:`typhoon.runner.grid.run_grid`, re-analyse, and stop when every
+    comparison is decided or at its cap; then write the tables, the figure and the notebook. Resumable
+    (the records are the state); ``commit_records`` commits each record as it lands, then the tables."""
+    spec = get_profile(profile)
+    study = decisive.study_design(spec)
+    configs = decisive.grid_configs(spec, overrides)
+    workers = spec.workers if workers is None else workers
+    nb_dir = notebooks.notebooks_dir()
+    grid.preflight(list(configs.values())[:1] + [c for c in configs.values() if c.seed == 0])
+    out_dir = paths.resolve_out_dir(out_dir, spec.name)
+    if commit_records:
+        provenance.check_git_repo(out_dir)
+    provenance.check_profile(out_dir, spec.name)
+    paths.check_writable(out_dir)
+    stop.clear_stop()
+    log = progress.RunLog(out_dir / "reproduce.log")
+    started, clock, code, command = provenance.now(), time.perf_counter(), provenance.git_state(), provenance.invocation()
+    cells = pd.DataFrame(columns=schema.STATUS_COLUMNS)
+    with locks.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+        first = [c for c in configs.values() if c.seed < study.design.looks[0]]
+        for copied in decisive.reuse_sources(study, first, out_dir):
+            print(f"reused {copied['record_path']} from {copied['reused_from']}")
+            if commit_records:
+                provenance.commit_cell(out_dir, {**copied, "status": "ok", "notebook": None})
+        stop.clean_stale_staging(out_dir)
+        log.write(f"reproduce (sequential design) started: profile {spec.name}, output {out_dir}")
+
+        def on_done(row: dict) -> None:
+            log.cell(row)
+            if row.get("notebook") and (out_dir / row["notebook"]).is_file():
+                notebooks.scrub_notebook(out_dir / row["notebook"], out_dir)
+            if commit_records and row["status"] == "ok":
+                provenance.commit_cell(out_dir, row)
+
+        try:
+            while True:
+                plan = decisive.plan_next_look(decisive.results_table(configs, out_dir), study)
+                decisive.write_outputs(study, configs, out_dir)
+                if plan.empty:
+                    break
+                todo = [configs[(r.task, r.strategy, int(r.seed))] for r in plan.itertuples()]
+                decisive.check_seed_numerics(todo, configs, out_dir)
+                log.write(f"next look: {len(todo)} cells ({', '.join(sorted({f'{c.task} seed{c.seed}' for c in todo}))})")
+                print(f"next look: {len(todo)} cells", flush=True)
+                ran = grid.run_grid(todo, out_dir, nb_dir, workers, executor, on_done)
+                cells = pd.concat([cells, ran], ignore_index=True)
+                if not ran["status"].isin(["ok", "skipped"]).all():
+                    log.write("a cell failed: the study stops here (rerun to retry it)")
+                    break
+            tables = decisive.write_outputs(study, configs, out_dir)
+            numerics = dict(tables["seeds"]["numerics"].value_counts()) if len(tables["seeds"]) else {}
+            provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command,
+                                      {str(k): int(v) for k, v in numerics.items()}, cells, code)
+            report = None
+            if analysis:
+                target = out_dir / "notebooks" / decisive.NOTEBOOK
+                notebooks.execute_notebook(nb_dir / decisive.NOTEBOOK, target, {"out_dir": str(out_dir), "profile": spec.name})
+                notebooks.scrub_notebook(target, out_dir)
+                report = target
+        except BaseException as err:
+            raise grid.stopped(err, out_dir, list(configs.values()), log) from None
+        summary = grid.Summary(cells, out_dir / "results.csv", report)
+        for sentence in decisive.answer(tables["verdicts"]):
+            print(sentence)
+            log.write(sentence)
+        if commit_records:
+            provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir],
+                                    f"{paths.shown(out_dir)}: verdicts, history, figure and notebook")
+    print(summary.table() if len(cells) else "no cell to train: every comparison is decided or at its cap")
+    return summary
