@@ -152,7 +152,7 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
         "README.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
-def _sequential_folder(out):
+def sequential_folder(out):
     """A copy of the committed decisive study's tables (stats/*.csv and results.csv), without its figure."""
     source = REPO / "results" / "decisive"
     if not (source / "stats" / "verdicts.csv").is_file():
@@ -165,7 +165,7 @@ def _sequential_folder(out):
 
 
 def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
-    study = _sequential_folder(tmp_path / "study")
+    study = sequential_folder(tmp_path / "study")
     verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
     # one comparison decided: the block must count it and say the others continue
     verdicts.loc[verdicts.index[-1], ["verdict", "next_look_seeds"]] = ["equivalent", np.nan]

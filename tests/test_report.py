@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import nbformat
 import pandas as pd
 import pytest
-from test_findings import make_output
+from test_findings import make_output, sequential_folder
 
 from typhoon import atomic
 from typhoon.records import provenance
@@ -170,3 +170,17 @@ def test_the_report_says_which_commit_trained_the_records(tmp_path):
     assert manifest["trained_at"] == {"abababa": 12, "cdcdcdc": 6}  # not a commit of this repository: as it is
     html = report_html.build_report(out, [], "cpu")
     assert "18 records trained: 12 at abababa, 6 at cdcdcdc; tables made at " in html
+
+
+def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
+    """A decisive study's folder (its committed tables) gets the verdict table, the numerics by seed and the
+    runs as its summary, not the paper's claims (which it has no tables for)."""
+    study = sequential_folder(tmp_path / "decisive")
+    verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
+    page = report_html.build_report(study, [], "decisive")
+    summary = page[page.index('id="summary"'):page.index('id="contents"')]
+    assert "No findings" not in page and "The verdicts" in page and "paper’s claims" not in page
+    for row in verdicts.itertuples():
+        assert f"<td>{row.comparison}</td>" in summary
+    assert summary.count('class="verdict-continue"') == (verdicts["verdict"] == "continue").sum()
+    assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run

@@ -99,9 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
 
     tables = sub.add_parser("decisive-tables", help="re-analyse a sequential study's records without training: "
-                            "rewrite its stats/, results.csv and looks figure, print the verdicts")
+                            "rewrite its stats/, results.csv, looks figure, notebook 50 and report.html; print the verdicts")
     tables.add_argument("out", help="the study's output folder, e.g. results/decisive")
     tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+    tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
 
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -249,9 +250,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(describe_design(study_design(args.profile)))
             return 0
         if args.command == "decisive-tables":
-            from typhoon.analysis.decisive import rewrite_tables
+            from typhoon.runner.sequential_grid import rewrite_tables_and_report
 
-            for line in rewrite_tables(args.profile, args.out):
+            for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
                 print(line)
             return 0
         overrides = parse_overrides(getattr(args, "set", None))

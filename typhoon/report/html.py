@@ -288,6 +288,33 @@ def findings_html(out_dir: Path) -> str:
     ])
 
 
+def sequential_findings_html(out_dir: Path) -> str:
+    """A sequential study's summary: one line per task, the verdict table, the numerics by seed, the runs."""
+    import pandas as pd
+
+    from typhoon.analysis import decisive
+    from typhoon.report.results_readme import verdict_display_table
+
+    tables = decisive.read_outputs(out_dir)
+    verdicts = tables["verdicts"]
+    lines = "".join(f"<li>{html.escape(line)}.</li>" for line in decisive.verdict_counts(verdicts))
+    numerics = "".join(f"<li>{html.escape(f'{r.task} seed {r.seed}: {r.numerics}')}</li>"
+                       for r in tables["seeds"].itertuples())
+    return "\n".join([
+        f'<ul class="headline">{lines}</ul>',
+        '<h3 id="claims">Each comparison at its last look</h3>',
+        "<p>Differences are first − second arm, paired by seed. <i>Different</i> needs the repeated CI to exclude 0, "
+        "<i>equivalent</i> the TOST interval inside ±margin; the error is spent across the looks and the comparisons "
+        "(the design is in the notebook below and in <code>stats/design.csv</code>).</p>",
+        frame_html(verdict_display_table(verdicts), verdicts=True),
+        '<h3 id="headline-table">The numerics of each seed</h3>',
+        f"<p>The arms of one seed share their numerics (<code>stats/seeds.csv</code>):</p><ul>{numerics}</ul>",
+        '<h3 id="runs">The runs</h3>',
+        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
+        runs_html(pd.read_csv(out_dir / "results.csv")),
+    ])
+
+
 def runs_html(results) -> str:
     """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook."""
     rows = []
@@ -309,8 +336,12 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
     title, header, pipeline_check = header_html(out_dir, profile)
     banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
               "and are not findings.</div>") if pipeline_check else ""
-    sections, toc = [], ['<li><a href="#summary">Summary</a><ol><li><a href="#claims">The paper’s claims</a></li>'
-                         '<li><a href="#headline-table">Headline table</a></li>'
+    from typhoon.analysis.decisive import is_sequential_study
+
+    sequential = is_sequential_study(out_dir)
+    first, second = ("The verdicts", "Numerics by seed") if sequential else ("The paper’s claims", "Headline table")
+    sections, toc = [], [f'<li><a href="#summary">Summary</a><ol><li><a href="#claims">{first}</a></li>'
+                         f'<li><a href="#headline-table">{second}</a></li>'
                          '<li><a href="#runs">The runs</a></li></ol></li>']
     for i, path in enumerate(notebooks):
         anchor = f"nb{i}"
@@ -322,7 +353,7 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body><main>",
-        header, '<h2 id="summary">Summary</h2>', findings_html(out_dir),
+        header, '<h2 id="summary">Summary</h2>', sequential_findings_html(out_dir) if sequential else findings_html(out_dir),
         '<nav class="toc"><h2 id="contents">Contents</h2><ol>' + "".join(toc) + "</ol></nav>",
         *sections,
         "<hr><p>Regenerate with <code>python -m typhoon reproduce --profile "

@@ -97,6 +97,17 @@ def _seed_numerics_line(seeds: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
+def verdict_display_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The sequential study's ``stats/verdicts.csv`` for a reader: one row per comparison with its seeds,
+    difference, both intervals (rounded to what they can say), margin and verdict."""
+    return pd.DataFrame({
+        "task": verdicts["task"], "metric": verdicts["metric"], "comparison": verdicts["comparison"],
+        "seeds": verdicts["n_seeds"].astype(int), "difference": verdicts["difference"].map(lambda v: f"{v:+.4f}"),
+        "repeated CI (different)": [_interval(lo, hi) for lo, hi in zip(verdicts["ci_low"], verdicts["ci_high"], strict=True)],
+        "TOST interval": [_interval(lo, hi) for lo, hi in zip(verdicts["tost_low"], verdicts["tost_high"], strict=True)],
+        "margin": verdicts["margin"].map(lambda v: f"±{v:g}"), "verdict": verdicts["verdict"]})
+
+
 def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -> str:
     """The README's block for a sequential study (``reproduce --profile decisive``): one line per task
     (:func:`typhoon.analysis.decisive.verdict_counts`), the verdict table, the numerics of each seed, the figure."""
@@ -117,12 +128,7 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     lines = [f"**A decisive answer** (`{rel}/`, [notebook 50]({notebook})): {len(results)} records; "
              f"looks at {_looks(looks)} seeds (the last is the cap); {state}.", ""]
     lines += [f"- {line}." for line in decisive.verdict_counts(verdicts)]
-    table = pd.DataFrame({
-        "task": verdicts["task"], "metric": verdicts["metric"], "comparison": verdicts["comparison"],
-        "seeds": verdicts["n_seeds"].astype(int), "difference": verdicts["difference"].map(lambda v: f"{v:+.4f}"),
-        "repeated CI (different)": [_interval(lo, hi) for lo, hi in zip(verdicts["ci_low"], verdicts["ci_high"], strict=True)],
-        "TOST interval": [_interval(lo, hi) for lo, hi in zip(verdicts["tost_low"], verdicts["tost_high"], strict=True)],
-        "margin": verdicts["margin"].map(lambda v: f"±{v:g}"), "verdict": verdicts["verdict"]})
+    table = verdict_display_table(verdicts)
     lines += ["", markdown_table(table), "",
               "Differences are first − second arm, paired by seed. *Different* needs the repeated CI to exclude 0, "
               "*equivalent* the TOST interval inside ±margin; both widen at early looks, where the error spending "
@@ -150,13 +156,8 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
     return "; ".join(parts) or "no MANIFEST.json"
 
 
-def is_sequential_study(out_dir: str | os.PathLike) -> bool:
-    """Whether ``out_dir`` holds a sequential study's tables (``stats/design.csv`` and ``stats/verdicts.csv``)."""
-    return all((Path(out_dir) / "stats" / f"{name}.csv").is_file() for name in ("design", "verdicts"))
-
-
 def _markers(out_dir: str | os.PathLike) -> tuple[str, str]:
-    return (DECISIVE_BEGIN, DECISIVE_END) if is_sequential_study(out_dir) else (README_BEGIN, README_END)
+    return (DECISIVE_BEGIN, DECISIVE_END) if decisive.is_sequential_study(out_dir) else (README_BEGIN, README_END)
 
 
 def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:

@@ -5,6 +5,7 @@ comparison is decided or at its cap. The records on disk are the state, so a sto
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -12,8 +13,42 @@ import pandas as pd
 from typhoon import paths
 from typhoon.analysis import decisive
 from typhoon.config import get_profile
-from typhoon.records import locks, provenance, schema
+from typhoon.records import locks, provenance, run_numerics, schema
+from typhoon.report.html import render_report
 from typhoon.runner import grid, notebooks, progress, stop
+
+
+def write_report(out_dir: Path, profile: str, nb_dir: Path | None = None) -> Path:
+    """Notebook 50 executed on the study's tables, and ``report.html`` from it; returns the report's path."""
+    nb_dir = nb_dir or notebooks.notebooks_dir()
+    target = out_dir / "notebooks" / decisive.NOTEBOOK
+    notebooks.execute_notebook(nb_dir / decisive.NOTEBOOK, target, {"out_dir": str(out_dir), "profile": profile})
+    notebooks.scrub_notebook(target, out_dir)
+    return render_report(out_dir, [target], profile)
+
+
+def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = True) -> list[str]:
+    """``decisive-tables``: the tables from the records (no training), then the notebook and the report;
+    returns the answer sentences."""
+    started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
+    spec, out_dir = get_profile(profile), Path(out_dir)
+    sentences = decisive.rewrite_tables(spec.name, out_dir)
+    # the manifest says where and from which commit these tables were made (the records keep their own)
+    write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, provenance.invocation(),
+                         pd.DataFrame(columns=schema.STATUS_COLUMNS), code)
+    if report:
+        print(f"report: {paths.shown(write_report(out_dir, spec.name))}")
+    return sentences
+
+
+def write_study_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
+                         cells: pd.DataFrame, code: dict) -> None:
+    """MANIFEST.json with the runs counted by their full numerics (kernel family included: the study's
+    first seeds come from machines with other kernels than its later ones)."""
+    results = pd.read_csv(out_dir / "results.csv")
+    labels = [run_numerics.record_numerics_detail(out_dir / path) for path in results["record_path"]]
+    numerics = Counter(label.key for label in labels if label is not None)
+    provenance.write_manifest(out_dir, profile, started, wall_s, command, dict(numerics), cells, code)
 
 
 def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
@@ -70,15 +105,8 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
                     log.write("a cell failed: the study stops here (rerun to retry it)")
                     break
             tables = decisive.write_outputs(study, configs, out_dir)
-            numerics = dict(tables["seeds"]["numerics"].value_counts()) if len(tables["seeds"]) else {}
-            provenance.write_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command,
-                                      {str(k): int(v) for k, v in numerics.items()}, cells, code)
-            report = None
-            if analysis:
-                target = out_dir / "notebooks" / decisive.NOTEBOOK
-                notebooks.execute_notebook(nb_dir / decisive.NOTEBOOK, target, {"out_dir": str(out_dir), "profile": spec.name})
-                notebooks.scrub_notebook(target, out_dir)
-                report = target
+            write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, cells, code)
+            report = write_report(out_dir, spec.name, nb_dir) if analysis else None
         except BaseException as err:
             raise grid.stopped(err, out_dir, list(configs.values()), log) from None
         summary = grid.Summary(cells, out_dir / "results.csv", report)
