@@ -80,7 +80,7 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
             if commit_records:
                 provenance.commit_cell(out_dir, {**copied, "status": "ok", "notebook": None})
         stop.clean_stale_staging(out_dir)
-        log.write(f"reproduce (sequential design) started: profile {spec.name}, output {out_dir}")
+        log.write(f"reproduce (sequential design) started: profile {spec.name}, output {paths.shown(out_dir)}")
 
         def on_done(row: dict) -> None:
             log.cell(row)
