@@ -31,7 +31,7 @@ def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = 
     """``decisive-tables``: the tables from the records (no training), then the notebook and the report;
     returns the answer sentences."""
     started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
-    spec, out_dir = get_profile(profile), Path(out_dir)
+    spec, out_dir = get_profile(profile), Path(out_dir).resolve()  # the notebook runs in notebooks/
     sentences = decisive.rewrite_tables(spec.name, out_dir)
     # the manifest says where and from which commit these tables were made (the records keep their own)
     write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, provenance.invocation(),
