@@ -9,7 +9,7 @@ import pytest
 
 from typhoon.analysis import decisive
 from typhoon.config import get_profile
-from typhoon.records import result_rows, run_numerics, run_record, schema
+from typhoon.records import locks, result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid, sequential_grid
 
 
@@ -152,6 +152,8 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     assert main(["decisive-tables", str(out), "--no-report"]) == 0 and batches == [[0, 1, 2], [3, 4, 5]]
     assert {p.name: p.read_bytes() for p in (out / "stats").glob("*.csv")} == written
     assert main(["decisive-tables", str(tmp_path / "empty")]) == 2 and not (tmp_path / "empty").exists()
+    with locks.output_folder_lock(out):  # a reproduce writing here: the re-analysis waits its turn, exit 2
+        assert main(["decisive-tables", str(out), "--no-report"]) == 2
 
 
 def test_a_task_saliency_verdict_says_whether_its_task_models_learned(study):

@@ -319,17 +319,12 @@ def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_di
     return tables
 
 
-def rewrite_tables(profile: str, out_dir: str | Path) -> list[str]:
-    """``decisive-tables``: the study's tables and figure rewritten from the records in ``out_dir`` (no
-    training, no reuse); returns the answer sentences. FileNotFoundError when the folder holds no record."""
-    spec = get_profile(profile)
-    out_dir = Path(out_dir)
-    configs = grid_configs(spec)
-    if not any(run_record.is_complete(out_dir / c.relative_dir(), c) for c in configs.values()):
-        raise FileNotFoundError(f"{paths.shown(out_dir)} holds no finished record of profile {spec.name}: "
-                                f"run `python -m typhoon reproduce --profile {spec.name} --out {paths.shown(out_dir)}`")
-    tables = write_outputs(study_design(spec), configs, out_dir)
-    return answer(tables["verdicts"])
+def check_has_records(profile: Profile, out_dir: Path) -> None:
+    """FileNotFoundError unless ``out_dir`` holds a finished record of one of ``profile``'s cells (what
+    ``decisive-tables`` re-analyses)."""
+    if not any(run_record.is_complete(out_dir / c.relative_dir(), c) for c in grid_configs(profile).values()):
+        raise FileNotFoundError(f"{paths.shown(out_dir)} holds no finished record of profile {profile.name}: "
+                                f"run `python -m typhoon reproduce --profile {profile.name} --out {paths.shown(out_dir)}`")
 
 
 def verdict_counts(verdicts: pd.DataFrame) -> list[str]:

@@ -53,6 +53,12 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
         lock.release()
 
 
+def output_folder_lock(out_dir: Path):
+    """The lock a ``reproduce`` (or a re-analysis of its records) holds on its output folder: one writer
+    of its records and tables at a time."""
+    return exclusive_lock(Path(out_dir) / ".reproduce.lock", f"output folder {out_dir}")
+
+
 def pid_alive(pid) -> bool:
     """Whether a process ``pid`` (an int from a temp name or a progress file) still runs on this machine."""
     if not isinstance(pid, int) or pid <= 0:

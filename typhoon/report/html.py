@@ -293,22 +293,19 @@ def sequential_findings_html(out_dir: Path) -> str:
     import pandas as pd
 
     from typhoon.analysis import decisive
-    from typhoon.report.results_readme import verdict_display_table
+    from typhoon.report.results_readme import VERDICT_CAPTION, seed_numerics_line, verdict_display_table
 
     tables = decisive.read_outputs(out_dir)
     verdicts = tables["verdicts"]
     lines = "".join(f"<li>{html.escape(line)}.</li>" for line in decisive.verdict_counts(verdicts))
-    numerics = "".join(f"<li>{html.escape(f'{r.task} seed {r.seed}: {r.numerics}')}</li>"
-                       for r in tables["seeds"].itertuples())
     return "\n".join([
         f'<ul class="headline">{lines}</ul>',
         '<h3 id="claims">Each comparison at its last look</h3>',
-        "<p>Differences are first − second arm, paired by seed. <i>Different</i> needs the repeated CI to exclude 0, "
-        "<i>equivalent</i> the TOST interval inside ±margin; the error is spent across the looks and the comparisons "
-        "(the design is in the notebook below and in <code>stats/design.csv</code>).</p>",
+        f"<p>{html.escape(VERDICT_CAPTION)} The design is in the notebook below and in <code>stats/design.csv</code>.</p>",
         frame_html(verdict_display_table(verdicts), verdicts=True),
         '<h3 id="headline-table">The numerics of each seed</h3>',
-        f"<p>The arms of one seed share their numerics (<code>stats/seeds.csv</code>):</p><ul>{numerics}</ul>",
+        "<p>The arms of one seed share their numerics (<code>stats/seeds.csv</code>): "
+        f"{html.escape(seed_numerics_line(tables['seeds']))}.</p>",
         '<h3 id="runs">The runs</h3>',
         "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
         runs_html(pd.read_csv(out_dir / "results.csv")),

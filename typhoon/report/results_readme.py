@@ -34,6 +34,12 @@ DECISIVE_BEGIN = "<!-- decisive:begin -->"
 DECISIVE_END = "<!-- decisive:end -->"
 
 
+# Under the verdict table, in the README block and in the report.
+VERDICT_CAPTION = ("Differences are first − second arm, paired by seed. “Different” needs the repeated CI to exclude 0, "
+                   "“equivalent” the TOST interval inside ±margin; both are wide at early looks, where the error "
+                   "spending leaves little to spend (familywise 5 % over the comparisons and the looks).")
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """A pipe table (``|`` in cells escaped)."""
     def cell(value) -> str:
@@ -86,7 +92,7 @@ def _looks(looks: str) -> str:
     return counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
 
 
-def _seed_numerics_line(seeds: pd.DataFrame) -> str:
+def seed_numerics_line(seeds: pd.DataFrame) -> str:
     """'cola seeds 0-2: ...; mrpc seed 3: ...': which numerics each task's seeds used (stats/seeds.csv)."""
     parts = []
     for (task, numerics), rows in seeds.groupby(["task", "numerics"], sort=False):
@@ -130,10 +136,8 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     lines += [f"- {line}." for line in decisive.verdict_counts(verdicts)]
     table = verdict_display_table(verdicts)
     lines += ["", markdown_table(table), "",
-              "Differences are first − second arm, paired by seed. *Different* needs the repeated CI to exclude 0, "
-              "*equivalent* the TOST interval inside ±margin; both widen at early looks, where the error spending "
-              "leaves little to spend (familywise 5 % over the comparisons and the looks).", "",
-              f"Numerics by seed (`{rel}/stats/seeds.csv`): {_seed_numerics_line(seeds)}.", ""]
+              VERDICT_CAPTION, "",
+              f"Numerics by seed (`{rel}/stats/seeds.csv`): {seed_numerics_line(seeds)}.", ""]
     figure = out_dir / "figures" / "decisive_looks.png"
     if figure.is_file():
         lines.append(f"![Each comparison's intervals at every look against its margin]({rel}/figures/decisive_looks.png)")

@@ -333,7 +333,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     paths.check_writable(out_dir)  # a file in the way, no permission, a full disk: said now, not mid-grid
     stop.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")
-    with locks.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+    with locks.output_folder_lock(out_dir):
         for line in record_reuse.reuse_equal_records(configs, out_dir, reuse_from, spec.required_metrics).lines() if reuse else []:
             print(line)
             log.write(line)

@@ -32,13 +32,16 @@ def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = 
     returns the answer sentences."""
     started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
     spec, out_dir = get_profile(profile), Path(out_dir).resolve()  # the notebook runs in notebooks/
-    sentences = decisive.rewrite_tables(spec.name, out_dir)
-    # the manifest says where and from which commit these tables were made (the records keep their own)
-    write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, provenance.invocation(),
-                         pd.DataFrame(columns=schema.STATUS_COLUMNS), code)
-    if report:
-        print(f"report: {paths.shown(write_report(out_dir, spec.name))}")
-    return sentences
+    decisive.check_has_records(spec, out_dir)  # before the lock: a wrong folder gets nothing written
+    provenance.check_profile(out_dir, spec.name)
+    with locks.output_folder_lock(out_dir):  # not while a reproduce writes records and tables here
+        tables = decisive.write_outputs(decisive.study_design(spec), decisive.grid_configs(spec), out_dir)
+        # the manifest says where and from which commit these tables were made (the records keep their own)
+        write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, provenance.invocation(),
+                             pd.DataFrame(columns=schema.STATUS_COLUMNS), code)
+        if report:
+            print(f"report: {paths.shown(write_report(out_dir, spec.name))}")
+    return decisive.answer(tables["verdicts"])
 
 
 def write_study_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
@@ -73,7 +76,7 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
     log = progress.RunLog(out_dir / "reproduce.log")
     started, clock, code, command = provenance.now(), time.perf_counter(), provenance.git_state(), provenance.invocation()
     cells = pd.DataFrame(columns=schema.STATUS_COLUMNS)
-    with locks.exclusive_lock(out_dir / ".reproduce.lock", f"output folder {out_dir}"):
+    with locks.output_folder_lock(out_dir):
         first = [c for c in configs.values() if c.seed < study.design.looks[0]]
         for copied in decisive.reuse_sources(study, first, out_dir):
             print(f"reused {copied['record_path']} from {copied['reused_from']}")
