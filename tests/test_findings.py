@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 from scipy import stats as st
 
-from typhoon.analysis import pairwise, paper_claims, run_summary, stats_tables
+from typhoon.analysis import pairwise, paper_claims, run_summary, schedule_study, stats_tables
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.records import schema
 from typhoon.report import results_readme
@@ -164,6 +164,17 @@ def sequential_folder(out):
     return out
 
 
+def rewritten_block(study, readme, begin: str, end: str) -> tuple[str, list[list[str]]]:
+    """``study``'s block written into a README that holds a cpu Results block and an outdated block between
+    ``begin`` and ``end``: the new block (the cpu block untouched) and its table rows split into cells."""
+    readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n{begin}\nold\n{end}\n")
+    assert results_readme.update_readme(study, readme)
+    text = readme.read_text()
+    assert "\ncpu\n" in text and "old" not in text  # the other block untouched
+    block = results_readme.readme_block_in(readme, begin, end)
+    return block, [line.split(" | ") for line in block.splitlines() if line.startswith(("| mrpc", "| cola"))]
+
+
 def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     study = sequential_folder(tmp_path / "study")
     verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
@@ -171,13 +182,7 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     verdicts.loc[verdicts.index[-1], ["verdict", "next_look_seeds"]] = ["equivalent", np.nan]
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
     readme = tmp_path / "README.md"
-    readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n"
-                      f"{results_readme.DECISIVE_BEGIN}\nold\n{results_readme.DECISIVE_END}\n")
-    assert results_readme.update_readme(study, readme)
-    text = readme.read_text()
-    assert "\ncpu\n" in text and "old" not in text  # the other block untouched
-    block = results_readme.readme_block_in(readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
-    rows = [line.split(" | ") for line in block.splitlines() if line.startswith("| mrpc") or line.startswith("| cola")]
+    block, rows = rewritten_block(study, readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
     assert [(r[0][2:], r[2], int(r[3]), r[-1][:-2]) for r in rows] == \
         [(v.task, v.comparison, int(v.n_seeds), v.verdict) for v in verdicts.itertuples()]
     last = verdicts.iloc[-1]
@@ -198,6 +203,45 @@ def test_the_readme_decisive_block_agrees_with_the_committed_study():
     block = results_readme.readme_block_in(readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
     assert block == results_readme.readme_block(study, readme), \
         "README.md's decisive block is out of date: run `python -m typhoon results-readme results/decisive`"
+
+
+def schedule_folder(out):
+    """A schedules grid's folder: a made output (fixed random, typhoon, whole_word) plus random under uniform
+    and mixture (a full-mask loss 1 nat lower under mixture), analysed as notebook 40's last section does."""
+    make_output(out, profile="schedules")
+    results = pd.read_csv(out / "results.csv")
+    rng = np.random.default_rng(5)
+    fixed = results[results["strategy"] == "random"].assign(mlm_full_mask_loss=7.0 + rng.normal(0, 0.02, 6))
+    runs = [results[results["strategy"] != "random"], fixed]
+    for schedule, shift in (("uniform", -0.3), ("mixture", -1.0)):
+        runs.append(fixed.assign(strategy=f"random+{schedule}", primary_value=fixed["primary_value"] + rng.normal(0, 0.01, 6),
+                                 mlm_full_mask_loss=fixed["mlm_full_mask_loss"] + shift + rng.normal(0, 0.02, 6)))
+    pd.concat(runs).to_csv(out / "results.csv", index=False)
+    schedule_study.study_of_folder(out)
+    return out
+
+
+def test_a_schedules_grid_gets_its_own_block_with_its_comparisons(tmp_path):
+    study = schedule_folder(tmp_path / "study")
+    table = schedule_study.read_table(study)
+    readme = tmp_path / "README.md"
+    block, rows = rewritten_block(study, readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END)
+    assert [(r[0][2:], r[1], r[2], r[6]) for r in rows] == \
+        [(t.task, t.strategy, f"{t.schedule} − fixed", t.outcome) for t in table.itertuples()]
+    assert f"**{schedule_study.headline(table)}**" in block and "seen in 4 of 4" in block
+    assert "schedules_vs_fixed.png" not in block  # no figure in this folder: no broken link
+    assert not results_readme.update_readme(study, readme)  # regenerated: nothing changes
+
+
+def test_the_readme_schedules_block_agrees_with_the_committed_study():
+    """README.md's schedules block is what `python -m typhoon results-readme results/schedules` makes."""
+    study = REPO / "results" / "schedules"
+    if not schedule_study.is_schedule_study(study):
+        pytest.skip("no committed schedules grid in results/schedules yet")
+    readme = REPO / "README.md"
+    block = results_readme.readme_block_in(readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END)
+    assert block == results_readme.readme_block(study, readme), \
+        "README.md's schedules block is out of date: run `python -m typhoon results-readme results/schedules`"
 
 
 def test_the_results_readme_command(tmp_path, capsys):

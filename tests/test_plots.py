@@ -141,6 +141,20 @@ def _overlapping_ticks(ax, axis: str) -> list[str]:
             for b, bb in zip(labels[i + 1:], boxes[i + 1:], strict=True) if ba.overlaps(bb)]
 
 
+def _assert_readable(fig) -> None:
+    """At most the report's width, no text below the minimum size or cut off at an edge, no ticks overlapping."""
+    width, _ = fig.get_size_inches()
+    assert width <= figures.MAX_WIDTH_IN + 1e-9
+    small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < figures.MIN_FONT_PT]
+    assert not small, small
+    renderer = fig.canvas.get_renderer()
+    cut = [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
+           or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
+    assert not cut, f"text cut off at the figure's edge: {cut}"
+    for ax in fig.axes:
+        assert not _overlapping_ticks(ax, "x") and not _overlapping_ticks(ax, "y")
+
+
 def test_every_figure_is_readable_at_the_reports_width(tmp_path, saved_figures):
     r = _results(tasks=("mrpc", "cola"), backbones=("bert", "roberta", "deberta"))
     comparisons = pairwise.paired_comparisons(r, aso_iterations=50, bootstrap_resamples=200)
@@ -157,16 +171,7 @@ def test_every_figure_is_readable_at_the_reports_width(tmp_path, saved_figures):
     figures.plot_loss_curves(curves, tmp_path / "loss")
     assert len(saved_figures) == 6
     for fig in saved_figures:
-        width, _ = fig.get_size_inches()
-        assert width <= figures.MAX_WIDTH_IN + 1e-9
-        small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < figures.MIN_FONT_PT]
-        assert not small, small
-        renderer = fig.canvas.get_renderer()
-        cut = [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
-               or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
-        assert not cut, f"text cut off at the figure's edge: {cut}"
-        for ax in fig.axes:
-            assert not _overlapping_ticks(ax, "x") and not _overlapping_ticks(ax, "y")
+        _assert_readable(fig)
 
 
 def test_the_figure_defects_readers_saw_are_gone(tmp_path, saved_figures):
@@ -221,11 +226,7 @@ def test_budget_vs_difference_is_readable(tmp_path, saved_figures):
         ci_high=[0.014, 0.012, 0.03, np.nan] * 2))
     _check(masking_figures.plot_budget_vs_difference(verdict, tmp_path / "bv", margin=0.01))
     (fig,) = saved_figures
-    assert fig.get_size_inches()[0] <= figures.MAX_WIDTH_IN + 1e-9
-    assert not [t.get_text() for t in _texts(fig) if t.get_fontsize() < figures.MIN_FONT_PT]
-    renderer = fig.canvas.get_renderer()
-    assert not [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3
-                or t.get_window_extent(renderer).x1 > fig.bbox.x1 + 3]
+    _assert_readable(fig)
     with pytest.raises(ValueError, match="budget_moved"):
         masking_figures.plot_budget_vs_difference(verdict.drop(columns="budget_moved"), tmp_path / "bad")
 
@@ -245,3 +246,32 @@ def test_budget_ticks_are_readable_percentages(tmp_path, saved_figures):
     lo, hi = ax.get_xlim()
     assert lo < 0.004 and hi > 0.37  # every point inside
     assert [masking_figures.percent_label(x) for x in (0.004, 0.07, 0.3, 0.0005)] == ["0.4 %", "7 %", "30 %", "0.05 %"]
+
+
+def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_path, saved_figures):
+    from typhoon.analysis import schedule_study
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for task, metric in (("mrpc", "f1"), ("cola", "mcc")):
+        for label, loss in (("random", 7.0), ("random+uniform", 6.5), ("random+mixture", 6.0), ("typhoon", 7.0),
+                            ("typhoon+mixture", 7.3)):
+            rows += [dict(task=task, backbone="minilm-l6", strategy=label, seed=k, status="ok", primary_metric=metric,
+                          primary_value=0.5 + rng.normal(0, 0.01), mlm_full_mask_loss=loss + rng.normal(0, 0.02),
+                          record_path=f"runs/{task}/minilm-l6/{label}/seed{k}") for k in range(3)]
+    table = schedule_study.schedule_comparisons(pd.DataFrame(rows), schedule_study.schedule_hypothesis("schedules"))
+    _check(figures.plot_schedule_comparisons(table, tmp_path / "schedules"))
+    (fig,) = saved_figures
+    _assert_readable(fig)
+    metric_ax, loss_ax = fig.axes
+    assert len(metric_ax.get_yticklabels()) == len(table) == 6
+    # the grey band of each row spans that row's task margin (MRPC ±0.01 F1, CoLA ±0.02 MCC)
+    grey = [c for c in metric_ax.collections if len(c.get_facecolor()) and np.allclose(c.get_facecolor()[0][:3], 0.9)]
+    assert len(grey) == len(table)
+    bands = sorted({round(float(c.get_paths()[0].vertices[:, 0].max()), 6) for c in grey})
+    assert bands == [0.01, 0.02]
+    # typhoon+mixture's loss rose: its interval is coloured "disagrees", the others "agrees"
+    assert set(table["theory"]) == {"agrees", "disagrees"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"theory agrees", "theory disagrees"}
+    with pytest.raises(ValueError, match="full_mask_loss_diff"):
+        figures.plot_schedule_comparisons(table.drop(columns="full_mask_loss_diff"), tmp_path / "bad")

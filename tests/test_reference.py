@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon.analysis import decisive
+from typhoon.analysis import decisive, schedule_study
 from typhoon.config import get_profile
 from typhoon.records import result_rows
 from typhoon.runner import notebooks
@@ -52,6 +52,19 @@ def test_results_csv_is_what_the_committed_records_say(reference):
         rebuilt = result_rows.collect_results(reference, spec.grid())
     rebuilt = pd.read_csv(io.StringIO(rebuilt.to_csv(index=False)))  # the dtypes a CSV gives
     assert_same_table(rebuilt, committed, "results.csv")
+
+
+def test_a_schedules_grids_comparison_is_what_its_results_say(reference, tmp_path):
+    """stats/schedules_vs_fixed.csv (notebook 40's last section) recomputed from the committed results.csv
+    under the profile's registered hypothesis."""
+    if not schedule_study.is_schedule_study(reference):
+        pytest.skip(f"{reference.name} is not a schedules grid")
+    shutil.copy(reference / "results.csv", tmp_path / "results.csv")
+    profile = pd.read_csv(tmp_path / "results.csv")["profile"].iloc[0]
+    table, _ = schedule_study.study_of_folder(tmp_path, profile)
+    spec = get_profile(profile)  # every registered comparison is in the table: each schedule but the reference
+    assert len(table) == (len(spec.schedules) - 1) * len(spec.tasks) * len(spec.backbones) * len(spec.strategies)
+    assert_same_table(schedule_study.read_table(tmp_path), schedule_study.read_table(reference), schedule_study.TABLE)
 
 
 @pytest.mark.slow

@@ -7,13 +7,15 @@ from __future__ import annotations
 import base64
 import re
 from datetime import UTC, datetime, timedelta
+from html import escape
 
 import nbformat
 import pandas as pd
 import pytest
-from test_findings import make_output, sequential_folder
+from test_findings import make_output, schedule_folder, sequential_folder
 
 from typhoon import atomic
+from typhoon.analysis import schedule_study
 from typhoon.records import provenance
 from typhoon.report import browser, figures
 from typhoon.report import html as report_html
@@ -183,4 +185,18 @@ def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
     for row in verdicts.itertuples():
         assert f"<td>{row.comparison}</td>" in summary
     assert summary.count('class="verdict-continue"') == (verdicts["verdict"] == "continue").sum()
+    assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
+
+
+def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
+    """A schedules folder's summary is each schedule against fixed (the registered comparisons), then the
+    dev metric per strategy and the runs; the paper's claims, which it was not run to check, are not the summary."""
+    study = schedule_folder(tmp_path / "schedules")
+    table = pd.read_csv(study / "stats" / "schedules_vs_fixed.csv")
+    page = report_html.build_report(study, [], "schedules")
+    summary = page[page.index('id="summary"'):page.index('id="contents"')]
+    assert "Each schedule against fixed" in summary and "paper’s claims" not in summary
+    assert escape(schedule_study.headline(table)) in summary
+    for row in table.itertuples():
+        assert f"<td>{row.schedule} − fixed</td><td>{row.n}</td>" in summary
     assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run

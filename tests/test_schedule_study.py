@@ -128,3 +128,32 @@ def test_the_notebook_section_reads_the_folder_and_writes_its_table(tmp_path):
     written = pd.read_csv(tmp_path / "stats" / "schedules_vs_fixed.csv")
     assert len(table) == len(written) == 1 and written.loc[0, "outcome"] == table.iloc[0].outcome == "different"
     assert "random, uniform − fixed (n = 4)" in text
+
+
+def test_the_display_table_and_headline_say_what_the_comparisons_hold(tmp_path):
+    loss = {"random": [7.1, 7.0, 7.2, 7.1], "random+mixture": [5.0, 5.2, 5.1, 4.9]}
+    table = schedule_study.schedule_comparisons(
+        synthetic({"random": FIXED, "random+mixture": [0.845, 0.853, 0.839, 0.866], "random+uniform": FIXED[::-1]},
+                  loss), HYPOTHESIS)
+    shown = schedule_study.display_table(table)
+    assert list(shown["comparison"]) == ["uniform − fixed", "mixture − fixed"] and list(shown["seeds"]) == [4, 4]
+    mixture, uniform = table.set_index("schedule").loc["mixture"], table.set_index("schedule").loc["uniform"]
+    row = shown.set_index("comparison").loc["mixture − fixed"]
+    assert row["dev metric difference [95 % CI]"] == f"f1 {mixture['diff']:+.4f} [{mixture.ci_low:+.4f}, {mixture.ci_high:+.4f}]"
+    assert row["full-mask loss (nats)"] == f"{np.mean(loss['random']):.3f} → {np.mean(loss['random+mixture']):.3f}"
+    assert row["theory"] == "lower: agrees" and row["outcome"] == mixture.outcome
+    # no full-mask loss for uniform: its loss cells say so instead of inventing an interval
+    unmeasured = shown.set_index("comparison").loc["uniform − fixed"]
+    assert unmeasured["theory"] == "lower: not decided"
+    assert unmeasured["full-mask loss (nats)"] == unmeasured["loss difference [95 % CI]"] == "—"
+    assert np.isnan(uniform.full_mask_loss_diff)
+    counts = ", ".join(f"{(table.outcome == o).sum()} {o}" for o in schedule_study.OUTCOMES if (table.outcome == o).any())
+    assert schedule_study.headline(table).startswith(f"Dev metric: {counts} of 2 comparisons")
+    assert "seen in 1 of 2" in schedule_study.headline(table)
+    # a folder is a schedules study once the notebook section wrote its table, and only then
+    assert not schedule_study.is_schedule_study(tmp_path)
+    with pytest.raises(FileNotFoundError, match="schedules_vs_fixed.csv not found"):
+        schedule_study.read_table(tmp_path)
+    synthetic({"random": FIXED, "random+mixture": FIXED[::-1]}).to_csv(tmp_path / "results.csv", index=False)
+    schedule_study.study_of_folder(tmp_path)
+    assert schedule_study.is_schedule_study(tmp_path) and len(schedule_study.read_table(tmp_path)) == 1

@@ -84,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(for a reference run under results/<profile>)")
 
     readme = sub.add_parser("results-readme", help="rewrite README.md's Results block from a reference run's tables "
-                            "(its decisive block from a sequential study's)")
-    readme.add_argument("reference", help="the reference run's folder, e.g. results/cpu or results/decisive")
+                            "(its decisive block from a sequential study's, its schedules block from a schedules grid's)")
+    readme.add_argument("reference", help="the reference run's folder, e.g. results/cpu, results/decisive or results/schedules")
     readme.add_argument("--readme", help="the README to update (default: the repository's README.md)")
     readme.add_argument("--check", action="store_true", help="change nothing; exit 1 if the block is out of date")
 

@@ -37,6 +37,7 @@ COLUMNS = ["task", "backbone", "strategy", "schedule", "reference", "primary_met
            "ci_low", "ci_high", "p", "p_holm", "holm_family", "margin", "tost_p", "seeds_for_power", "outcome",
            "full_mask_loss_reference", "full_mask_loss", "full_mask_loss_diff", "full_mask_loss_ci_low",
            "full_mask_loss_ci_high", "predicted", "observed", "theory"]
+TABLE = "schedules_vs_fixed.csv"  # under <out>/stats
 OUTCOMES = ("equivalent", "different", "inconclusive", "cannot be tested")
 
 
@@ -192,10 +193,52 @@ def schedule_conclusion(table: pd.DataFrame, hypothesis: ScheduleHypothesis) -> 
         need = f", {int(r.seeds_for_power)} seeds for 80 % power at ±{r.margin:g}" if np.isfinite(r.seeds_for_power) else ""
         lines.append(f"- {r.task}/{r.strategy}, {r.schedule} − {r.reference} (n = {r.n}): {metric}, "
                      f"{r.outcome} at ±{r.margin:g}{need}; {loss}.")
+    return headline(table) + "\n\n" + "\n".join(lines)
+
+
+def headline(table: pd.DataFrame) -> str:
+    """The answer in two sentences: the dev-metric outcomes and how often the full-mask loss moved as predicted."""
     agree = (table["theory"] == "agrees").sum()
     return (f"Dev metric: {', '.join(f'{(table.outcome == o).sum()} {o}' for o in OUTCOMES if (table.outcome == o).any())}"
             f" of {len(table)} comparisons ({table['holm_family'].iloc[0]}). Full-mask MLM loss: the theory's "
-            f"direction is seen in {agree} of {len(table)}.\n\n" + "\n".join(lines))
+            f"direction is seen in {agree} of {len(table)}.")
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`schedule_comparisons` for a reader (README block, report): one row per comparison with the
+    dev-metric difference and interval, TOST p, outcome and seeds needed, then the full-mask loss of both
+    schedules, its difference and interval, and the theory's prediction against what the interval shows."""
+    def interval(mean: float, low: float, high: float, digits: int) -> str:
+        if not np.isfinite(mean):
+            return "—"  # not measured (a record without the full-mask loss)
+        return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]" if np.isfinite(low) else f"{mean:+.{digits}f}"
+
+    def losses(reference: float, schedule: float) -> str:
+        return f"{reference:.3f} → {schedule:.3f}" if np.isfinite(reference) and np.isfinite(schedule) else "—"
+
+    rows = table.itertuples()
+    return pd.DataFrame([{
+        "task": r.task, "strategy": r.strategy, "comparison": f"{r.schedule} − {r.reference}", "seeds": int(r.n),
+        "dev metric difference [95 % CI]": f"{r.primary_metric} " + interval(r.diff, r.ci_low, r.ci_high, 4),
+        "TOST p": f"{r.tost_p:.3f} (±{r.margin:g})" if np.isfinite(r.tost_p) else "—", "outcome": r.outcome,
+        "seeds for 80 % power": str(int(r.seeds_for_power)) if np.isfinite(r.seeds_for_power) else "—",
+        "full-mask loss (nats)": losses(r.full_mask_loss_reference, r.full_mask_loss),
+        "loss difference [95 % CI]": interval(r.full_mask_loss_diff, r.full_mask_loss_ci_low, r.full_mask_loss_ci_high, 3),
+        "theory": f"{r.predicted or 'none'}: {r.theory}"} for r in rows])
+
+
+def is_schedule_study(out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` holds a schedules grid's comparison (``stats/schedules_vs_fixed.csv``, written by
+    notebook 40 from a folder with schedule runs)."""
+    return (Path(out_dir) / "stats" / TABLE).is_file()
+
+
+def read_table(out_dir: str | Path) -> pd.DataFrame:
+    """The committed comparison of a schedules folder (FileNotFoundError naming the missing table)."""
+    path = Path(out_dir) / "stats" / TABLE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run `python -m typhoon reproduce --profile schedules` first")
+    return pd.read_csv(path)
 
 
 def study_of_folder(out_dir: str | Path, profile: str | Profile = "schedules") -> tuple[pd.DataFrame, str]:
@@ -207,7 +250,7 @@ def study_of_folder(out_dir: str | Path, profile: str | Profile = "schedules") -
     path = Path(out_dir) / "results.csv"
     table = schedule_comparisons(run_summary.load_results(path), hypothesis) if path.is_file() else pd.DataFrame(columns=COLUMNS)
     if not table.empty:
-        atomic_write_csv(Path(out_dir) / "stats" / "schedules_vs_fixed.csv", table)
+        atomic_write_csv(Path(out_dir) / "stats" / TABLE, table)
     registered = (f"**Registered before the runs** (`[schedules.hypothesis]` in `typhoon/profiles.toml`): "
                   f"{hypothesis.why.get('hypothesis', '')} Margins: "
                   + ", ".join(f"{task} ±{m:g}" for task, m in hypothesis.margins.items()) + ".")

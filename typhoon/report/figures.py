@@ -400,3 +400,46 @@ def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) ->
                                       "difference (dot) with its repeated confidence interval for 'different' "
                                       "(thick bar, must exclude 0) and its TOST interval (thin bar, must lie "
                                       "inside the grey ±margin band); the colour is the look's verdict.")
+
+
+@styled
+def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+    """The schedules grid against ``fixed`` (:func:`typhoon.analysis.schedule_study.schedule_comparisons`): one
+    row per task × strategy × schedule; left, the dev-metric difference with its 95 % t interval against the
+    grey ±margin band; right, the full-mask MLM loss difference with its interval, coloured by whether the
+    interval agrees with the theory's predicted direction."""
+    _require(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
+                     "full_mask_loss_diff", "full_mask_loss_ci_low", "full_mask_loss_ci_high", "theory"], "schedule table")
+    df = table.reset_index(drop=True)
+    agrees, disagrees = sns.color_palette("colorblind", 2)
+    colours = {"agrees": agrees, "disagrees": disagrees, "not decided": "0.55"}  # undecided: grey, not a third hue
+    fig = new_figure(MAX_WIDTH_IN, 1.5 + 0.42 * len(df))
+    metric_ax, loss_ax = fig.subplots(1, 2, sharey=True)
+    y = np.arange(len(df))[::-1]
+    for yi, r in zip(y, df.itertuples(), strict=True):
+        # each row's own margin band (F1 and MCC rows share the axis, their margins differ)
+        metric_ax.fill_betweenx([yi - 0.4, yi + 0.4], -r.margin, r.margin, color="0.9", zorder=0)
+        if np.isfinite(r.ci_low):
+            metric_ax.errorbar(r.diff, yi, xerr=[[r.diff - r.ci_low], [r.ci_high - r.diff]], fmt="o", color="0.25", capsize=3)
+        colour = colours.get(r.theory, "0.5")
+        if np.isfinite(r.full_mask_loss_ci_low):
+            loss_ax.errorbar(r.full_mask_loss_diff, yi, capsize=3, fmt="o", color=colour, label=f"theory {r.theory}",
+                             xerr=[[r.full_mask_loss_diff - r.full_mask_loss_ci_low],
+                                   [r.full_mask_loss_ci_high - r.full_mask_loss_diff]])
+    for ax in (metric_ax, loss_ax):
+        ax.axvline(0, color="black", lw=0.8)
+        ax.grid(axis="y", visible=False)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, symmetric=True))
+    metric_ax.set_yticks(y, [f"{r.task} ({r.primary_metric})/{r.strategy}: {r.schedule}" for r in df.itertuples()])
+    metric_ax.set_ylim(-0.6, len(df) - 0.4)
+    reference = df["reference"].iloc[0]
+    metric_ax.set_xlabel(f"schedule − {reference}\n(dev metric, 95% CI)")
+    loss_ax.set_xlabel(f"schedule − {reference}\n(nats, 95% CI)")
+    metric_ax.set_title("Fine-tuned dev metric (grey: ±margin)")
+    loss_ax.set_title("MLM loss, fully masked dev inputs")
+    shared_legend(fig, loss_ax)
+    return save_figure(fig, out_path, f"Each schedule against {reference} masking, paired by seed: left, the "
+                                      "fine-tuned dev-metric difference with its 95 % t interval against the grey "
+                                      "equivalence band; right, the difference of the masked LM's loss on fully "
+                                      "masked dev inputs, coloured by whether its interval shows the direction the "
+                                      "theory predicts.")

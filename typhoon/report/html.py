@@ -312,6 +312,28 @@ def sequential_findings_html(out_dir: Path) -> str:
     ])
 
 
+def schedule_findings_html(out_dir: Path) -> str:
+    """A schedules grid's summary: the answer, each schedule against the reference schedule (the registered
+    comparisons), the dev metric per strategy and schedule, the runs."""
+    from typhoon.analysis import paper_claims, schedule_study
+    from typhoon.report.results_readme import SCHEDULE_CAPTION
+
+    table = schedule_study.read_table(out_dir)
+    tables = paper_claims.read_tables(out_dir)
+    return "\n".join([
+        f'<p class="headline">{html.escape(schedule_study.headline(table))}</p>',
+        f'<h3 id="claims">Each schedule against {html.escape(str(table["reference"].iloc[0]))}</h3>',
+        f"<p>{html.escape(SCHEDULE_CAPTION)}</p>",
+        frame_html(schedule_study.display_table(table)),
+        '<h3 id="headline-table">Dev metric per task, strategy and schedule</h3>',
+        frame_html(paper_claims.headline_table(tables)),
+        f"<p>{html.escape(paper_claims.holm_caption(tables))} (this table's Holm family).</p>",
+        '<h3 id="runs">The runs</h3>',
+        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
+        runs_html(tables.results),
+    ])
+
+
 def runs_html(results) -> str:
     """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook."""
     rows = []
@@ -334,9 +356,15 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
     banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
               "and are not findings.</div>") if pipeline_check else ""
     from typhoon.analysis.decisive import is_sequential_study
+    from typhoon.analysis.schedule_study import is_schedule_study
 
-    sequential = is_sequential_study(out_dir)
-    first, second = ("The verdicts", "Numerics by seed") if sequential else ("The paper’s claims", "Headline table")
+    # what the folder is about leads: a sequential study's verdicts, a schedules grid's comparisons, or the paper's claims
+    if is_sequential_study(out_dir):
+        (first, second), summary = ("The verdicts", "Numerics by seed"), sequential_findings_html(out_dir)
+    elif is_schedule_study(out_dir):
+        (first, second), summary = ("Schedules against fixed", "Headline table"), schedule_findings_html(out_dir)
+    else:
+        (first, second), summary = ("The paper’s claims", "Headline table"), findings_html(out_dir)
     sections, toc = [], [f'<li><a href="#summary">Summary</a><ol><li><a href="#claims">{first}</a></li>'
                          f'<li><a href="#headline-table">{second}</a></li>'
                          '<li><a href="#runs">The runs</a></li></ol></li>']
@@ -350,7 +378,7 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body><main>",
-        header, '<h2 id="summary">Summary</h2>', sequential_findings_html(out_dir) if sequential else findings_html(out_dir),
+        header, '<h2 id="summary">Summary</h2>', summary,
         '<nav class="toc"><h2 id="contents">Contents</h2><ol>' + "".join(toc) + "</ol></nav>",
         *sections,
         "<hr><p>Regenerate with <code>python -m typhoon reproduce --profile "

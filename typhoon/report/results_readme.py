@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from typhoon import atomic, machine, paths
-from typhoon.analysis import decisive
+from typhoon.analysis import decisive, schedule_study
 from typhoon.analysis.paper_claims import (
     Tables,
     claims_table,
@@ -38,6 +39,22 @@ DECISIVE_END = "<!-- decisive:end -->"
 VERDICT_CAPTION = ("Differences are first − second arm, paired by seed. “Different” needs the repeated CI to exclude 0, "
                    "“equivalent” the TOST interval inside ±margin; both are wide at early looks, where the error "
                    "spending leaves little to spend (familywise 5 % over the comparisons and the looks).")
+
+
+# The schedules grid's block (issue: does full-mask mass in the MLM phase change the fine-tuned model?).
+SCHEDULES_BEGIN = "<!-- schedules:begin -->"
+
+
+SCHEDULES_END = "<!-- schedules:end -->"
+
+
+# Under the schedules table, in the README block and in the report.
+SCHEDULE_CAPTION = ("Each schedule minus the same strategy under fixed 15 % masking, paired by seed. The dev metric is "
+                    "“equivalent” when TOST at the registered margin gives p < 0.05, “different” when the paired t "
+                    "(Holm over the table) does and TOST does not, else inconclusive; the seeds column is what 80 % "
+                    "power at the margin would need from the measured spread. The full-mask loss is the masked LM's "
+                    "dev loss with every maskable token masked, at the end of the MLM phase; the theory predicts it "
+                    "lower under both schedules, and “agrees” needs the 95 % interval below 0.")
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -144,6 +161,24 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     return "\n".join(lines).rstrip()
 
 
+def schedules_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -> str:
+    """The README's block for a schedules grid (``reproduce --profile schedules``): the answer
+    (:func:`typhoon.analysis.schedule_study.headline`), the comparison table, the provenance line, the figure."""
+    out_dir = Path(out_dir)
+    table = schedule_study.read_table(out_dir)
+    tables = read_tables(out_dir)
+    base = Path(link_base).resolve() if link_base else paths.repo_root()
+    rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()
+    manifest = provenance.read_manifest(out_dir) or {}
+    lines = [f"**Mask schedules, downstream** (`{rel}/`, notebook 40 section (d), [report]({rel}/report.html)): "
+             + _provenance_line(manifest, tables) + ".", "", f"**{schedule_study.headline(table)}**", "",
+             markdown_table(schedule_study.display_table(table)), "", SCHEDULE_CAPTION]
+    figure = out_dir / "figures" / "schedules_vs_fixed.png"
+    if figure.is_file():
+        lines += ["", f"![Each schedule against fixed: dev metric and full-mask MLM loss]({rel}/figures/schedules_vs_fixed.png)"]
+    return "\n".join(lines)
+
+
 def _provenance_line(manifest: dict, tables: Tables) -> str:
     parts = [provenance.trained_at_line(tables.out_dir, manifest)]
     if manifest.get("finished"):
@@ -160,25 +195,30 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
     return "; ".join(parts) or "no MANIFEST.json"
 
 
-def _markers(out_dir: str | os.PathLike) -> tuple[str, str]:
-    return (DECISIVE_BEGIN, DECISIVE_END) if decisive.is_sequential_study(out_dir) else (README_BEGIN, README_END)
+def _markers(out_dir: str | os.PathLike) -> tuple[str, str, Callable[..., str]]:
+    """The README markers of the folder's block and the function that writes it."""
+    if decisive.is_sequential_study(out_dir):
+        return DECISIVE_BEGIN, DECISIVE_END, decisive_markdown
+    if schedule_study.is_schedule_study(out_dir):
+        return SCHEDULES_BEGIN, SCHEDULES_END, schedules_markdown
+    return README_BEGIN, README_END, results_markdown
 
 
 def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:
     """The marked block as it belongs in ``readme`` (markers included): the decisive block for a sequential
-    study's folder, else the Results block of a reference run."""
-    begin, end = _markers(out_dir)
-    body = (decisive_markdown if begin == DECISIVE_BEGIN else results_markdown)(out_dir, readme.parent)
-    return f"{begin}\n{body}\n{end}"
+    study's folder, the schedules block for a schedules grid's, else the Results block of a reference run."""
+    begin, end, markdown = _markers(out_dir)
+    return f"{begin}\n{markdown(out_dir, readme.parent)}\n{end}"
 
 
 def update_readme(out_dir: str | os.PathLike, readme: str | os.PathLike | None = None, check: bool = False) -> bool:
     """Rewrite the block of ``out_dir`` in ``readme`` (default: the repository's README.md) from its tables:
-    between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study, else between
+    between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study, :data:`SCHEDULES_BEGIN` and
+    :data:`SCHEDULES_END` for a schedules grid, else between
     :data:`README_BEGIN` and :data:`README_END`; returns whether it changed (``check``: do not write)."""
     readme = Path(readme) if readme else paths.repo_root() / "README.md"
     text = readme.read_text(encoding="utf-8")
-    begin, end = _markers(out_dir)
+    begin, end, _ = _markers(out_dir)
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
         raise ValueError(f"{paths.shown(readme)} has no Results block for {paths.shown(Path(out_dir))}: add the lines {begin} and {end}")

@@ -63,8 +63,13 @@ def plot_mode_weight_recovery(study: RecoveryStudy, out_path: str | os.PathLike)
     schedules = list(dict.fromkeys(table["schedule"]))
     fig = new_figure(MAX_WIDTH_IN, 4.4)
     weight_ax, error_ax = fig.subplots(1, 2)
-    sns.stripplot(data=table, x="schedule", y="recovered_weight", order=schedules, color="C0", alpha=0.6, size=4,
-                  jitter=0.15, ax=weight_ax)
+    jitter = np.random.default_rng(0)  # fixed (seaborn's stripplot draws from the global RNG): the same figure every time
+    for i, schedule in enumerate(schedules):
+        values = table.loc[table["schedule"] == schedule, "recovered_weight"].to_numpy(float)
+        weight_ax.plot(i + jitter.uniform(-0.15, 0.15, values.size), values, "o", color="C0", alpha=0.6, ms=4)
+    weight_ax.set_xticks(range(len(schedules)), schedules)
+    weight_ax.set_xlim(-0.5, len(schedules) - 0.5)
+    weight_ax.grid(axis="x", visible=False)
     weight_ax.axhline(study.law.weights[0], color="black", ls="--", lw=1, label=r"true $\alpha_0$")
     weight_ax.set(xlabel="", ylabel=r"recovered mode weight $\hat\lambda_0$")
     weight_ax.set_title("mode weight read from the fully-masked prediction")
