@@ -282,9 +282,7 @@ def findings_html(out_dir: Path) -> str:
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
         frame_html(paper_claims.headline_table(tables)),
         f"<p>{html.escape(paper_claims.holm_caption(tables))} (this table's Holm family).</p>",
-        '<h3 id="runs">The runs</h3>',
-        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
-        runs_html(tables.results),
+        runs_section_html(tables.results),
     ])
 
 
@@ -306,9 +304,7 @@ def sequential_findings_html(out_dir: Path) -> str:
         '<h3 id="headline-table">The numerics of each seed</h3>',
         "<p>The arms of one seed share their numerics (<code>stats/seeds.csv</code>): "
         f"{html.escape(seed_numerics_line(tables['seeds']))}.</p>",
-        '<h3 id="runs">The runs</h3>',
-        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
-        runs_html(pd.read_csv(out_dir / "results.csv")),
+        runs_section_html(pd.read_csv(out_dir / "results.csv")),
     ])
 
 
@@ -328,10 +324,15 @@ def schedule_findings_html(out_dir: Path) -> str:
         '<h3 id="headline-table">Dev metric per task, strategy and schedule</h3>',
         frame_html(paper_claims.headline_table(tables)),
         f"<p>{html.escape(paper_claims.holm_caption(tables))} (this table's Holm family).</p>",
-        '<h3 id="runs">The runs</h3>',
-        "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
-        runs_html(tables.results),
+        runs_section_html(tables.results),
     ])
+
+
+def runs_section_html(results) -> str:
+    """The summary's last part, the same in every kind of folder: its heading and :func:`runs_html`."""
+    return "\n".join(['<h3 id="runs">The runs</h3>',
+                      "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
+                      runs_html(results)])
 
 
 def runs_html(results) -> str:
