@@ -37,8 +37,9 @@ $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts
 	echo $(TORCH_VARIANT) > $(VENV)/torch-variant
 	touch $@
 
+# --durations: CI's log names its slowest tests, so a change that slows CI shows where
 test: install
-	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 test-fast: install
 	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow"

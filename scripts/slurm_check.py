@@ -111,7 +111,8 @@ PartitionName=check Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 
 PROLOG = """#!/bin/sh
 limit=$(SLURM_CONF={conf} squeue -h -j "$SLURM_JOB_ID" -o %l 2>/dev/null)
-[ "$limit" = "1:00" ] && sleep 45
+# only the first 1-minute job starts late (mkdir is atomic: one job wins); its replacements start at once
+[ "$limit" = "1:00" ] && mkdir {root}/first-short-job 2>/dev/null && sleep 45
 exit 0
 """
 
@@ -126,10 +127,12 @@ class OneNodeSlurm:
             (root / sub).mkdir(parents=True, exist_ok=True)
         self.conf = root / "slurm.conf"
         # SLURM enforces a time limit when its periodic check (about every 30 s) next sees it passed, so a grid
-        # of 85 s can outlive a 1-minute job or not, by chance. Jobs with a 1-minute limit (the walltime mode's)
-        # start 45 s late, so the grid always outlives its first job; the other modes' jobs start at once.
+        # of 85 s can outlive a 1-minute job or not, by chance. The first job with a 1-minute limit (the walltime
+        # mode's) starts 45 s late, so it has at most 50 s to work and the grid (over 100 s of cells one after
+        # another) surely outlives it. Its replacements start at once: delaying every job left each only 15-50 s,
+        # and a slower CPU's cell, longer than that, was lost on every job and ran out of retries.
         prolog = root / "prolog.sh"
-        prolog.write_text(PROLOG.format(conf=self.conf))
+        prolog.write_text(PROLOG.format(conf=self.conf, root=root))
         prolog.chmod(0o755)
         self.conf.write_text(SLURM_CONF.format(root=root, ctld_port=free_port(), slurmd_port=free_port(), cpus=cpus,
                                                memory_mb=memory_mb))

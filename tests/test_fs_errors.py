@@ -136,3 +136,25 @@ def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):
     assert not (out / "runs/mrpc/tiny-random/random/seed0").exists()
     assert no_leftovers(out) == []
     assert "stopped by an error: OutputPathError: no space left" in (out / "reproduce.log").read_text()
+
+
+def test_a_figure_that_cannot_be_written_leaves_the_old_one_and_no_temp_file(tmp_path, monkeypatch):
+    """save_figure writes through a temp file: a full disk mid-write keeps the figure that was there."""
+    from matplotlib.figure import Figure
+
+    from typhoon.report import figures
+
+    fig = Figure()
+    fig.add_subplot().plot([0, 1], [0, 1])
+    png, svg = figures.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
+    before = png.read_bytes()
+
+    def full(self, fname, **kwargs):
+        Path(fname).write_bytes(b"half a png")  # the write starts, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(fname))
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    with pytest.raises(OSError, match="No space left"):
+        figures.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
+    assert png.read_bytes() == before
+    assert sorted(p.name for p in png.parent.iterdir()) == ["line.png", "line.svg"]

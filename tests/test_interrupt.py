@@ -188,12 +188,16 @@ def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
     notebook_tmp.parent.mkdir(parents=True)
     notebook_tmp.write_text("{}")  # this process's own stopped notebook
     (tmp_path / f".results.csv.tmp-{dead}-abcd").write_text("task")  # a table half-written by a killed batch
+    figure_tmp = tmp_path / "figures" / "runs" / "mrpc" / f".seed1.png.tmp-{dead}-abcd"  # a killed kernel's figure
+    figure_tmp.parent.mkdir(parents=True)
+    figure_tmp.write_bytes(b"\x89PNG")
 
     stop.clean_after_stop(tmp_path)
     assert run_record.is_complete(run_dir, config)
     assert sorted(p.name for p in folder.iterdir()) == sorted(["seed0", live.name])
     assert not (tmp_path / "runs" / "cola").exists() and not (tmp_path / "notebooks").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    assert not figure_tmp.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "runs"]
 
 
 def test_resume_command_and_exit_codes():

@@ -17,24 +17,38 @@ import uuid
 from pathlib import Path
 
 
+def temp_name(final: Path) -> Path:
+    """A temp path beside ``final`` that names its writer's pid: ``.<name>.tmp-<pid>-<random>``."""
+    return final.with_name(f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+@contextlib.contextmanager
+def written_atomically(path: Path):
+    """Yield a temp path (:func:`temp_name`) for the block to write; rename it over ``path`` when the block
+    ends. Whatever stops the block (a full disk, an exception) removes the temp file, so ``path`` stays
+    as it was. For writers that want a file name (matplotlib's ``savefig``); bytes in hand go through
+    :func:`atomic_write_bytes`, which fsyncs too."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename.
 
     The temp name carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up can tell a
     live writer's temp file from one a dead process left (``grid.clean_stale_staging``).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    with written_atomically(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -75,7 +89,7 @@ def publish_dir(staging: Path, final: Path) -> None:
 def staging_dir(final: Path) -> Path:
     """A fresh temp folder beside ``final`` (same file system, so the publishing rename is atomic)."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    path = final.with_name(f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    path = temp_name(final)
     path.mkdir()
     return path
 

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from typhoon.analysis import run_summary
+from typhoon.atomic import written_atomically
 from typhoon.records.schema import LOSS_COLUMNS, RUN_KEYS
 
 # Scripts and tests: the non-interactive Agg backend. A notebook kernel (MPLBACKEND set by ipykernel) or
@@ -94,11 +95,9 @@ def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi
     metadata = {"png": {"Description": caption}, "svg": {"Description": caption, "Date": None}}
     for ext in ("png", "svg"):
         final = base.parent / f"{base.name}.{ext}"
-        tmp = base.parent / f".{base.name}.{ext}.tmp"
         # a fixed salt: the SVG's clip-path ids are otherwise random, and a regenerated figure churns in git
-        with matplotlib.rc_context({"svg.hashsalt": "typhoon"}):
+        with written_atomically(final) as tmp, matplotlib.rc_context({"svg.hashsalt": "typhoon"}):
             fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
-        os.replace(tmp, final)
         paths.append(final)
     return paths
 

@@ -178,7 +178,8 @@ def clean_stale_staging(out_dir: Path, own: bool = False) -> None:
     except this process's own when ``own`` (after a stop, once its cells have ended).
     """
     leftovers = [*(out_dir / "runs").glob("*/*/*/.seed*.tmp-*"), *(out_dir / "runs").glob("*/*/*/.seed*.old-*"),
-                 *(out_dir / "notebooks").rglob(".*.tmp-*"), *out_dir.glob(".*.tmp-*")]
+                 *(out_dir / "notebooks").rglob(".*.tmp-*"), *(out_dir / "figures").rglob(".*.tmp-*"),
+                 *out_dir.glob(".*.tmp-*")]
     for path in leftovers:
         pid = path.name.split(".tmp-", 1)[1].split("-", 1)[0] if ".tmp-" in path.name else ""
         if pid.isdigit() and pid_alive(int(pid)) and not (own and int(pid) == os.getpid()):
