@@ -3,7 +3,7 @@
 A file is written to a temp file in the same folder, fsynced, then renamed over its target; a folder is
 filled in a staging folder beside it and published with one rename. A crash leaves the old version (or
 nothing) plus a temp name that carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up
-can tell a live writer's temp from one a dead process left (``grid.clean_stale_staging``).
+can tell a live writer's temp from one a dead process left (``runner.stop.clean_stale_staging``).
 """
 
 from __future__ import annotations
@@ -40,11 +40,8 @@ def written_atomically(path: Path):
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename.
-
-    The temp name carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up can tell a
-    live writer's temp file from one a dead process left (``grid.clean_stale_staging``).
-    """
+    """Write ``data`` to ``path`` through a temp file beside it (:func:`written_atomically`), fsynced
+    before the rename."""
     with written_atomically(path) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
