@@ -178,7 +178,9 @@ def rewritten_block(study, readme, begin: str, end: str) -> tuple[str, list[list
 def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     study = sequential_folder(tmp_path / "study")
     verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
-    # one comparison decided: the block must count it and say the others continue
+    # one comparison decided, the others open (whatever the committed study has reached): the block
+    # must count it and say the others continue
+    verdicts["verdict"], verdicts["next_look_seeds"] = "continue", 16.0
     verdicts.loc[verdicts.index[-1], ["verdict", "next_look_seeds"]] = ["equivalent", np.nan]
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
     readme = tmp_path / "README.md"
