@@ -184,7 +184,8 @@ def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
     assert "No findings" not in page and "The verdicts" in page and "paper’s claims" not in page
     for row in verdicts.itertuples():
         assert f"<td>{row.comparison}</td>" in summary
-    assert summary.count('class="verdict-continue"') == (verdicts["verdict"] == "continue").sum()
+    for verdict, n in verdicts["verdict"].value_counts().items():  # each verdict cell classed for its colour
+        assert summary.count(f'class="verdict-{verdict.replace(" ", "-")}"') == n
     assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
 
 
