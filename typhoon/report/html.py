@@ -51,11 +51,10 @@ table {{ border-collapse: collapse; font-size: .82rem; font-variant-numeric: tab
 th, td {{ border: 1px solid #ddd; padding: .25rem .5rem; text-align: right; vertical-align: top; }}
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
 table.findings td, table.findings th {{ text-align: left; }}
-td.verdict-reproduced {{ background: #e8f5e9; }} td.verdict-not-reproduced {{ background: #fdecea; }}
-td.verdict-not-comparable {{ background: #f3f3f3; }} td.verdict-contradicted {{ background: #fdecea; }}
-td.verdict-not-decided {{ background: #fff8e1; }}
-td.verdict-equivalent {{ background: #e8f5e9; }} td.verdict-different {{ background: #e3f2fd; }}
-td.verdict-continue, td.verdict-undecided-at-cap {{ background: #fff8e1; }}
+td.verdict-reproduced, td.verdict-equivalent {{ background: #e8f5e9; }}
+td.verdict-not-reproduced, td.verdict-contradicted {{ background: #fdecea; }}
+td.verdict-not-decided, td.verdict-continue, td.verdict-undecided-at-cap {{ background: #fff8e1; }}
+td.verdict-not-comparable {{ background: #f3f3f3; }} td.verdict-different {{ background: #e3f2fd; }}
 figure {{ margin: 1rem 0 1.5rem; }} figure img {{ max-width: 100%; height: auto; display: block; }}
 figcaption {{ font-size: .88rem; color: #444; margin-top: .3rem; }}
 pre {{ background: #f6f6f6; padding: .5rem .7rem; overflow-x: auto; font-size: .82rem; }}
