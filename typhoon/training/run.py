@@ -349,14 +349,24 @@ def evaluate(ctx: RunContext, classifier: torch.nn.Module, dev_batches: list[dic
 # The run
 
 
-def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
-    """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy)."""
-    started = time.perf_counter()
-    config, backbone, data = ctx.config, ctx.backbone, ctx.data
-    speed_choices = speed.configure(ctx.device.type)  # process-level settings that win here (typhoon/training/speed.py)
-    peak = flops.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
-    torch.manual_seed(config.seed)  # dropout draws from the global generator
+@dataclass
+class PhaseOne:
+    """What phase 1 leaves: the adapted model, the masking strategy with its learned state, the loss rows,
+    the timing, the full-mask dev loss and (task-loss saliency) the task model's check."""
 
+    mlm: MaskedLM
+    strategy: MaskingStrategy
+    loss_rows: list
+    timing: dict
+    full_mask_loss: float | None
+    task_head: dict | None
+
+
+def phase_one(ctx: RunContext) -> PhaseOne:
+    """Phase 1 of a run: the strategy prepared on the task's token counts, the task model warmed up where
+    the saliency comes from the task, the MLM adapted. The global torch seed must be set before (dropout).
+    Also what the KL-gap study runs alone (:mod:`typhoon.runner.kl_gap`)."""
+    config, backbone, data = ctx.config, ctx.backbone, ctx.data
     strategy = get_strategy(config.strategy, **config.strategy_params())
     strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
                                   [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
@@ -370,9 +380,22 @@ def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
     if config.mlm_epochs > 0:
         loss_rows, timing = adapt_mlm(ctx, mlm, strategy, task_model)
         full_mask_loss = full_mask_dev_loss(ctx, mlm)
-    del task_model
-    encoder_state = {k: v.detach().cpu() for k, v in mlm.encoder.state_dict().items()}
-    del mlm
+    return PhaseOne(mlm, strategy, loss_rows, timing, full_mask_loss, task_head)
+
+
+def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
+    """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy)."""
+    started = time.perf_counter()
+    config, backbone, data = ctx.config, ctx.backbone, ctx.data
+    speed_choices = speed.configure(ctx.device.type)  # process-level settings that win here (typhoon/training/speed.py)
+    peak = flops.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
+    torch.manual_seed(config.seed)  # dropout draws from the global generator
+
+    one = phase_one(ctx)
+    strategy, loss_rows, timing, full_mask_loss, task_head = (one.strategy, one.loss_rows, one.timing,
+                                                              one.full_mask_loss, one.task_head)
+    encoder_state = {k: v.detach().cpu() for k, v in one.mlm.encoder.state_dict().items()}
+    del one
     _faults.maybe_inject("train", config.relative_dir().as_posix())
 
     classifier = backbone.classifier(ctx.task.num_labels, encoder_state=encoder_state, seed=config.seed,
