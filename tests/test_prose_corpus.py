@@ -8,7 +8,7 @@ import pytest
 from typhoon.data import prose_corpus as pc
 
 
-def test_rst_keeps_prose_and_drops_directives_code_and_markup():
+def test_rst_keeps_prose_and_note_bodies_and_drops_literal_blocks_and_markup():
     text = """Title
 =====
 
@@ -16,7 +16,7 @@ The :func:`open` function returns a :class:`~io.TextIOWrapper`, see `the docs <h
 
 .. note::
 
-   A note body that is not prose of the page.
+   A note body: a few words of advice for the reader of the page.
 
 Example::
 
@@ -28,6 +28,7 @@ A second paragraph with ``literal`` words in it and a few more words.
     paragraphs = list(pc._paragraphs(pc.rst_to_text(text)))
     assert paragraphs == [
         "The open function returns a io.TextIOWrapper, see the docs for more.",
+        "A note body: a few words of advice for the reader of the page.",
         "A second paragraph with literal words in it and a few more words.",
     ]
 
@@ -84,3 +85,28 @@ def test_a_missing_source_is_named_with_the_command_that_installs_it(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"ghost .*nowhere\.dict\.dz.*apt-get install --no-install-recommends "
                                                 r"dict-ghost"):
         pc.read_corpus((missing,))
+
+
+def test_rst_keeps_a_function_description_around_its_example_and_drops_code_directives():
+    text = """.. function:: open(file, mode='r')
+
+   Open file and return a corresponding file object, or raise an error.
+
+   For example::
+
+      with open("f") as handle:
+          data = handle.read()
+
+   The mode argument is an optional string that specifies the mode in which the file is opened.
+
+.. code-block:: python
+
+   print("this is code and it should never be read as prose")
+
+.. a comment that spans
+   two lines and is not prose at all either
+"""
+    assert list(pc._paragraphs(pc.rst_to_text(text))) == [
+        "Open file and return a corresponding file object, or raise an error.",
+        "The mode argument is an optional string that specifies the mode in which the file is opened.",
+    ]

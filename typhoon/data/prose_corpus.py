@@ -65,23 +65,37 @@ _RST_LINK = re.compile(r"`([^`<]+?)\s*<[^>]*>`_+")  # `text <url>`_ -> text
 _RST_MARK = re.compile(r"``|\*\*|(?<!\w)\*(?=\w)|(?<=\w)\*(?!\w)|`_*")
 
 
+# Directives whose indented body is code, data or navigation; every other directive's body (a function's
+# description, a note) is prose and is kept.
+_RST_NON_PROSE = re.compile(r"\.\.\s+(code-block|code|sourcecode|doctest|testcode|testsetup|testoutput|"
+                            r"productionlist|literalinclude|highlight|toctree|index|csv-table|list-table|table|"
+                            r"raw|image|figure|only|include|sectionauthor|moduleauthor|impl-detail)::")
+
+
 def rst_to_text(text: str) -> str:
-    """reST source as plain paragraphs: directives, literal blocks and indented blocks dropped, roles
-    and links replaced by their text."""
-    kept, skipping = [], False
+    """reST source as plain paragraphs: literal blocks, comments and the bodies of code-like directives
+    dropped; directive lines (``.. function:: open(...)``) dropped but prose bodies kept; roles and links
+    replaced by their text."""
+    kept, skip_deeper_than = [], None  # lines indented deeper than this belong to a skipped body
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
-            kept.append("")  # a blank line neither starts nor ends a directive's indented body
+            kept.append("")  # a blank line neither starts nor ends an indented body
             continue
-        if line.startswith((" ", "\t")) and skipping:
-            continue  # inside a directive's or literal block's body
-        skipping = stripped.startswith("..") or stripped.endswith("::")
-        if stripped.startswith("..") or re.fullmatch(r"[=\-~^\"'`#*+<>]{3,}", stripped):
-            kept.append("")  # a directive, comment or section underline ends the paragraph
-            continue
-        if line.startswith((" ", "\t")) and stripped.startswith((">>>", "$", "...")):
+        indent = len(line) - len(line.lstrip())
+        if skip_deeper_than is not None and indent > skip_deeper_than:
+            continue  # inside a literal block, a comment or a code-like directive's body
+        skip_deeper_than = None
+        if stripped.startswith(".."):
+            # a comment (".. text", no "::") continues on indented lines that are not prose either
+            if _RST_NON_PROSE.match(stripped) or "::" not in stripped:
+                skip_deeper_than = indent
             kept.append("")
+            continue
+        if stripped.endswith("::"):
+            skip_deeper_than = indent  # a literal block follows
+        if re.fullmatch(r"[=\-~^\"'`#*+<>]{3,}", stripped) or stripped.startswith((">>>", "$ ", "...")):
+            kept.append("")  # a section underline or a prompt line ends the paragraph
             continue
         kept.append(line.rstrip(":") if stripped.endswith("::") else line)
     text = "\n".join(kept)
