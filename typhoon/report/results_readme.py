@@ -139,7 +139,7 @@ def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
     target = float(plan["power"].iloc[0]) if "power" in plan else 0.8
     # a design.csv written before p_decided_at_0 existed gives the planning sds only
     decided = plan["p_decided_at_0"] if "p_decided_at_0" in plan else pd.Series(float("nan"), plan.index)
-    at_plan = ", ".join(f"{task} {probability(p)} (sd {sd:.4g})"
+    at_plan = ", ".join(f"{task} {probability(p)} (sd {sd:.4f})"
                         for task, p, sd in zip(plan["task"], decided, plan["planning_sd"], strict=True))
     head = ("Power, the probability that the design decides a comparison (equivalent or different) by its cap when "
             f"the true difference is 0, simulated: at the planning sds (3 seeds; `stats/design.csv`) {at_plan}, the "
@@ -150,8 +150,12 @@ def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
     below = measured[measured["power_at_cap"] < target]
     return (head + "; at the sd of the paired differences measured on each comparison's seeds (`power_at_cap` at "
             f"`power_sd` in `stats/verdicts.csv`) {len(below)} of {len(measured)} comparisons fall below {target:g}"
-            + (": " + "; ".join(f"{r.task} {r.comparison} {probability(r.power_at_cap)} (sd {r.power_sd:.4g})"
+            + (": " + "; ".join(f"{r.task} {r.comparison} {probability(r.power_at_cap)} (sd {r.power_sd:.4f})"
                                 for r in below.itertuples()) if len(below) else "") + ".")
+
+
+# the verdict without the mixed seeds, in words where the bare verdict would mislead
+WITHOUT = {"continue": "not decided (the design would continue with more seeds)"}
 
 
 def mixed_sentence(verdicts: pd.DataFrame) -> str | None:
@@ -163,11 +167,13 @@ def mixed_sentence(verdicts: pd.DataFrame) -> str | None:
     if rows.empty:
         return None
     parts = [f"{r.task} {r.comparison} at {_mixed(r.mixed_seeds)} ({r.mixed_kernels}): without them "
-             f"{r.verdict_without_mixed}, TOST {_interval(r.tost_low_without_mixed, r.tost_high_without_mixed)} "
-             f"at {int(r.n_seeds_without_mixed)} seeds" for r in rows.itertuples()]
+             f"{WITHOUT.get(r.verdict_without_mixed, r.verdict_without_mixed)}, TOST "
+             f"{_interval(r.tost_low_without_mixed, r.tost_high_without_mixed)} on the {int(r.n_seeds_without_mixed)} "
+             "seeds left" for r in rows.itertuples()]
     return ("Pairs that mix kernel families (`mixed_seeds` in `stats/verdicts.csv`): " + "; ".join(parts)
-            + ". Without them, the design's boundaries at the seeds left; where the records reach the cap, its last "
-              "look spends what is left of the error (the seeds left are all the comparison has).")
+            + ". Without them the seeds left are judged by the design's boundaries at their count; where the "
+              "records reach the cap they are all the comparison has, and their last look spends what is left "
+              "of the error.")
 
 
 def verdict_display_table(verdicts: pd.DataFrame) -> pd.DataFrame:
