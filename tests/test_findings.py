@@ -199,7 +199,7 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     assert [r["power at cap (measured sd)"] for r in rows] == ["0.95", "0.50"] + ["0.95"] * (len(rows) - 2)
     assert [(r["mixed kernels"], r["verdict without them"]) for r in rows if r["mixed kernels"]] == [("seeds 0–2", "continue")]
     weak, mixed = verdicts.iloc[1], verdicts.iloc[3]
-    assert f"1 of {len(verdicts)} comparisons fall below 0.8: {weak.task} {weak.comparison} 0.50 (sd 0.02)" in block
+    assert f"1 of {len(verdicts)} comparisons fall below 0.8: {weak.task} {weak.comparison} 0.50 (sd 0.0200)" in block
     assert "at the planning sds" in block and "`power_at_cap`" in block
     assert (f"{mixed.task} {mixed.comparison} at seeds 0–2 (a (amx) vs b (avx512_bf16)): without them not decided (the design would continue with more seeds), "
             "TOST [-0.0300, +0.0200] on the 10 seeds left") in block
