@@ -312,7 +312,8 @@ def sequential_findings_html(out_dir: Path) -> str:
         markdown_html(power_sentence(verdicts, tables["design"])),
         *([markdown_html(mixed)] if mixed else []),
         '<h3 id="headline-table">The numerics of each seed</h3>',
-        "<p>The arms of one seed share their numerics (<code>stats/seeds.csv</code>): "
+        "<p>The numerics of each seed's arms (<code>stats/seeds.csv</code>; a seed listing two, joined by +, ran "
+        "its arms on both, and the verdict table flags the comparisons whose pairs that mixes): "
         f"{html.escape(seed_numerics_line(tables['seeds']))}.</p>",
         runs_section_html(pd.read_csv(out_dir / "results.csv")),
     ])
