@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from typhoon.analysis import decisive
+from typhoon.analysis import decisive, decisive_checks
 from typhoon.config import get_profile
 from typhoon.records import locks, result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid, sequential_grid
@@ -104,9 +104,11 @@ def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
 
     spec = get_profile("decisive")
     configs = decisive.grid_configs(spec)
-    monkeypatch.setattr(run_numerics, "record_numerics",
-                        lambda run_dir: "bf16 on cpu" if "seed3" in str(run_dir) and "random" in str(run_dir) else None)
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "fp32 on cpu")
+    bf16 = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
+    monkeypatch.setattr(run_numerics, "record_numerics_detail",
+                        lambda run_dir: bf16 if "seed3" in str(run_dir) and "random" in str(run_dir) else None)
+    monkeypatch.setattr(run_numerics, "numerics_here",
+                        lambda config: run_numerics.Numerics("fp32", "cpu", "avx512", "eager", "fast"))
     with pytest.raises(ValueError, match="seed 3 of mrpc.*must not mix"):
         decisive.check_seed_numerics([configs[("mrpc", "typhoon", 3)]], configs, tmp_path)
     decisive.check_seed_numerics([configs[("mrpc", "typhoon", 4)]], configs, tmp_path)  # seed 4 has no records
@@ -121,7 +123,9 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     spec.design = {**spec.design, "reuse_from": []}
     monkeypatch.setattr(sequential_grid, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "bf16 on cpu")
+    monkeypatch.setattr(run_numerics, "numerics_here",
+                        lambda config: run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast"))
+    monkeypatch.setattr(decisive_checks, "POWER_STUDIES", 2_000)  # the power's precision is not under test here
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
 
     def fake_run_grid(configs, out_dir, nb_dir, workers, executor, on_done):
@@ -138,6 +142,7 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     assert summary.ok and batches == [[0, 1, 2], [3, 4, 5]]
     verdicts = pd.read_csv(out / "stats" / "verdicts.csv")
     assert len(verdicts) == 10 and (verdicts["verdict"] == "equivalent").all() and (verdicts["n_seeds"] == 6).all()
+    assert set(decisive_checks.CHECK_COLUMNS) <= set(verdicts.columns) and verdicts["mixed_seeds"].isna().all()
     assert pd.read_csv(out / "stats" / "seeds.csv")["numerics"].str.startswith("bf16 on cpu (").all()  # full numerics
     assert (out / "figures" / "decisive_looks.png").is_file() and (out / "stats" / "history.csv").is_file()
     sequential_grid.reproduce_decisive("decisive", out, analysis=False)

@@ -182,11 +182,27 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     # must count it and say the others continue
     verdicts["verdict"], verdicts["next_look_seeds"] = "continue", 16.0
     verdicts.loc[verdicts.index[-1], ["verdict", "next_look_seeds"]] = ["equivalent", np.nan]
+    # the power at the measured sd: one comparison below the registered 0.8; one comparison's pairs mixed
+    verdicts["power_at_cap"], verdicts["power_sd"] = 0.95, 0.01
+    verdicts.loc[verdicts.index[1], ["power_at_cap", "power_sd"]] = [0.5, 0.02]
+    verdicts["mixed_seeds"], verdicts["mixed_kernels"], verdicts["verdict_without_mixed"] = None, None, None
+    verdicts.loc[verdicts.index[3], ["mixed_seeds", "mixed_kernels", "n_seeds_without_mixed", "tost_low_without_mixed",
+                                     "tost_high_without_mixed", "verdict_without_mixed"]] = \
+        ["0 1 2", "a (amx) vs b (avx512_bf16)", 10, -0.03, 0.02, "continue"]
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
     readme = tmp_path / "README.md"
     block, rows = rewritten_block(study, readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
-    assert [(r[0][2:], r[2], int(r[3]), r[-1][:-2]) for r in rows] == \
+    header = next(line for line in block.splitlines() if line.startswith("| task")).strip("| ").split(" | ")
+    rows = [dict(zip(header, [r[0][2:], *r[1:-1], r[-1][:-2]], strict=True)) for r in rows]
+    assert [(r["task"], r["comparison"], int(r["seeds"]), r["verdict"]) for r in rows] == \
         [(v.task, v.comparison, int(v.n_seeds), v.verdict) for v in verdicts.itertuples()]
+    assert [r["power at cap (measured sd)"] for r in rows] == ["0.95", "0.50"] + ["0.95"] * (len(rows) - 2)
+    assert [(r["mixed kernels"], r["verdict without them"]) for r in rows if r["mixed kernels"]] == [("seeds 0–2", "continue")]
+    weak, mixed = verdicts.iloc[1], verdicts.iloc[3]
+    assert f"1 of {len(verdicts)} comparisons fall below 0.8: {weak.task} {weak.comparison} 0.50 (sd 0.0200)" in block
+    assert "at the planning sds" in block and "`power_at_cap`" in block
+    assert (f"{mixed.task} {mixed.comparison} at seeds 0–2 (a (amx) vs b (avx512_bf16)): without them not decided (the design would continue with more seeds), "
+            "TOST [-0.0300, +0.0200] on the 10 seeds left") in block
     last = verdicts.iloc[-1]
     assert f"{len(verdicts) - 1} of {len(verdicts)} comparisons continue" in block
     assert f"{last.task} (margin ±{last.margin:g}" in block and "1 equivalent" in block

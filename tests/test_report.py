@@ -187,6 +187,12 @@ def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
     for verdict, n in verdicts["verdict"].value_counts().items():  # each verdict cell classed for its colour
         assert summary.count(f'class="verdict-{verdict.replace(" ", "-")}"') == n
     assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
+    # the power says at which sds it holds; the comparisons whose pairs mix kernel families are flagged
+    assert "at the planning sds" in summary and "<code>power_at_cap</code>" in summary
+    flagged = verdicts.dropna(subset=["mixed_seeds"]) if "mixed_seeds" in verdicts else verdicts.iloc[:0]
+    assert summary.count("Pairs that mix kernel families") == (1 if len(flagged) else 0)
+    for row in flagged.itertuples():
+        assert f"{row.task} {row.comparison} at seeds" in summary
 
 
 def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):

@@ -8,8 +8,11 @@ The records on disk are the state: every invocation re-reads them, analyses the 
 comparison stopped at its first decision) and plans the cells of the next look (:func:`plan_next_look`),
 so a stopped run resumes where it was. Seeds 0-2 come from the records of ``design.reuse_from``
 (``results/cpu``, ``results/bottleneck``) where the RunConfig identity matches. The arms of one seed
-share their numerics (a pair never mixes bf16 and fp32): :func:`check_seed_numerics` refuses a seed
-that would, and ``stats/seeds.csv`` says which numerics each seed used.
+share their numerics (a pair never mixes bf16 and fp32, nor AMX and AVX512-BF16 kernels):
+:func:`check_seed_numerics` refuses to train a cell that would, ``stats/seeds.csv`` says which numerics
+each seed used, and ``stats/verdicts.csv`` flags a comparison whose records pair mixed numerics anyway
+(reused records), with its verdict without those seeds, and the power its cap has at the sd measured on
+its seeds (:mod:`typhoon.analysis.decisive_checks`).
 
 Outputs under the output folder: ``stats/verdicts.csv`` (one row per comparison), ``stats/history.csv``
 (every look), ``stats/design.csv``, ``stats/boundaries.csv``, ``stats/seeds.csv``,
@@ -26,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from typhoon import atomic, paths
-from typhoon.analysis import sequential
+from typhoon.analysis import decisive_checks, sequential
 from typhoon.analysis.bottleneck_verdict import task_model_summary
 from typhoon.config import Profile, RunConfig, get_profile
 from typhoon.records import result_rows, reuse, run_numerics, run_record, schema
@@ -109,14 +112,15 @@ def study_design(profile: str | Profile) -> StudyDesign:
 
 def design_table(study: StudyDesign, studies: int = 20_000) -> pd.DataFrame:
     """One row per comparison: its task, metric, margin, errors, looks, cap and the simulated chance of a
-    decision at the cap (``p_equivalent_at_0``: equivalent when the true difference is 0;
-    ``p_different_at_margin``: different when it is the margin), at the planning sd; with the expected
-    seeds at each of the two."""
+    decision by the cap at the *planning* sd (``p_equivalent_at_0``: equivalent when the true difference is
+    0; ``p_different_at_margin``: different when it is the margin); with the expected seeds at each of the
+    two; the registered ``power`` and ``p_decided_at_0`` (equivalent or different when the difference is 0:
+    the power that ``verdicts.csv``'s ``power_at_cap`` gives at the sd measured since)."""
     rows = []
     for task in study.tasks:
         sd, margin = study.planning_sd.get(task), study.margins[task]
         sims = ({} if sd is None else {
-            "at_0": sequential.simulate_design(study.design, 0.0, sd, margin, studies, seed=1),
+            "at_0": sequential.simulate_design(study.design, 0.0, sd, margin, studies, seed=decisive_checks.POWER_SEED),
             "at_margin": sequential.simulate_design(study.design, margin, sd, margin, studies, seed=2)})
         for pair in study.comparisons:
             rows.append({
@@ -128,6 +132,7 @@ def design_table(study: StudyDesign, studies: int = 20_000) -> pd.DataFrame:
                 "p_different_at_margin": sims["at_margin"]["p_different"] if sims else np.nan,
                 "expected_seeds_at_0": sims["at_0"]["expected_seeds"] if sims else np.nan,
                 "expected_seeds_at_margin": sims["at_margin"]["expected_seeds"] if sims else np.nan,
+                "power": study.power, "p_decided_at_0": sims["at_0"]["p_decided"] if sims else np.nan,
             })
     return pd.DataFrame(rows)
 
@@ -149,10 +154,11 @@ def describe_design(study: StudyDesign, studies: int = 20_000) -> str:
     bounds = sequential.design_boundaries(d)
     lines += ["", "Boundaries (z: normal theory; t: on the look's t statistic, n - 1 degrees of freedom):",
               bounds.to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
-              f"Power at the cap (simulation, {studies} studies, paired sd = planning sd):"]
+              f"Power at the cap at the planning sd (simulation, {studies} studies; the sd each comparison's "
+              "seeds measure, and the power at it, are in stats/verdicts.csv, power_sd and power_at_cap):"]
     table = design_table(study, studies).drop_duplicates("task")
-    lines.append(table[["task", "metric", "margin", "planning_sd", "p_equivalent_at_0", "p_different_at_margin",
-                        "expected_seeds_at_0", "expected_seeds_at_margin"]]
+    lines.append(table[["task", "metric", "margin", "planning_sd", "p_equivalent_at_0", "p_decided_at_0",
+                        "p_different_at_margin", "expected_seeds_at_0", "expected_seeds_at_margin"]]
                  .to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     return "\n".join(lines)
 
@@ -202,6 +208,24 @@ def analyse(results: pd.DataFrame, study: StudyDesign) -> tuple[pd.DataFrame, pd
             verdicts.append({c: last.get(c) for c in VERDICT_COLUMNS})
     history = pd.concat(histories, ignore_index=True)[HISTORY_COLUMNS]
     return history, pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
+
+
+def with_checks(verdicts: pd.DataFrame, results: pd.DataFrame, study: StudyDesign,
+                numerics: Mapping[tuple[str, str, int], run_numerics.Numerics], studies: int | None = None) -> pd.DataFrame:
+    """``verdicts`` (:func:`analyse`) with the :data:`decisive_checks.CHECK_COLUMNS` of each comparison, from
+    all its paired seeds on record and the numerics of its arms' records (``numerics``: by (task, strategy,
+    seed), :func:`arm_numerics`): the power its cap has at the sd they measure, and the seeds whose pairs mix
+    numerics, with the verdict without them."""
+    pairs = {study.name(p): p for p in study.comparisons}
+    diffs = {task: paired_differences(results, study, task) for task in study.tasks}
+    rows = []
+    for row in verdicts.itertuples():
+        of_task = {(s, seed): n for (t, s, seed), n in numerics.items() if t == row.task}
+        rows.append(decisive_checks.comparison_checks(diffs[row.task][row.comparison], pairs[row.comparison],
+                                                      study.design, study.margins[row.task], of_task, studies))
+    checks = pd.DataFrame(rows, columns=decisive_checks.CHECK_COLUMNS)
+    checks["n_seeds_without_mixed"] = checks["n_seeds_without_mixed"].astype("Int64")  # a count, blank where none
+    return pd.concat([verdicts.reset_index(drop=True), checks], axis=1)
 
 
 def plan_next_look(results: pd.DataFrame, study: StudyDesign) -> pd.DataFrame:
@@ -260,43 +284,54 @@ def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -
             run_dir = source / config.relative_dir()
             if reuse.finished_record_of(run_dir, config) is None:
                 continue
-            # Named by the design, so taken across kernel families (AMX records on an AVX512-BF16 CPU): a
-            # seed's arms must share the precision and device kind (check_seed_numerics), and
-            # stats/seeds.csv says each seed's full numerics.
+            # Named by the design, so taken across kernel families (AMX records beside AVX512-BF16 ones): a
+            # pair of arms that this mixes is flagged in stats/verdicts.csv (mixed_seeds) with its verdict
+            # without those seeds, and stats/seeds.csv says each seed's full numerics.
             reuse.reuse_record(config, out_dir, run_dir)
             copied.append({"record_path": config.relative_dir().as_posix(), "reused_from": paths.shown(run_dir)})
             break
     return copied
 
 
+def arm_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[tuple[str, str, int], run_numerics.Numerics]:
+    """The numerics of each cell with a complete record, by (task, strategy, seed)."""
+    found = {}
+    for key, config in configs.items():
+        run_dir = out_dir / config.relative_dir()
+        numerics = run_numerics.record_numerics_detail(run_dir)
+        if numerics is not None and run_record.is_complete(run_dir, config):
+            found[key] = numerics
+    return found
+
+
 def seed_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataFrame:
-    """One row per (task, seed) with a record: the numerics its arms used (``"bf16 on cpu"``, ...)."""
+    """One row per (task, seed) with a record: the numerics its arms used (``"bf16 on cpu (amx), eager
+    attention, fast dropout"``, ...), and whether they are ``mixed`` (any part differs, kernel family included)."""
 
     rows = {}
-    for (task, _, seed), config in configs.items():
-        found = run_numerics.record_numerics_detail(out_dir / config.relative_dir())
-        label = found.key if found is not None else None
-        if label is not None and run_record.is_complete(out_dir / config.relative_dir(), config):
-            rows.setdefault((task, seed), set()).add(label)
+    for (task, _, seed), numerics in arm_numerics(configs, out_dir).items():
+        rows.setdefault((task, seed), set()).add(numerics.key)
     # " + " between the labels: a label itself lists its parts with commas
     return pd.DataFrame([{"task": t, "seed": s, "numerics": " + ".join(sorted(v)), "mixed": len(v) > 1}
                          for (t, s), v in sorted(rows.items())], columns=["task", "seed", "numerics", "mixed"])
 
 
 def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig], out_dir: Path) -> None:
-    """Refuse to train a cell whose seed's finished arms used other numerics than this machine would
-    (a paired difference must not mix bf16 and fp32), naming the seed and the numerics."""
+    """Refuse to train a cell whose seed's finished arms used other numerics than this machine would: another
+    precision, device kind or kernel family (:meth:`run_numerics.Numerics.mixes_with`; a paired difference
+    must not mix bf16 and fp32, nor AMX and AVX512-BF16 products), naming the seed and the numerics."""
 
     for config in todo:
-        planned = run_numerics.planned_numerics(config)
-        done = {run_numerics.record_numerics(out_dir / c.relative_dir())
+        planned = run_numerics.numerics_here(config)
+        done = {run_numerics.record_numerics_detail(out_dir / c.relative_dir())
                 for (task, _, seed), c in configs.items() if task == config.task and seed == config.seed}
-        done.discard(None)
-        if done - {planned}:
+        other = sorted({n.kernel_label for n in done if n is not None and n.mixes_with(planned)})
+        if other:
             raise ValueError(
-                f"seed {config.seed} of {config.task}: its finished arms used {sorted(done)}, this machine would train "
-                f"{config.strategy} in {planned}; a paired difference must not mix numerics. Run this seed where "
-                "its other arms ran (or set precision explicitly with --set precision=..., which starts a new grid).")
+                f"seed {config.seed} of {config.task}: its finished arms used {other}, this machine would train "
+                f"{config.strategy} in {planned.kernel_label}; a paired difference must not mix numerics (precision, "
+                "device or kernel family). Run this seed where its other arms ran (or set precision explicitly "
+                "with --set precision=..., which starts a new grid).")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -309,6 +344,7 @@ def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_di
 
     results = results_table(configs, out_dir)
     history, verdicts = analyse(results, study)
+    verdicts = with_checks(verdicts, results, study, arm_numerics(configs, out_dir))
     tables = {"verdicts": verdicts, "history": history, "design": design_table(study, studies=5_000),
               "boundaries": sequential.design_boundaries(study.design), "seeds": seed_numerics(configs, out_dir)}
     for name, frame in tables.items():
@@ -364,5 +400,6 @@ def read_outputs(out_dir: str | Path) -> dict[str, pd.DataFrame]:
         path = stats_dir / f"{name}.csv"
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found: run `python -m typhoon reproduce --profile <profile>` first")
-        tables[name] = pd.read_csv(path)
+        # the seeds a comparison mixes are a list ("0 1 2"): text even when it is one seed
+        tables[name] = pd.read_csv(path, dtype={"mixed_seeds": "string"} if name == "verdicts" else None)
     return tables

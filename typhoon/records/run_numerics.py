@@ -66,8 +66,22 @@ class Numerics:
         return numerics(self.precision, self.device)
 
     @property
+    def kernel_label(self) -> str:
+        """The label with the kernel family, ``"bf16 on cpu (amx)"``: what the two arms of a paired difference
+        must share (another family sums in another order, a small difference that is not the strategy's)."""
+        return f"{self.label} ({self.kernels})"
+
+    @property
     def key(self) -> str:
-        return f"{self.label} ({self.kernels}), {self.attention} attention, {self.dropout} dropout"
+        return f"{self.kernel_label}, {self.attention} attention, {self.dropout} dropout"
+
+    def mixes_with(self, other: Numerics) -> bool:
+        """Whether a difference between a run of these numerics and one of ``other``'s mixes numerics: another
+        precision, device kind or kernel family. An ``unknown`` family (an older record that did not store its
+        CPU's flags) is taken to match: nothing says it differs."""
+        if self.label != other.label:
+            return True
+        return "unknown" not in (self.kernels, other.kernels) and self.kernels != other.kernels
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -292,18 +292,28 @@ def sequential_findings_html(out_dir: Path) -> str:
     import pandas as pd
 
     from typhoon.analysis import decisive
-    from typhoon.report.results_readme import VERDICT_CAPTION, seed_numerics_line, verdict_display_table
+    from typhoon.report.results_readme import (
+        VERDICT_CAPTION,
+        mixed_sentence,
+        power_sentence,
+        seed_numerics_line,
+        verdict_display_table,
+    )
 
     tables = decisive.read_outputs(out_dir)
     verdicts = tables["verdicts"]
     lines = "".join(f"<li>{html.escape(line)}.</li>" for line in decisive.verdict_counts(verdicts))
+    mixed = mixed_sentence(verdicts)
     return "\n".join([
         f'<ul class="headline">{lines}</ul>',
         '<h3 id="claims">Each comparison at its last look</h3>',
         f"<p>{html.escape(VERDICT_CAPTION)} The design is in the notebook below and in <code>stats/design.csv</code>.</p>",
         frame_html(verdict_display_table(verdicts), verdicts=True),
+        markdown_html(power_sentence(verdicts, tables["design"])),
+        *([markdown_html(mixed)] if mixed else []),
         '<h3 id="headline-table">The numerics of each seed</h3>',
-        "<p>The arms of one seed share their numerics (<code>stats/seeds.csv</code>): "
+        "<p>The numerics of each seed's arms (<code>stats/seeds.csv</code>; a seed listing two, joined by +, ran "
+        "its arms on both, and the verdict table flags the comparisons whose pairs that mixes): "
         f"{html.escape(seed_numerics_line(tables['seeds']))}.</p>",
         runs_section_html(pd.read_csv(out_dir / "results.csv")),
     ])

@@ -109,26 +109,89 @@ def _looks(looks: str) -> str:
     return counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
 
 
+def seed_span(ids) -> str:
+    """'seed 3', 'seeds 0–2' or 'seeds 0, 4, 7'."""
+    ids = sorted(int(s) for s in ids)
+    return f"seed {ids[0]}" if len(ids) == 1 else (f"seeds {ids[0]}–{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1))
+                                                   else "seeds " + ", ".join(map(str, ids)))
+
+
 def seed_numerics_line(seeds: pd.DataFrame) -> str:
     """'cola seeds 0-2: ...; mrpc seed 3: ...': which numerics each task's seeds used (stats/seeds.csv)."""
-    parts = []
-    for (task, numerics), rows in seeds.groupby(["task", "numerics"], sort=False):
-        ids = sorted(int(s) for s in rows["seed"])
-        span = f"seed {ids[0]}" if len(ids) == 1 else (f"seeds {ids[0]}–{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1))
-                                                       else "seeds " + ", ".join(map(str, ids)))
-        parts.append(f"{task} {span}: {numerics}")
-    return "; ".join(parts)
+    return "; ".join(f"{task} {seed_span(rows['seed'])}: {numerics}"
+                     for (task, numerics), rows in seeds.groupby(["task", "numerics"], sort=False))
+
+
+def probability(p: float) -> str:
+    """A simulated probability as it can be read: 2 decimals, 3 above 0.99, '> 0.999' past that."""
+    return "—" if pd.isna(p) else "> 0.999" if p > 0.999 else f"{p:.3f}" if p > 0.99 else f"{p:.2f}"
+
+
+def _mixed(value) -> str:
+    """verdicts.csv's ``mixed_seeds`` ('0 1 2', blank when none) as 'seeds 0–2' ('' when none)."""
+    return "" if pd.isna(value) or not str(value).strip() else seed_span(str(value).split())
+
+
+def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
+    """How likely the design was to decide each comparison, at the planning sds (stats/design.csv) and at the
+    sds measured on each comparison's seeds (stats/verdicts.csv ``power_at_cap`` at ``power_sd``)."""
+    plan = design.drop_duplicates("task")
+    target = float(plan["power"].iloc[0]) if "power" in plan else 0.8
+    # a design.csv written before p_decided_at_0 existed gives the planning sds only
+    decided = plan["p_decided_at_0"] if "p_decided_at_0" in plan else pd.Series(float("nan"), plan.index)
+    at_plan = ", ".join(f"{task} {probability(p)} (sd {sd:.4f})"
+                        for task, p, sd in zip(plan["task"], decided, plan["planning_sd"], strict=True))
+    head = ("Power, the probability that the design decides a comparison (equivalent or different) by its cap when "
+            f"the true difference is 0, simulated: at the planning sds (3 seeds; `stats/design.csv`) {at_plan}, the "
+            f"≥ {target:g} the cap was chosen for")
+    if "power_at_cap" not in verdicts:
+        return head + "."
+    measured = verdicts.dropna(subset=["power_at_cap"])
+    below = measured[measured["power_at_cap"] < target]
+    return (head + "; at the sd of the paired differences measured on each comparison's seeds (`power_at_cap` at "
+            f"`power_sd` in `stats/verdicts.csv`) {len(below)} of {len(measured)} comparisons fall below {target:g}"
+            + (": " + "; ".join(f"{r.task} {r.comparison} {probability(r.power_at_cap)} (sd {r.power_sd:.4f})"
+                                for r in below.itertuples()) if len(below) else "") + ".")
+
+
+# the verdict without the mixed seeds, in words where the bare verdict would mislead
+WITHOUT = {"continue": "not decided (the design would continue with more seeds)"}
+
+
+def mixed_sentence(verdicts: pd.DataFrame) -> str | None:
+    """The comparisons whose pairs mix kernel families (stats/verdicts.csv ``mixed_seeds``), and the verdict
+    the design gives without those seeds; None when no pair mixes."""
+    if "mixed_seeds" not in verdicts:
+        return None
+    rows = verdicts[[bool(_mixed(v)) for v in verdicts["mixed_seeds"]]]
+    if rows.empty:
+        return None
+    parts = [f"{r.task} {r.comparison} at {_mixed(r.mixed_seeds)} ({r.mixed_kernels}): without them "
+             f"{WITHOUT.get(r.verdict_without_mixed, r.verdict_without_mixed)}, TOST "
+             f"{_interval(r.tost_low_without_mixed, r.tost_high_without_mixed)} on the {int(r.n_seeds_without_mixed)} "
+             "seeds left" for r in rows.itertuples()]
+    return ("Pairs that mix kernel families (`mixed_seeds` in `stats/verdicts.csv`): " + "; ".join(parts)
+            + ". Without them the seeds left are judged by the design's boundaries at their count; where the "
+              "records reach the cap they are all the comparison has, and their last look spends what is left "
+              "of the error.")
 
 
 def verdict_display_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The sequential study's ``stats/verdicts.csv`` for a reader: one row per comparison with its seeds,
-    difference, both intervals (rounded to what they can say), margin and verdict."""
+    difference, both intervals (rounded to what they can say), margin and verdict; where the table has them,
+    the power at the cap at the sd measured on the comparison's seeds, the seeds whose pairs mix kernel
+    families and the verdict without them."""
     return pd.DataFrame({
         "task": verdicts["task"], "metric": verdicts["metric"], "comparison": verdicts["comparison"],
         "seeds": verdicts["n_seeds"].astype(int), "difference": verdicts["difference"].map(lambda v: f"{v:+.4f}"),
         "repeated CI (different)": [_interval(lo, hi) for lo, hi in zip(verdicts["ci_low"], verdicts["ci_high"], strict=True)],
         "TOST interval": [_interval(lo, hi) for lo, hi in zip(verdicts["tost_low"], verdicts["tost_high"], strict=True)],
-        "margin": verdicts["margin"].map(lambda v: f"±{v:g}"), "verdict": verdicts["verdict"]})
+        "margin": verdicts["margin"].map(lambda v: f"±{v:g}"), "verdict": verdicts["verdict"],
+        **({} if "power_at_cap" not in verdicts else {
+            "power at cap (measured sd)": verdicts["power_at_cap"].map(probability),
+            "mixed kernels": verdicts["mixed_seeds"].map(_mixed),
+            "verdict without them": [v if _mixed(m) else "" for m, v in
+                                     zip(verdicts["mixed_seeds"], verdicts["verdict_without_mixed"], strict=True)]})})
 
 
 def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -> str:
@@ -153,8 +216,10 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     lines += [f"- {line}." for line in decisive.verdict_counts(verdicts)]
     table = verdict_display_table(verdicts)
     lines += ["", markdown_table(table), "",
-              VERDICT_CAPTION, "",
-              f"Numerics by seed (`{rel}/stats/seeds.csv`): {seed_numerics_line(seeds)}.", ""]
+              VERDICT_CAPTION, "", power_sentence(verdicts, tables["design"]), ""]
+    mixed = mixed_sentence(verdicts)
+    lines += [mixed, ""] if mixed else []
+    lines += [f"Numerics by seed (`{rel}/stats/seeds.csv`): {seed_numerics_line(seeds)}.", ""]
     figure = out_dir / "figures" / "decisive_looks.png"
     if figure.is_file():
         lines.append(f"![Each comparison's intervals at every look against its margin]({rel}/figures/decisive_looks.png)")
