@@ -56,7 +56,7 @@ class Recipe:
 
     seed: int = 0
     layers: int = 6  # top encoder layers trained (6 = the whole encoder above the embeddings)
-    steps: int = 2000
+    steps: int = 1500
     batch_size: int = 32  # packed sequences of MAX_LENGTH tokens
     lr: float = 2e-4  # encoder layers
     head_lr: float = 1e-3  # the fresh MLM head transform and bias
