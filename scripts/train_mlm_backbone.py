@@ -177,6 +177,17 @@ def fixed_masks(batch: dict, strategy: RandomMasking, tokenizer, seed: int, size
     return out
 
 
+def evaluation_batches(tokenizer, data: dict, recipe: Recipe) -> dict[str, list]:
+    """The fixed batches every evaluation scores: held-out prose, and MRPC's and CoLA's *train* text."""
+    strategy = RandomMasking(p=recipe.p)
+    held = data["held_out"][: recipe.eval_sequences]
+    evals = {"held_out": fixed_masks(as_batch(held, tokenizer.pad_token_id), strategy, tokenizer, 1234)}
+    for task in ("mrpc", "cola"):
+        rows = glue_train_rows(tokenizer, task, recipe.eval_sequences)
+        evals[f"{task}_train"] = fixed_masks(as_batch(rows, tokenizer.pad_token_id), strategy, tokenizer, 1234)
+    return evals
+
+
 # -- training ----------------------------------------------------------------------------------------
 
 
@@ -219,11 +230,7 @@ def train(recipe: Recipe, work: Path) -> None:
     strategy = RandomMasking(p=recipe.p)
     mask_gen = torch.Generator().manual_seed(recipe.seed)
 
-    held = data["held_out"][: recipe.eval_sequences]
-    evals = {"held_out": fixed_masks(as_batch(held, tokenizer.pad_token_id), strategy, tokenizer, 1234)}
-    for task in ("mrpc", "cola"):
-        rows = glue_train_rows(tokenizer, task, recipe.eval_sequences)
-        evals[f"{task}_train"] = fixed_masks(as_batch(rows, tokenizer.pad_token_id), strategy, tokenizer, 1234)
+    evals = evaluation_batches(tokenizer, data, recipe)
 
     ckpt, curve, start = work / "checkpoint.pt", [], 0
     if ckpt.exists():
@@ -263,6 +270,7 @@ def train(recipe: Recipe, work: Path) -> None:
         bar.set_postfix(loss=f"{running:.3f}", epoch=f"{(step + 1) * recipe.batch_size / n_rows:.2f}")
         if (step + 1) % recipe.eval_every == 0 or step + 1 == recipe.steps:
             save_checkpoint(ckpt, step + 1, params, optimizer, mask_gen, curve)
+            write_run_summary(work, recipe, data, t0)
     final = {"step": recipe.steps, "tokens_seen": recipe.steps * tokens_per_step,
              **{name: round(evaluate(mlm, backbone, b), 4) for name, b in evals.items()}}
     if not curve or curve[-1]["step"] != recipe.steps:
@@ -270,9 +278,13 @@ def train(recipe: Recipe, work: Path) -> None:
         save_checkpoint(ckpt, recipe.steps, params, optimizer, mask_gen, curve)
     print(json.dumps(final))
     write_curve(work / "held_out_curve.csv", curve)
+    write_run_summary(work, recipe, data, t0)
+
+
+def write_run_summary(work: Path, recipe: Recipe, data: dict, started: float) -> None:
     atomic_write_text(work / "run.json", json.dumps(
-        {"recipe": asdict(recipe), "machine": machine_line(machine()), "train_rows": n_rows,
-         "held_out_rows": len(data["held_out"]), "wall_s_this_session": round(time.time() - t0)}, indent=1))
+        {"recipe": asdict(recipe), "machine": machine_line(machine()), "train_rows": len(data["train"]),
+         "held_out_rows": len(data["held_out"]), "wall_s_this_session": round(time.time() - started)}, indent=1))
 
 
 def write_curve(path: Path, curve: list[dict]) -> None:
@@ -288,18 +300,33 @@ def ship(recipe: Recipe, work: Path) -> None:
     from safetensors.torch import save_file
 
     state = torch.load(work / "checkpoint.pt", weights_only=False)
-    if state["step"] != recipe.steps:
-        raise SystemExit(f"the checkpoint is at step {state['step']} of {recipe.steps}: train to the end first")
+    if state["step"] != recipe.steps:  # a run stopped early ships its last checkpoint, and its card says so
+        print(f"note: the checkpoint is at step {state['step']} of the schedule's {recipe.steps}; shipping it")
+    curve = state["curve"]
+    if curve[-1]["step"] != state["step"]:  # stopped between an evaluation and the next: evaluate what ships
+        backbone = load_backbone("minilm-l6")
+        mlm = backbone.mlm_model(seed=recipe.seed, attention="sdpa")
+        params = trainable(mlm, recipe.layers)
+        with torch.no_grad():
+            for name, value in state["params"].items():
+                params[name].copy_(value)
+        evals = evaluation_batches(backbone.tokenizer, build_data(backbone.tokenizer, work, recipe.seed), recipe)
+        curve.append({"step": state["step"], "tokens_seen": state["step"] * recipe.batch_size * MAX_LENGTH,
+                      **{name: round(evaluate(mlm, backbone, b), 4) for name, b in evals.items()}})
+        print(json.dumps(curve[-1]))
     spec = ADAPTED["minilm-l6-mlm"]
     spec.weights.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.contiguous() for k, v in state["params"].items()}
     save_file(tensors, str(spec.weights), metadata={"base": spec.base, "recipe": json.dumps(asdict(recipe))})
     digest = hashlib.sha256(spec.weights.read_bytes()).hexdigest()
-    run = json.loads((work / "run.json").read_text())
+    run_file = work / "run.json"  # written at every checkpoint; a run stopped before the first has none
+    run = json.loads(run_file.read_text()) if run_file.is_file() else {"machine": machine_line(machine())}
+    write_curve(work / "held_out_curve.csv", curve)
     card = {"name": "minilm-l6-mlm", "base": spec.base, "sha256": digest, "tensors": len(tensors),
             "parameters": int(sum(v.numel() for v in tensors.values())),
-            "recipe": asdict(recipe), "corpus": json.loads((work / "corpus.json").read_text()),
-            "held_out_curve": state["curve"], "machine": run["machine"],
+            "steps_trained": state["step"], "recipe": asdict(recipe),
+            "corpus": json.loads((work / "corpus.json").read_text()),
+            "held_out_curve": curve, "machine": run["machine"],
             "made_by": "python scripts/train_mlm_backbone.py --work <dir> && ... --ship"}
     atomic_write_text(spec.card, json.dumps(card, indent=1) + "\n")
     print(f"wrote {spec.weights} ({spec.weights.stat().st_size / 1e6:.1f} MB, sha256 {digest}) and {spec.card}")

@@ -7,6 +7,7 @@ import time
 
 import pytest
 import torch
+from conftest import REPO
 from safetensors.torch import save_file
 
 from typhoon.cli import main
@@ -59,7 +60,7 @@ def test_an_altered_weights_file_stops_the_command_line_with_exit_2_naming_file_
                                                                                           capsys):
     monkeypatch.setattr(adapted, "WEIGHTS_DIR", tmp_path)
     copy = tmp_path / MLM.weights.name
-    shutil.copyfile(adapted.Path(__file__).resolve().parents[1] / "typhoon/models/weights" / MLM.weights.name, copy)
+    shutil.copyfile(REPO / "typhoon/models/weights" / MLM.weights.name, copy)
     with open(copy, "r+b") as handle:  # one flipped bit in the last tensor's data
         handle.seek(-1, 2)
         last = handle.read(1)
@@ -83,8 +84,10 @@ def test_minilm_l6_mlm_carries_the_shipped_tensors_over_the_embedded_minilm():
     for name, tensor in shipped_tensors.items():
         assert torch.equal(model[name], tensor), name
         assert not torch.equal(fresh[name], tensor), f"{name} did not change in training"
+    shipped_storage = {model[name].data_ptr() for name in shipped_tensors}  # and the tensors tied to them
     for name in set(model) - set(shipped_tensors):  # everything else is the embedded checkpoint's
-        assert torch.equal(model[name], fresh[name]), name
+        if model[name].data_ptr() not in shipped_storage:
+            assert torch.equal(model[name], fresh[name]), name
     classifier = mlm_backbone.classifier(num_labels=2, seed=0).base_model.state_dict()
     for name, tensor in shipped_tensors.items():
         if name.startswith("bert."):

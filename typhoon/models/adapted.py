@@ -42,7 +42,7 @@ class AdaptedSpec:
 ADAPTED: dict[str, AdaptedSpec] = {
     "minilm-l6-mlm": AdaptedSpec(
         "minilm-l6-mlm", "minilm-l6",
-        sha256="",  # set when the trained file ships (scripts/train_mlm_backbone.py --ship prints it)
+        sha256="f954f5936efbe6d861dfbb5f9b28fb31ee7ade0a9c382dd65bef54282cd1a0d8",
         description="MiniLM-L6 with encoder and MLM head adapted on offline English prose (shipped delta)",
     ),
 }
