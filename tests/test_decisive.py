@@ -6,6 +6,7 @@ import zlib
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 
 from typhoon.analysis import decisive, decisive_checks
 from typhoon.config import get_profile
@@ -175,3 +176,25 @@ def test_a_task_saliency_verdict_says_whether_its_task_models_learned(study):
     assert row.n_seeds == 3 and row.task_model_accuracy == pytest.approx((0.82 + 0.80 + 0.66) / 3)
     assert row.task_model_learned == "2/3"
     assert pd.isna(verdicts.loc[("mrpc", "typhoon - random"), "task_model_learned"])
+
+
+def test_a_design_may_plan_each_comparison_at_its_own_sd():
+    """decisive-mlm plans every comparison at the sd the fresh-head study measured for it at its cap."""
+    import dataclasses
+
+    study = decisive.study_design("decisive-mlm")
+    measured = pd.read_csv(REPO / "results/decisive/stats/verdicts.csv")
+    for row in measured.itertuples():  # the registered sds are the measured ones, to the 4 decimals registered
+        pair = tuple(row.comparison.split(" - "))
+        assert study.planning_sd_of(row.task, pair) == pytest.approx(row.power_sd, abs=5e-5)
+    small = dataclasses.replace(study, tasks=("cola",), comparisons=(("typhoon", "random"), ("whole_word", "random")),
+                                planning_sd={"cola": {"typhoon - random": 0.005, "whole_word - random": 0.05}})
+    table = decisive.design_table(small, studies=2000).set_index("comparison")
+    assert list(table["planning_sd"]) == [0.005, 0.05]
+    # a quiet comparison is decided by the cap almost surely, a noisy one (2.5 margins of sd) rarely
+    assert table.loc["typhoon - random", "p_decided_at_0"] > 0.99 > 0.5 > table.loc["whole_word - random",
+                                                                                     "p_decided_at_0"]
+    profile = get_profile("decisive-mlm")
+    bad = dataclasses.replace(profile, design={**profile.design, "planning_sd": {"mrpc": {"typhoon - random": 0.01}}})
+    with pytest.raises(ValueError, match=r"planning_sd.mrpc must name each comparison once"):
+        decisive.study_design(bad)

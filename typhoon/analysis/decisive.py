@@ -57,8 +57,14 @@ class StudyDesign:
     reuse_from: tuple[str, ...] = ()
     never_reuse: tuple[str, ...] = ()
     power: float = 0.8
-    planning_sd: Mapping[str, float] = field(default_factory=dict)
+    # per task, one sd for all its comparisons or one per comparison ("first - second" -> sd)
+    planning_sd: Mapping[str, float | Mapping[str, float]] = field(default_factory=dict)
     why: Mapping[str, str] = field(default_factory=dict)
+
+    def planning_sd_of(self, task: str, pair: tuple[str, str]) -> float | None:
+        """The planning sd of one comparison (None where the design states none)."""
+        sd = self.planning_sd.get(task)
+        return sd.get(self.name(pair)) if isinstance(sd, Mapping) else sd
 
     @property
     def n_comparisons(self) -> int:
@@ -101,9 +107,23 @@ def study_design(profile: str | Profile) -> StudyDesign:
     design = sequential.Design(tuple(looks), per_comparison, per_comparison, raw.get("spending", "obrien_fleming"))
     return StudyDesign(spec.name, tuple(spec.tasks), comparisons, margins, design, alpha, familywise,
                        tuple(raw.get("reuse_from", ())), tuple(raw.get("never_reuse", ())),
-                       float(raw.get("power", 0.8)),
-                       {str(k).lower(): float(v) for k, v in raw.get("planning_sd", {}).items()},
+                       float(raw.get("power", 0.8)), _planning_sds(raw.get("planning_sd", {}), comparisons, where),
                        dict(raw.get("why", {})))
+
+
+def _planning_sds(raw: Mapping, comparisons: tuple[tuple[str, str], ...], where: str) -> dict:
+    """``planning_sd`` per task: a number, or a table naming every comparison ("first - second") once."""
+    out = {}
+    names = {f"{a} - {b}" for a, b in comparisons}
+    for task, value in raw.items():
+        if isinstance(value, Mapping):
+            if set(value) != names:
+                raise ValueError(f"{where}: planning_sd.{task} must name each comparison once: {sorted(names)}, "
+                                 f"got {sorted(value)}")
+            out[str(task).lower()] = {name: float(sd) for name, sd in value.items()}
+        else:
+            out[str(task).lower()] = float(value)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -115,24 +135,32 @@ def design_table(study: StudyDesign, studies: int = 20_000) -> pd.DataFrame:
     decision by the cap at the *planning* sd (``p_equivalent_at_0``: equivalent when the true difference is
     0; ``p_different_at_margin``: different when it is the margin); with the expected seeds at each of the
     two; the registered ``power`` and ``p_decided_at_0`` (equivalent or different when the difference is 0:
-    the power that ``verdicts.csv``'s ``power_at_cap`` gives at the sd measured since)."""
-    rows = []
+    the power that ``verdicts.csv``'s ``power_at_cap`` gives at the sd measured since). The errors, simulated
+    too: ``p_false_different_at_0`` (different when the difference is 0) and ``p_false_equivalent_at_margin``
+    (equivalent when it is the margin); their sums over the comparisons bound the familywise error."""
+    rows, sims = [], {}
     for task in study.tasks:
-        sd, margin = study.planning_sd.get(task), study.margins[task]
-        sims = ({} if sd is None else {
-            "at_0": sequential.simulate_design(study.design, 0.0, sd, margin, studies, seed=decisive_checks.POWER_SEED),
-            "at_margin": sequential.simulate_design(study.design, margin, sd, margin, studies, seed=2)})
+        margin = study.margins[task]
         for pair in study.comparisons:
+            sd = study.planning_sd_of(task, pair)
+            if sd is not None and (sd, margin) not in sims:
+                sims[sd, margin] = {
+                    "at_0": sequential.simulate_design(study.design, 0.0, sd, margin, studies,
+                                                       seed=decisive_checks.POWER_SEED),
+                    "at_margin": sequential.simulate_design(study.design, margin, sd, margin, studies, seed=2)}
+            sim = sims.get((sd, margin), {})
             rows.append({
                 "task": task, "metric": PRIMARY_METRIC.get(task, "primary"), "comparison": study.name(pair),
                 "margin": margin, "alpha_different": study.design.alpha_different,
                 "alpha_equivalent": study.design.alpha_equivalent, "spending": study.design.spending,
                 "looks": " ".join(map(str, study.design.looks)), "cap": study.design.cap, "planning_sd": sd,
-                "p_equivalent_at_0": sims["at_0"]["p_equivalent"] if sims else np.nan,
-                "p_different_at_margin": sims["at_margin"]["p_different"] if sims else np.nan,
-                "expected_seeds_at_0": sims["at_0"]["expected_seeds"] if sims else np.nan,
-                "expected_seeds_at_margin": sims["at_margin"]["expected_seeds"] if sims else np.nan,
-                "power": study.power, "p_decided_at_0": sims["at_0"]["p_decided"] if sims else np.nan,
+                "p_equivalent_at_0": sim["at_0"]["p_equivalent"] if sim else np.nan,
+                "p_different_at_margin": sim["at_margin"]["p_different"] if sim else np.nan,
+                "expected_seeds_at_0": sim["at_0"]["expected_seeds"] if sim else np.nan,
+                "expected_seeds_at_margin": sim["at_margin"]["expected_seeds"] if sim else np.nan,
+                "power": study.power, "p_decided_at_0": sim["at_0"]["p_decided"] if sim else np.nan,
+                "p_false_different_at_0": sim["at_0"]["p_different"] if sim else np.nan,
+                "p_false_equivalent_at_margin": sim["at_margin"]["p_equivalent"] if sim else np.nan,
             })
     return pd.DataFrame(rows)
 
@@ -156,10 +184,21 @@ def describe_design(study: StudyDesign, studies: int = 20_000) -> str:
               bounds.to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
               f"Power at the cap at the planning sd (simulation, {studies} studies; the sd each comparison's "
               "seeds measure, and the power at it, are in stats/verdicts.csv, power_sd and power_at_cap):"]
-    table = design_table(study, studies).drop_duplicates("task")
-    lines.append(table[["task", "metric", "margin", "planning_sd", "p_equivalent_at_0", "p_decided_at_0",
-                        "p_different_at_margin", "expected_seeds_at_0", "expected_seeds_at_margin"]]
+    table = design_table(study, studies)
+    per_task = all(not isinstance(sd, Mapping) for sd in study.planning_sd.values())
+    shown = table.drop_duplicates("task") if per_task else table
+    columns = ["task", "metric"] + ([] if per_task else ["comparison"])
+    lines.append(shown[columns + ["margin", "planning_sd", "p_equivalent_at_0", "p_decided_at_0",
+                                  "p_different_at_margin", "expected_seeds_at_0", "expected_seeds_at_margin"]]
                  .to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    if table["p_false_different_at_0"].notna().all():
+        lines += ["", f"Errors, simulated at the same sds: a false 'different' (true difference 0) in "
+                  f"{table['p_false_different_at_0'].max():.4f} of studies at most per comparison, "
+                  f"{table['p_false_different_at_0'].sum():.4f} summed over the {len(table)}; a false "
+                  f"'equivalent' (true difference = the margin) {table['p_false_equivalent_at_margin'].max():.4f} "
+                  f"at most, {table['p_false_equivalent_at_margin'].sum():.4f} summed. A comparison can make only "
+                  f"the error its true difference allows; the design bounds each by {d.alpha_different:g} and any "
+                  f"false verdict of the study by {study.alpha:g}."]
     return "\n".join(lines)
 
 
