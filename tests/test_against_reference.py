@@ -16,16 +16,16 @@ AMX = {"precision": "bf16", "device": "cpu", "attention": "eager", "dropout": "f
 AVX2 = {"precision": "fp32", "device": "cpu", "attention": "eager", "dropout": "fast", "hardware": {"cpu": {"avx2": True}}}
 
 
-def make_run(folder, values: dict, numerics=AMX, loss="split,step,loss\ntrain,1,7.0\n"):
+def make_run(folder, values: dict, numerics=AMX, loss="split,step,loss\ntrain,1,7.0\n", backbone="minilm-l6"):
     """An output folder with one record per (strategy, seed) -> dev F1, and its results.csv."""
     rows = []
     for (strategy, seed), value in values.items():
-        rel = f"runs/mrpc/minilm-l6/{strategy}/seed{seed}"
+        rel = f"runs/mrpc/{backbone}/{strategy}/seed{seed}"
         (folder / rel).mkdir(parents=True)
         metrics = {"status": "ok", "final": {"dev_f1": value}, "epochs": [{"epoch": 1, "dev_f1": value}], **numerics}
         (folder / rel / "metrics.json").write_text(json.dumps(metrics))
         (folder / rel / "mlm_loss.csv").write_text(loss)
-        rows.append(dict(task="mrpc", backbone="minilm-l6", strategy=strategy, seed=seed, profile="cpu",
+        rows.append(dict(task="mrpc", backbone=backbone, strategy=strategy, seed=seed, profile="cpu",
                          status="ok", primary_metric="f1", primary_value=value, record_path=rel))
     pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
     return folder
@@ -106,11 +106,24 @@ def test_a_truncated_results_table_is_refused_by_name(tmp_path):
         reference.compare_with_reference(run, ref)
 
 
-def test_the_reference_of_a_profile_is_results_unless_that_is_the_run(tmp_path, monkeypatch):
+def test_the_reference_of_a_run_is_the_committed_run_of_its_profile_and_backbone(tmp_path, monkeypatch):
     from typhoon import paths
 
     monkeypatch.setattr(paths, "repo_root", lambda: tmp_path)
-    assert reference.reference_for("cpu", tmp_path / "outputs" / "cpu") is None  # none committed
-    make_run(tmp_path / "results" / "cpu", REF)
-    assert reference.reference_for("cpu", tmp_path / "outputs" / "cpu") == tmp_path / "results" / "cpu"
-    assert reference.reference_for("cpu", tmp_path / "results" / "cpu") is None  # refreshing the reference itself
+    mine = make_run(tmp_path / "outputs" / "cpu", REF, backbone="minilm-l6-mlm")
+    assert reference.reference_for("cpu", mine) is None  # none committed
+    assert reference.no_reference_note("cpu", mine) is None  # and nothing to explain
+    fresh_head = make_run(tmp_path / "results" / "cpu", REF)
+    (fresh_head / "MANIFEST.json").write_text(json.dumps({"profile": "cpu"}))
+    assert reference.reference_for("cpu", mine) is None  # another backbone's reference is not this run's
+    note = reference.no_reference_note("cpu", mine)
+    assert "not compared" in note and "minilm-l6-mlm" in note and "trained minilm-l6" in note
+    adapted = make_run(tmp_path / "results" / "cpu-mlm", REF, backbone="minilm-l6-mlm")
+    (adapted / "MANIFEST.json").write_text(json.dumps({"profile": "cpu"}))
+    other_profile = make_run(tmp_path / "results" / "another", REF, backbone="minilm-l6-mlm")
+    (other_profile / "MANIFEST.json").write_text(json.dumps({"profile": "bottleneck"}))
+    assert reference.reference_for("cpu", mine) == adapted
+    assert reference.reference_for("cpu", make_run(tmp_path / "outputs" / "old", REF)) == fresh_head
+    assert reference.reference_for("cpu", adapted) is None  # refreshing the reference itself
+    # a run with no table yet is matched by the profile's own backbones (minilm-l6-mlm)
+    assert reference.reference_for("cpu", tmp_path / "outputs" / "empty") == adapted

@@ -65,6 +65,7 @@ def test_the_shipped_profiles_resolve():
     assert all(c.max_train_examples == 192 and c.precision == "fp32" for c in smoke)
     cpu = get_profile("cpu").grid()
     assert {(c.task, c.ft_epochs, c.ft_lr) for c in cpu} == {("mrpc", 2, 1e-4), ("cola", 3, 5e-5)}
+    assert {c.backbone for c in cpu} == {"minilm-l6-mlm"}  # the masked LM that models language
     assert get_profile("smoke").analysis == {"quick": True} and get_profile("cpu").analysis == {}
 
 
@@ -232,10 +233,19 @@ def test_a_record_written_before_the_saliency_field_is_the_same_run():
 
 
 def test_the_bottleneck_profile_shares_the_cpu_profiles_random_and_typhoon_runs():
-    cpu = {(c.task, c.strategy, c.seed): c for c in get_profile("cpu").grid()}
+    cpu = {(c.task, c.strategy, c.seed): c for c in get_profile("cpu").grid({"backbone": "minilm-l6"})}
     bottleneck = get_profile("bottleneck").grid()
     shared = [c for c in bottleneck if c.strategy in ("random", "typhoon")]
     assert len(shared) == 12 and all(c.identity() == cpu[(c.task, c.strategy, c.seed)].identity() for c in shared)
     softmax = [c for c in bottleneck if c.strategy == "typhoon_softmax"]
     assert softmax and all(c.tau == 0.5 and "tau" in c.identity() for c in softmax)
     assert {c.strategy for c in bottleneck} == {"random", "typhoon", "typhoon_rank", "typhoon_softmax", "typhoon_task"}
+
+
+def test_the_decisive_mlm_profile_holds_the_cpu_profiles_cells_at_its_first_seeds():
+    """The cpu reference run on minilm-l6-mlm (results/cpu-mlm) is made of decisive-mlm records, reused: the
+    same identity, cell for cell, for random, whole_word and typhoon at seeds 0-2."""
+    decisive_mlm = {(c.task, c.strategy, c.seed): c for c in get_profile("decisive-mlm").grid()}
+    cpu = get_profile("cpu").grid()
+    assert len(cpu) == 18
+    assert all(c.identity() == decisive_mlm[(c.task, c.strategy, c.seed)].identity() for c in cpu)

@@ -1,5 +1,5 @@
 """Your run against the reference: how a reproduction's numbers compare with the committed reference run
-of the same profile (``results/<profile>/``). This is the question a reproduction exists to answer.
+of the same profile and backbone (:func:`reference_for`). This is the question a reproduction exists to answer.
 
 Three levels, each a tidy table (written to ``stats/reference_*.csv`` by notebook ``25_reference``):
 
@@ -32,6 +32,7 @@ from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
 from typhoon.analysis import paper_claims
+from typhoon.config import get_profile
 from typhoon.records import run_numerics, run_record, schema
 from typhoon.report import results_readme
 
@@ -44,12 +45,41 @@ TABLES = ("reference_cells", "reference_means", "reference_conclusions")
 
 
 def reference_for(profile: str, out_dir: str | os.PathLike) -> Path | None:
-    """The committed reference run of ``profile`` (``<repo>/results/<profile>``) if it has a results table
-    and is not ``out_dir`` itself (refreshing a reference compares it with nothing)."""
-    ref = paths.reference_dir(profile)
-    if not (ref / "results.csv").is_file() or ref.resolve() == Path(out_dir).resolve():
+    """The committed reference run of ``profile`` with the backbones of the run in ``out_dir``, or None.
+
+    A profile may have one reference per backbone (``results/cpu`` trained the fresh-head ``minilm-l6``,
+    ``results/cpu-mlm`` the MLM-adapted ``minilm-l6-mlm``): a folder under ``<repo>/results/`` is the
+    reference when its ``MANIFEST.json`` names the profile and its ``results.csv`` holds the same backbones as
+    the run's (the profile's own backbones when the run has no table yet). Comparing runs of two backbones
+    would report the backbone's effect as a failed reproduction. Never ``out_dir`` itself (refreshing a
+    reference compares it with nothing)."""
+    wanted = _backbones(Path(out_dir)) or set(get_profile(profile).backbones)
+    for folder in sorted((paths.repo_root() / "results").glob("*/")):
+        if folder.resolve() == Path(out_dir).resolve() or not (folder / "results.csv").is_file():
+            continue
+        manifest = run_record.read_json(folder / "MANIFEST.json") or {}
+        if manifest.get("profile", folder.name) == profile and _backbones(folder) == wanted:
+            return folder
+    return None
+
+
+def no_reference_note(profile: str, out_dir: str | os.PathLike) -> str | None:
+    """Why a run has no reference to be compared with when ``results/<profile>`` exists but trained another
+    backbone (None when there is nothing to say): the reader learns it was not compared, and why."""
+    other = paths.reference_dir(profile)
+    if not (other / "results.csv").is_file() or other.resolve() == Path(out_dir).resolve():
         return None
-    return ref
+    here = sorted(_backbones(Path(out_dir)) or get_profile(profile).backbones)
+    return (f"your run against the reference: not compared: no committed {profile} run of {', '.join(here)} "
+            f"under results/ yet ({paths.shown(other)} trained {', '.join(sorted(_backbones(other)))})")
+
+
+def _backbones(folder: Path) -> set[str]:
+    """The backbones of a run's ``results.csv``; empty when it has none (or no such column)."""
+    table = folder / "results.csv"
+    if not table.is_file():
+        return set()
+    return set(pd.read_csv(table, usecols=lambda column: column == "backbone").get("backbone", pd.Series(dtype=str)))
 
 
 def read_results(folder: Path) -> pd.DataFrame:

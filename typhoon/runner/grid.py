@@ -410,7 +410,7 @@ def against_reference(profile: str, out_dir: Path) -> str | None:
     (:func:`typhoon.analysis.reference.compare_with_reference`), or None where there is none."""
     ref_dir = reference.reference_for(profile, out_dir)
     if ref_dir is None:
-        return None
+        return reference.no_reference_note(profile, out_dir)
     try:
         return reference.compare_with_reference(out_dir, ref_dir).summary()
     except (FileNotFoundError, ValueError) as err:  # a damaged reference must not hide the run's own result
