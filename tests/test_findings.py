@@ -4,6 +4,7 @@ Results block regenerated from the committed reference run (it must agree with t
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -136,20 +137,20 @@ def test_readme_block_is_rewritten_in_place(tmp_path):
     assert "[`ref/report.html`](ref/report.html)" in text
     assert not results_readme.update_readme(tmp_path / "ref", readme)  # up to date now
     readme.write_text("no markers\n")
-    with pytest.raises(ValueError, match="no Results block"):
+    with pytest.raises(ValueError, match="has no block for"):
         results_readme.update_readme(tmp_path / "ref", readme)
 
 
 def test_the_readme_results_agree_with_the_committed_reference_run():
-    """README.md's Results block is what `python -m typhoon results-readme results/cpu` makes from the
+    """docs/results.md's Results block is what `python -m typhoon results-readme results/cpu` makes from the
     committed tables: a number changed in either place fails here."""
     reference = REPO / "results" / "cpu"
     if not (reference / "results.csv").is_file():
         pytest.skip("no committed reference run in results/cpu yet (made last, by "
                     "`python -m typhoon reproduce --profile cpu --out results/cpu`)")
-    readme = REPO / "README.md"
+    readme = REPO / results_readme.RESULTS_PAGE
     assert results_readme.readme_block_in(readme) == results_readme.readme_block(reference, readme), \
-        "README.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
+        "docs/results.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
 def sequential_folder(out):
@@ -208,19 +209,19 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     assert f"{last.task} (margin ±{last.margin:g}" in block and "1 equivalent" in block
     assert "decisive_looks.png" not in block  # no figure in this folder: no broken link
     readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n")
-    with pytest.raises(ValueError, match="no Results block for"):
+    with pytest.raises(ValueError, match="has no block for"):
         results_readme.update_readme(study, readme)
 
 
 def test_the_readme_decisive_block_agrees_with_the_committed_study():
-    """README.md's decisive block is what `python -m typhoon results-readme results/decisive` makes."""
+    """docs/results.md's decisive block is what `python -m typhoon results-readme results/decisive` makes."""
     study = REPO / "results" / "decisive"
     if not (study / "stats" / "verdicts.csv").is_file():
         pytest.skip("no committed decisive study in results/decisive yet")
-    readme = REPO / "README.md"
+    readme = REPO / results_readme.RESULTS_PAGE
     block = results_readme.readme_block_in(readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
     assert block == results_readme.readme_block(study, readme), \
-        "README.md's decisive block is out of date: run `python -m typhoon results-readme results/decisive`"
+        "docs/results.md's decisive block is out of date: run `python -m typhoon results-readme results/decisive`"
 
 
 def schedule_folder(out):
@@ -252,14 +253,14 @@ def test_a_schedules_grid_gets_its_own_block_with_its_comparisons(tmp_path):
 
 
 def test_the_readme_schedules_block_agrees_with_the_committed_study():
-    """README.md's schedules block is what `python -m typhoon results-readme results/schedules` makes."""
+    """docs/results.md's schedules block is what `python -m typhoon results-readme results/schedules` makes."""
     study = REPO / "results" / "schedules"
     if not schedule_study.is_schedule_study(study):
         pytest.skip("no committed schedules grid in results/schedules yet")
-    readme = REPO / "README.md"
+    readme = REPO / results_readme.RESULTS_PAGE
     block = results_readme.readme_block_in(readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END)
     assert block == results_readme.readme_block(study, readme), \
-        "README.md's schedules block is out of date: run `python -m typhoon results-readme results/schedules`"
+        "docs/results.md's schedules block is out of date: run `python -m typhoon results-readme results/schedules`"
 
 
 def test_the_results_readme_command(tmp_path, capsys):
@@ -274,6 +275,42 @@ def test_the_results_readme_command(tmp_path, capsys):
     assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme), "--check"]) == 0
     assert main(["results-readme", str(tmp_path / "missing"), "--readme", str(readme)]) == 2
     assert "not a finished run of the study" in capsys.readouterr().err
+
+
+def answer_rows(readme: Path) -> list[list[str]]:
+    block = results_readme.readme_block_in(readme, results_readme.ANSWER_BEGIN, results_readme.ANSWER_END)
+    assert block, f"{readme} has no answer table"
+    return [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines() if line.startswith("| ")]
+
+
+def test_the_readme_answer_table_is_each_decisive_studys_verdicts(tmp_path, capsys):
+    """The README's first table, rebuilt from a copied decisive study (minilm-l6) and an empty folder for the
+    study on minilm-l6-mlm: every comparison of the design, each verdict and difference read back from the
+    verdicts CSV by hand, the study without a look saying so."""
+    from typhoon.cli import main
+
+    sequential_folder(tmp_path / "results" / "decisive")
+    (tmp_path / "results" / "decisive-mlm").mkdir(parents=True)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{results_readme.ANSWER_BEGIN}\nold\n{results_readme.ANSWER_END}\n")
+    assert main(["results-readme", "--answer", "--readme", str(readme), "--check"]) == 1
+    assert main(["results-readme", "--answer", "--readme", str(readme)]) == 0
+    header, *rows = answer_rows(readme)
+    assert header == ["task", "comparison", "margin", "minilm-l6-mlm (0 records, no look yet)", "minilm-l6 (13–16 seeds)"]
+    verdicts = pd.read_csv(tmp_path / "results" / "decisive" / "stats" / "verdicts.csv")
+    assert len(rows) == len(verdicts) == 10
+    for row, want in zip(rows, verdicts.itertuples(), strict=True):
+        assert row[:3] == [want.task, want.comparison, f"±{want.margin:g}"]
+        assert row[3] == "" and row[4] == f"{want.verdict} ({round(want.difference, 4):+.4f})"
+    assert main(["results-readme", "--answer", "--readme", str(readme), "--check"]) == 0
+    assert main(["results-readme", str(tmp_path), "--answer", "--readme", str(readme)]) == 2  # one or the other
+    assert "not both" in capsys.readouterr().err
+
+
+def test_the_readme_answer_table_agrees_with_the_committed_studies():
+    """README.md's answer table is what `python -m typhoon results-readme --answer` makes from results/."""
+    assert not results_readme.update_answer(REPO / "README.md", check=True), \
+        "README.md's answer table is out of date: run `python -m typhoon results-readme --answer`"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -83,10 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="git-commit each finished cell's record as it completes, then the tables and report "
                      "(for a reference run under results/<profile>)")
 
-    readme = sub.add_parser("results-readme", help="rewrite README.md's Results block from a reference run's tables "
-                            "(its decisive block from a sequential study's, its schedules block from a schedules grid's)")
-    readme.add_argument("reference", help="the reference run's folder, e.g. results/cpu, results/decisive or results/schedules")
-    readme.add_argument("--readme", help="the README to update (default: the repository's README.md)")
+    readme = sub.add_parser("results-readme", help="rewrite a study folder's block of docs/results.md from its tables "
+                            "(a reference run's Results block, a sequential study's decisive block, a schedules grid's "
+                            "schedules block), or with --answer the README's answer table")
+    readme.add_argument("reference", nargs="?",
+                        help="the study's folder, e.g. results/cpu, results/decisive or results/schedules")
+    readme.add_argument("--answer", action="store_true",
+                        help="rewrite README.md's answer table from the decisive studies (results/decisive-mlm, results/decisive)")
+    readme.add_argument("--readme", help="the Markdown page to update (default: docs/results.md; with --answer README.md)")
     readme.add_argument("--check", action="store_true", help="change nothing; exit 1 if the block is out of date")
 
     check = sub.add_parser("check-report", help="render a report in headless Chromium and list what a reader would see wrong")
@@ -320,10 +324,14 @@ def _dispatch(args: argparse.Namespace) -> int:
                                 reuse=not args.no_reuse, reuse_from=args.reuse_from, estimate=not args.no_estimate)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
-            from typhoon.report.results_readme import update_readme
+            from typhoon.report.results_readme import update_answer, update_readme
 
-            changed = update_readme(args.reference, args.readme, check=args.check)
-            print(f"README Results block {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
+            if args.answer == (args.reference is not None):
+                raise ValueError("results-readme: name a study folder, or give --answer (not both)")
+            changed = (update_answer(args.readme, check=args.check) if args.answer
+                       else update_readme(args.reference, args.readme, check=args.check))
+            block = "README answer table" if args.answer else "results block"
+            print(f"{block} {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
             return 1 if args.check and changed else 0
         if args.command == "check-report":
             from typhoon.report.browser import check_page

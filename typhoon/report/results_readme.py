@@ -1,5 +1,10 @@
-"""The results block of the README: the headline, the paper's claims and the provenance line as Markdown,
-written between the README's markers (``python -m typhoon results-readme``) or checked against it."""
+"""What a reader of the repository's Markdown sees of the committed runs, generated from their tables and
+written between markers (``python -m typhoon results-readme``) or checked against them:
+
+- the results page (:data:`RESULTS_PAGE`, ``docs/results.md``): one block per study folder — the reference
+  run's headline and the paper's claims, the decisive study's verdicts, the schedules grid's comparisons;
+- the README's answer table (:func:`answer_markdown`): each decisive study's verdicts side by side, one
+  column per backbone, so the first table a reader meets says which model each answer came from."""
 
 from __future__ import annotations
 
@@ -20,7 +25,10 @@ from typhoon.analysis.paper_claims import (
     holm_caption,
     read_tables,
 )
+from typhoon.config import get_profile
 from typhoon.records import provenance, run_numerics
+
+RESULTS_PAGE = Path("docs") / "results.md"  # under the repository root: where the study blocks live
 
 README_BEGIN = "<!-- results:begin -->"
 
@@ -57,6 +65,25 @@ SCHEDULE_CAPTION = ("Each schedule minus the same strategy under fixed 15 % mask
                     "lower under both schedules, and “agrees” needs the 95 % interval below 0.")
 
 
+# The README's first table: the decisive studies' verdicts, one column per backbone (python -m typhoon
+# results-readme --answer). Listed in the order a reader should weigh them: the study on the backbone that
+# models language first, the fresh-head one kept beside it, labelled.
+ANSWER_BEGIN = "<!-- answer:begin -->"
+
+
+ANSWER_END = "<!-- answer:end -->"
+
+
+ANSWER_STUDIES = ("decisive-mlm", "decisive")  # profiles; each one's committed folder is results/<profile>
+
+
+def _shown(out_dir: str | os.PathLike, link: str) -> str:
+    """A results folder as a reader types it: relative to the repository root; outside the repository,
+    as ``link`` reaches it from the page."""
+    folder, root = Path(out_dir).resolve(), paths.repo_root().resolve()
+    return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else link
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """A pipe table (``|`` in cells escaped)."""
     def cell(value) -> str:
@@ -73,9 +100,10 @@ def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -
     ``link_base`` (the folder of the README, default the repository)."""
     tables = read_tables(out_dir)
     base = Path(link_base).resolve() if link_base else paths.repo_root()
-    rel = Path(os.path.relpath(tables.out_dir, base)).as_posix()
+    rel = Path(os.path.relpath(tables.out_dir, base)).as_posix()  # links: from the page's folder
+    shown = _shown(tables.out_dir, rel)  # names: from the repository root, as a reader types them
     manifest = provenance.read_manifest(tables.out_dir) or {}
-    lines = [f"Reference run of the `{tables.profile}` profile (`{rel}/`): "
+    lines = [f"Reference run of the `{tables.profile}` profile (`{shown}/`): "
              + _provenance_line(manifest, tables) + ".", "", f"**{headline(tables)}**", ""]
     mix = run_numerics.results_numerics(tables.results) if "precision" in tables.results else {}
     if len(mix) > 1:
@@ -92,8 +120,8 @@ def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -
               "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided "
               "when it straddles.", "",
               markdown_table(claims_table(tables)), "",
-              f"The full report: [`{rel}/report.html`]({rel}/report.html); the executed notebooks: "
-              f"[`{rel}/notebooks/`]({rel}/notebooks/); the tables: [`{rel}/stats/`]({rel}/stats/)."]
+              f"The full report: [`{shown}/report.html`]({rel}/report.html); the executed notebooks: "
+              f"[`{shown}/notebooks/`]({rel}/notebooks/); the tables: [`{shown}/stats/`]({rel}/stats/)."]
     return "\n".join(lines)
 
 
@@ -202,7 +230,8 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     verdicts, seeds = tables["verdicts"], tables["seeds"]
     results = pd.read_csv(out_dir / "results.csv")
     base = Path(link_base).resolve() if link_base else paths.repo_root()
-    rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()
+    rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()  # links: from the page's folder
+    shown = _shown(out_dir, rel)  # names: from the repository root, as a reader types them
     looks = tables["design"]["looks"].iloc[0]
     open_ = verdicts[verdicts["verdict"] == "continue"]
     state = ("every comparison is decided or at its cap" if open_.empty else
@@ -211,7 +240,7 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     executed = out_dir / "notebooks" / decisive.NOTEBOOK
     notebook = Path(os.path.relpath(executed.resolve() if executed.is_file() else paths.repo_root() / "notebooks" / decisive.NOTEBOOK,
                                     base)).as_posix()
-    lines = [f"**A decisive answer** (`{rel}/`, [notebook 50]({notebook})): {len(results)} records; "
+    lines = [f"**A decisive answer** (`{shown}/`, [notebook 50]({notebook})): {len(results)} records; "
              f"looks at {_looks(looks)} seeds (the last is the cap); {state}.", ""]
     lines += [f"- {line}." for line in decisive.verdict_counts(verdicts)]
     table = verdict_display_table(verdicts)
@@ -219,7 +248,7 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
               VERDICT_CAPTION, "", power_sentence(verdicts, tables["design"]), ""]
     mixed = mixed_sentence(verdicts)
     lines += [mixed, ""] if mixed else []
-    lines += [f"Numerics by seed (`{rel}/stats/seeds.csv`): {seed_numerics_line(seeds)}.", ""]
+    lines += [f"Numerics by seed (`{shown}/stats/seeds.csv`): {seed_numerics_line(seeds)}.", ""]
     figure = out_dir / "figures" / "decisive_looks.png"
     if figure.is_file():
         lines.append(f"![Each comparison's intervals at every look against its margin]({rel}/figures/decisive_looks.png)")
@@ -233,9 +262,10 @@ def schedules_markdown(out_dir: str | os.PathLike, link_base: str | None = None)
     table = schedule_study.read_table(out_dir)
     tables = read_tables(out_dir)
     base = Path(link_base).resolve() if link_base else paths.repo_root()
-    rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()
+    rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()  # links: from the page's folder
+    shown = _shown(out_dir, rel)  # names: from the repository root, as a reader types them
     manifest = provenance.read_manifest(out_dir) or {}
-    lines = [f"**Mask schedules, downstream** (`{rel}/`, notebook 40 section (d), [report]({rel}/report.html)): "
+    lines = [f"**Mask schedules, downstream** (`{shown}/`, notebook 40 section (d), [report]({rel}/report.html)): "
              + _provenance_line(manifest, tables) + ".", "", f"**{schedule_study.headline(table)}**", "",
              markdown_table(schedule_study.display_table(table)), "", SCHEDULE_CAPTION]
     figure = out_dir / "figures" / "schedules_vs_fixed.png"
@@ -269,6 +299,62 @@ def _markers(out_dir: str | os.PathLike) -> tuple[str, str, Callable[..., str]]:
     return README_BEGIN, README_END, results_markdown
 
 
+def _study_column(profile: str, verdicts: pd.DataFrame | None, n_records: int) -> tuple[str, dict]:
+    """The answer table's column for one decisive study: its header (backbone, seeds) and, per (task,
+    comparison), the verdict with the difference."""
+    backbone = ", ".join(get_profile(profile).backbones)
+    if verdicts is None:
+        return f"{backbone} ({n_records} records, no look yet)", {}
+    seeds = f"{verdicts['n_seeds'].min()}–{verdicts['n_seeds'].max()}" if verdicts["n_seeds"].nunique() > 1 else \
+        str(verdicts["n_seeds"].iloc[0])
+    cells = {(row.task, row.comparison): f"{row.verdict} ({row.difference:+.4f})" for row in verdicts.itertuples()}
+    return f"{backbone} ({seeds} seeds)", cells
+
+
+def answer_markdown(studies: tuple[str, ...] = ANSWER_STUDIES, root: Path | None = None) -> str:
+    """The README's answer: every comparison of the decisive design, the verdict (and paired difference,
+    first − second arm) each study reached, one column per study's backbone. A study without a look yet
+    says how many records it has; its column is empty."""
+    root = Path(root) if root else paths.repo_root()
+    columns, order, margins = [], [], {}
+    for profile in studies:
+        folder = root / "results" / profile
+        design = get_profile(profile).design
+        margins.update(design["margin"])
+        order += [(task, " - ".join(pair)) for task in get_profile(profile).tasks for pair in design["comparisons"]
+                  if (task, " - ".join(pair)) not in order]
+        verdicts_csv = folder / "stats" / "verdicts.csv"
+        results_csv = folder / "results.csv"
+        n_records = len(pd.read_csv(results_csv)) if results_csv.is_file() else 0
+        columns.append(_study_column(profile, pd.read_csv(verdicts_csv) if verdicts_csv.is_file() else None,
+                                     n_records))
+    table = pd.DataFrame({"task": [t for t, _ in order], "comparison": [c for _, c in order],
+                          "margin": [f"±{margins[t]:g}" for t, _ in order],
+                          **{header: [cells.get(key, "") for key in order] for header, cells in columns}})
+    return markdown_table(table)
+
+
+def update_answer(readme: str | os.PathLike | None = None, check: bool = False,
+                  studies: tuple[str, ...] = ANSWER_STUDIES) -> bool:
+    """Rewrite the README's answer table (between :data:`ANSWER_BEGIN` and :data:`ANSWER_END`) from the
+    decisive studies' committed tables; returns whether it changed (``check``: do not write)."""
+    readme = Path(readme) if readme else paths.repo_root() / "README.md"
+    root = readme.parent if readme.parent != paths.repo_root() else None
+    return _rewrite_block(readme, ANSWER_BEGIN, ANSWER_END, f"{ANSWER_BEGIN}\n{answer_markdown(studies, root)}\n{ANSWER_END}",
+                          check, "the decisive studies")
+
+
+def _rewrite_block(page: Path, begin: str, end: str, block: str, check: bool, what: str) -> bool:
+    text = page.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{paths.shown(page)} has no block for {what}: add the lines {begin} and {end}")
+    new = pattern.sub(lambda _: block, text, count=1)
+    if new != text and not check:
+        atomic.atomic_write_text(page, new)
+    return new != text
+
+
 def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:
     """The marked block as it belongs in ``readme`` (markers included): the decisive block for a sequential
     study's folder, the schedules block for a schedules grid's, else the Results block of a reference run."""
@@ -277,20 +363,13 @@ def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:
 
 
 def update_readme(out_dir: str | os.PathLike, readme: str | os.PathLike | None = None, check: bool = False) -> bool:
-    """Rewrite the block of ``out_dir`` in ``readme`` (default: the repository's README.md) from its tables:
-    between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study, :data:`SCHEDULES_BEGIN` and
-    :data:`SCHEDULES_END` for a schedules grid, else between
-    :data:`README_BEGIN` and :data:`README_END`; returns whether it changed (``check``: do not write)."""
-    readme = Path(readme) if readme else paths.repo_root() / "README.md"
-    text = readme.read_text(encoding="utf-8")
+    """Rewrite the block of ``out_dir`` in ``readme`` (default: the results page :data:`RESULTS_PAGE`) from its
+    tables: between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study,
+    :data:`SCHEDULES_BEGIN` and :data:`SCHEDULES_END` for a schedules grid, else between :data:`README_BEGIN`
+    and :data:`README_END`; returns whether it changed (``check``: do not write)."""
+    readme = Path(readme) if readme else paths.repo_root() / RESULTS_PAGE
     begin, end, _ = _markers(out_dir)
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"{paths.shown(readme)} has no Results block for {paths.shown(Path(out_dir))}: add the lines {begin} and {end}")
-    new = pattern.sub(lambda _: readme_block(out_dir, readme), text, count=1)
-    if new != text and not check:
-        atomic.atomic_write_text(readme, new)
-    return new != text
+    return _rewrite_block(readme, begin, end, readme_block(out_dir, readme), check, paths.shown(Path(out_dir)))
 
 
 def readme_block_in(readme: Path, begin: str = README_BEGIN, end: str = README_END) -> str | None:
