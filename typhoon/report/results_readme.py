@@ -304,7 +304,7 @@ def _study_column(profile: str, verdicts: pd.DataFrame | None, n_records: int) -
     comparison), the verdict with the difference."""
     backbone = ", ".join(get_profile(profile).backbones)
     if verdicts is None:
-        return f"{backbone} ({n_records} records, no look yet)", {}
+        return f"{backbone} ({n_records} record{'' if n_records == 1 else 's'}, no look yet)", {}
     seeds = f"{verdicts['n_seeds'].min()}–{verdicts['n_seeds'].max()}" if verdicts["n_seeds"].nunique() > 1 else \
         str(verdicts["n_seeds"].iloc[0])
     cells = {(row.task, row.comparison): f"{row.verdict} ({row.difference:+.4f})" for row in verdicts.itertuples()}
@@ -324,8 +324,7 @@ def answer_markdown(studies: tuple[str, ...] = ANSWER_STUDIES, root: Path | None
         order += [(task, " - ".join(pair)) for task in get_profile(profile).tasks for pair in design["comparisons"]
                   if (task, " - ".join(pair)) not in order]
         verdicts_csv = folder / "stats" / "verdicts.csv"
-        results_csv = folder / "results.csv"
-        n_records = len(pd.read_csv(results_csv)) if results_csv.is_file() else 0
+        n_records = len(list(folder.glob("runs/*/*/*/seed*/metrics.json")))  # records land before a look's tables
         columns.append(_study_column(profile, pd.read_csv(verdicts_csv) if verdicts_csv.is_file() else None,
                                      n_records))
     table = pd.DataFrame({"task": [t for t, _ in order], "comparison": [c for _, c in order],
