@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from typhoon.analysis.kl_gap import kl_gap_table
+from typhoon.analysis.kl_gap import kl_gap_conclusion, kl_gap_display, kl_gap_table
 from typhoon.masking import get_strategy, kl_to_uniform
 from typhoon.runner import kl_gap
 
@@ -28,13 +28,14 @@ def test_each_cause_changes_only_its_own_fields_of_the_cpu_typhoon_cell():
         kl_gap.cause_named("weather")
 
 
-def _write_state(out, cause, task, seed, spread):
-    """A Typhoon state whose weights are drawn with the given spread: more spread, larger KL."""
+def _write_state(out, cause, task, seed, spread, power=3):
+    """A Typhoon state whose weights are a normal draw with the given spread to the given odd power (min-max
+    calibration is blind to the spread; a lower power spreads the weights more evenly over the band)."""
     rng = np.random.default_rng(hash((cause, task, seed)) % 2**32)
     strategy = get_strategy("typhoon")
     counts = rng.integers(1, 50, size=300)
     strategy.prepare(counts)
-    strategy.weights = rng.normal(0, spread, size=300) ** 3
+    strategy.weights = rng.normal(0, spread, size=300) ** power
     strategy.seen[:] = True
     strategy.recalibrate()
     folder = kl_gap.state_dir(out, cause, task, seed)
@@ -71,6 +72,24 @@ def test_table_intervals_agree_with_scipy_on_hand_made_states(tmp_path):
     assert math.isclose(model["change_ci_high_bonferroni"], math.exp(b_high), rel_tol=1e-9)
     assert model["raises_kl"] == ("yes" if low > 0 else "no: lowers it" if high < 0 else "not decided")
     assert math.isnan(table.loc["baseline", "change_vs_baseline"])
+
+
+def test_the_reader_sees_the_registered_prediction_judged_from_the_paired_interval(tmp_path):
+    """A 'model' cause whose weights fill the band more evenly than the baseline's raises the KL: the
+    conclusion says the prediction holds, with the geometric-mean factor scipy gives; the kl_definition row
+    (another KL of the same states) is no cause and claims no change."""
+    kls = {(cause, t, s): _write_state(tmp_path, cause, t, s, 1.0, power)
+           for cause, power in (("baseline", 7), ("model", 1)) for t in ("mrpc", "cola") for s in (0, 1, 2)}
+    table = kl_gap_table(tmp_path)
+    ratios = np.log([kls["model", t, s] / kls["baseline", t, s] for t in ("mrpc", "cola") for s in (0, 1, 2)])
+    low, _ = st.t.interval(0.95, 5, loc=ratios.mean(), scale=st.sem(ratios))
+    assert low > 0  # the hand-made states do what the test needs
+    text = kl_gap_conclusion(table)
+    assert f"×{math.exp(ratios.mean()):.2g} the baseline's" in text and "the registered prediction holds" in text
+    assert "lies above 1 (unadjusted): model." in text  # not kl_definition, whichever way its KL reads
+    shown = kl_gap_display(table).set_index("cause")
+    assert shown.loc["kl_definition", "change vs baseline [95 %]"] == "—"
+    assert shown.loc["baseline", "MLM loss: first step → dev"] == "10.00 → 7.10"
 
 
 def test_an_empty_study_is_refused_by_name(tmp_path):

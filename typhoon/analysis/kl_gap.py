@@ -22,6 +22,7 @@ from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking
 from typhoon.runner.kl_gap import CAUSES, RUN_FILE, STATE_FILE
 
 BASELINE = "baseline"
+KL_DEFINITION = "kl_definition"  # the baseline's states read with another KL: no change against itself to report
 KL_FACTOR = 3.0  # "closes the gap": within a factor of 3 of the paper's value (the paper-claims criterion)
 COLUMNS = ["cause", "what", "n_states", "kl", "kl_ci_low", "kl_ci_high", "ratio_to_paper", "ratio_ci_low",
            "ratio_ci_high", "change_vs_baseline", "change_ci_low", "change_ci_high", "change_ci_low_bonferroni",
@@ -93,7 +94,61 @@ def kl_gap_table(out: str | Path) -> pd.DataFrame:
             for c in CAUSES if (states["cause"] == c.name).any()]
     if not baseline.empty:
         base_states = states[states["cause"] == BASELINE]
-        rows.append(_row("kl_definition", "the baseline's states read with the KL of the masked-token "
+        rows.append(_row(KL_DEFINITION, "the baseline's states read with the KL of the masked-token "
                          "distribution from uniform masking's, KL(q || u) in nats, in place of the per-token "
                          "Bernoulli KL", base_states, "masked_kl", baseline, n_causes))
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def _times(value: float) -> str:
+    return f"×{value:.2g}" if math.isfinite(value) else "—"
+
+
+def kl_gap_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The table for a reader (notebook 30, the report): one row per cause, the KL with its 95 % interval,
+    the ratio to the paper's, the paired change against the baseline (95 % unadjusted and Bonferroni) and
+    the two verdicts, the MLM phase's masked-token loss at its first step and on dev."""
+    def interval(low: float, high: float, fmt) -> str:
+        return f"[{fmt(low)}, {fmt(high)}]" if math.isfinite(low) and math.isfinite(high) else "—"
+
+    rows = []
+    for r in table.itertuples():
+        changed = isinstance(r.raises_kl, str) and r.cause != KL_DEFINITION
+        rows.append({
+            "cause": r.cause, "states": r.n_states,
+            "KL (nats/token) [95 % CI]": f"{r.kl:.2g} {interval(r.kl_ci_low, r.kl_ci_high, lambda v: f'{v:.2g}')}",
+            "÷ paper's 7e-4": f"{r.ratio_to_paper:.2g}",
+            "change vs baseline [95 %]": (f"{_times(r.change_vs_baseline)} "
+                                          f"{interval(r.change_ci_low, r.change_ci_high, _times)}") if changed else "—",
+            "[Bonferroni]": interval(r.change_ci_low_bonferroni, r.change_ci_high_bonferroni, _times) if changed else "—",
+            "raises the KL": r.raises_kl if changed else "—",
+            "within 3× of 7e-4": r.closes_gap,
+            "MLM loss: first step → dev": f"{r.mlm_first_loss:.2f} → {r.mlm_dev_loss:.2f}",
+        })
+    return pd.DataFrame(rows)
+
+
+def kl_gap_conclusion(table: pd.DataFrame) -> str:
+    """The study's answer in sentences, every number read from ``table`` (:func:`kl_gap_table`)."""
+    by_cause = table.set_index("cause")
+    lines = []
+    if BASELINE in by_cause.index:
+        b = by_cause.loc[BASELINE]
+        lines.append(f"The baseline (the cpu profile's Typhoon cell, fresh-head minilm-l6; {b.n_states} states) sits at "
+                     f"{b.kl:.2g} nats/token [95 % CI {b.kl_ci_low:.2g}, {b.kl_ci_high:.2g}], {b.ratio_to_paper:.2g} of "
+                     "the paper's 7e-4.")
+    if "model" in by_cause.index and isinstance(by_cause.loc["model", "raises_kl"], str):
+        m = by_cause.loc["model"]
+        held = {"yes": "the registered prediction holds", "no: lowers it": "the registered prediction fails",
+                "not decided": "the registered prediction is not decided"}[m.raises_kl]
+        lines.append(f"With minilm-l6-mlm (the masked LM that models language; {m.n_states} states) the KL is {m.kl:.2g} "
+                     f"[{m.kl_ci_low:.2g}, {m.kl_ci_high:.2g}], {_times(m.change_vs_baseline)} the baseline's paired by "
+                     f"task and seed (95 % unadjusted [{_times(m.change_ci_low)}, {_times(m.change_ci_high)}], "
+                     f"Bonferroni over the causes [{_times(m.change_ci_low_bonferroni)}, "
+                     f"{_times(m.change_ci_high_bonferroni)}]): {held}.")
+    raising = [c for c, r in by_cause.iterrows() if r.raises_kl == "yes" and c != KL_DEFINITION]
+    closing = [c for c, r in by_cause.iterrows() if r.closes_gap == "yes"]
+    lines.append("Causes whose 95 % interval of the paired change lies above 1 (unadjusted): "
+                 f"{', '.join(raising) if raising else 'none'}. Rows whose KL interval lies within a factor of "
+                 f"{KL_FACTOR:g} of 7e-4 (the gap closed): {', '.join(closing) if closing else 'none'}.")
+    return " ".join(lines)
