@@ -138,6 +138,7 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
     flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
                                                     "interface", "retries", "no_worker_timeout_s")}
     flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
+    flags["log_dir"] = str(resolve_out_dir(args.out, args.profile) / "logs" / "slurm")  # not the working folder
     spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
     if args.job_script:
         if spec.kind != "slurm":
