@@ -127,11 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
-    """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`)."""
+def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
+    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
+    or a sequential design alike (:class:`typhoon.runner.options.ReproduceOptions`)."""
     from typhoon.config import get_profile
     from typhoon.runner import cluster
-    from typhoon.runner.grid import remove_cell_leftovers, reproduce
+    from typhoon.runner.grid import remove_cell_leftovers
 
     if args.scheduler:
         raise ValueError("give --cluster or --scheduler, not both")
@@ -147,10 +148,7 @@ def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
         return 0
     print(cluster.describe(spec), flush=True)
     with cluster.cluster_executor(spec, on_lost=remove_cell_leftovers) as executor:  # the cells choose threads and device on their node
-        summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
-                            executor=executor, allow_mixed_precision=args.allow_mixed_precision,
-                            commit_records=args.commit_records, reuse=not args.no_reuse, reuse_from=args.reuse_from,
-                            estimate=False)
+        summary = options.on_cluster().run(executor)
     return 0 if summary.ok else 1
 
 
@@ -299,30 +297,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "run":
             return _run(args, overrides)
         if args.command == "reproduce":
-            from typhoon.runner.grid import dask_executor, reproduce
+            from typhoon.runner.grid import dask_executor
+            from typhoon.runner.options import ReproduceOptions
 
-            if args.workers is not None and args.workers < 1:
-                raise ValueError(f"--workers must be >= 1, got {args.workers}")
-            if args.estimate:
-                from typhoon.runner.estimate import estimate_only
-
-                print(estimate_only(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                    analysis=not args.no_analysis).text(max_cells=10**6))
+            options = ReproduceOptions.from_args(args, overrides)
+            options.check()  # a flag this profile's path cannot honour is refused before anything runs
+            if options.estimate_only:
+                print(options.run().text(max_cells=10**6))
                 return 0
             if args.cluster:
-                return reproduce_on_cluster(args, overrides)
-            executor = dask_executor(args.scheduler) if args.scheduler else None
-            if load_profiles().get(args.profile) and load_profiles()[args.profile].design:
-                from typhoon.runner.sequential_grid import reproduce_decisive
-
-                summary = reproduce_decisive(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                             analysis=not args.no_analysis, executor=executor,
-                                             commit_records=args.commit_records)
-                return 0 if summary.ok else 1
-            summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                analysis=not args.no_analysis, executor=executor,
-                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
-                                reuse=not args.no_reuse, reuse_from=args.reuse_from, estimate=not args.no_estimate)
+                return reproduce_on_cluster(args, options)
+            summary = options.run(dask_executor(args.scheduler) if args.scheduler else None)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.report.results_readme import update_answer, update_readme
