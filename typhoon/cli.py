@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from typhoon.config import load_profiles, parse_overrides, resolve
-from typhoon.masking.params import strategy_help
+from typhoon.config import get_profile, load_profiles, parse_overrides, resolve
+from typhoon.masking.params import strategy_help, strategy_names
 from typhoon.paths import OutputPathError, describe_os_error, is_file_system_error, resolve_out_dir
 from typhoon.runner import stop
 
@@ -27,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one cell: MLM adaptation, fine-tuning, dev metrics, run record",
                          epilog=strategy_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
-    run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
-    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | typhoon_softmax | typhoon_task")
+    run.add_argument("--backbone", help="registry name, local folder or hub id (default: the profile's first backbone)")
+    run.add_argument("--strategy", default="random", help=" | ".join(strategy_names()))
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from (default cpu: the main job's settings)")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
@@ -130,7 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
 def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
     """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
     or a sequential design alike (:class:`typhoon.runner.options.ReproduceOptions`)."""
-    from typhoon.config import get_profile
     from typhoon.runner import cluster
     from typhoon.runner.grid import remove_cell_leftovers
 
@@ -213,7 +212,8 @@ def _run(args: argparse.Namespace, overrides: dict) -> int:
     it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
     from typhoon.training.run import run
 
-    cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
+    backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
+    cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
     config = resolve(args.profile, cell, overrides)
     out = resolve_out_dir(args.out, config.profile)
     existed = out.exists()
