@@ -112,7 +112,8 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
             write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, cells, code)
             report = write_report(out_dir, spec.name, nb_dir) if analysis else None
         except BaseException as err:
-            raise grid.stopped(err, out_dir, list(configs.values()), log) from None
+            raise grid.stopped(err, out_dir, list(configs.values()), log, standing=lambda: decisive.where_it_stands(
+                decisive.results_table(configs, out_dir), study)) from None
         summary = grid.Summary(cells, out_dir / "results.csv", report)
         for sentence in decisive.answer(tables["verdicts"]):
             print(sentence)
