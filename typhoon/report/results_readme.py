@@ -318,10 +318,10 @@ def answer_markdown(studies: tuple[str, ...] = ANSWER_STUDIES, root: Path | None
     root = Path(root) if root else paths.repo_root()
     columns, order, margins = [], [], {}
     for profile in studies:
-        folder = root / "results" / profile
-        design = get_profile(profile).design
+        folder, spec = root / "results" / profile, get_profile(profile)
+        design = spec.design
         margins.update(design["margin"])
-        order += [(task, " - ".join(pair)) for task in get_profile(profile).tasks for pair in design["comparisons"]
+        order += [(task, " - ".join(pair)) for task in spec.tasks for pair in design["comparisons"]
                   if (task, " - ".join(pair)) not in order]
         verdicts_csv = folder / "stats" / "verdicts.csv"
         n_records = len(list(folder.glob("runs/*/*/*/seed*/metrics.json")))  # records land before a look's tables

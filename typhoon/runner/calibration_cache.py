@@ -12,6 +12,7 @@ same configuration; otherwise the estimate calibrates again and replaces it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ def cache_dir() -> Path:
     return Path(root) / "calibration"
 
 
+@functools.cache  # the sources do not change under a running process; an estimate looks the key up three times
 def code_version(package: Path = PACKAGE) -> str:
     """A hash of the package's Python sources and profiles: any change to the code prices the cells anew."""
     digest = hashlib.sha256()
@@ -41,6 +43,7 @@ def code_version(package: Path = PACKAGE) -> str:
     return digest.hexdigest()[:16]
 
 
+@functools.cache  # nor does the machine (read-only: the key is only serialised)
 def machine_key() -> dict:
     """What of the machine the step times depend on: the CPU, its features and cores, the GPUs."""
     cpu = machine.cpu_features()
