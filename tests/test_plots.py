@@ -272,6 +272,6 @@ def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_p
     assert bands == [0.01, 0.02]
     # typhoon+mixture's loss rose: its interval is coloured "disagrees", the others "agrees"
     assert set(table["theory"]) == {"agrees", "disagrees"}
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"theory agrees", "theory disagrees"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"theory (Holm) agrees", "theory (Holm) disagrees"}
     with pytest.raises(ValueError, match="full_mask_loss_diff"):
         figures.plot_schedule_comparisons(table.drop(columns="full_mask_loss_diff"), tmp_path / "bad")
