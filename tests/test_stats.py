@@ -526,6 +526,15 @@ def test_write_tables_atomic(tmp_path, results):
         stats_tables.write_tables({"x": [1, 2]}, tmp_path)
 
 
+def test_what_was_written_reads_as_a_sentence_not_a_python_list(tmp_path, results):
+    out = stats_tables.write_tables({"summary": run_summary.summarize(results), "comparisons": pd.DataFrame()},
+                                    tmp_path / "stats")
+    sentence = stats_tables.written_sentence(out)
+    assert sentence == "Written to `stats/`: `summary`, `comparisons` (each as .csv, .md and .tex)."
+    assert "[" not in sentence and "'" not in sentence
+    assert stats_tables.written_sentence({}) == "No tables written to `stats/`."
+
+
 def test_load_results(tmp_path, results):
     p = tmp_path / "results.csv"
     results.to_csv(p, index=False)

@@ -63,6 +63,9 @@ math[display="block"] {{ overflow-x: auto; max-width: 100%; }}
 nav.toc ol {{ padding-left: 1.3rem; }} nav.toc li {{ margin: .1rem 0; }}
 .error {{ border-left: 6px solid #b00020; background: #fdecea; padding: .5rem 1rem; }}
 .rendered-html {{ overflow-x: auto; }}
+/* a notebook's table keeps each cell on one line and scrolls in its box: squeezed into the column, a wide
+   table wraps every cell, and its rows grow several lines tall and mostly blank (browser.check_page) */
+.rendered-html td, .rendered-html th {{ white-space: nowrap; }}
 """
 
 
