@@ -85,6 +85,27 @@ def test_the_report_reads_without_code_noise_or_local_paths(page):
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/1998/Math/MathML", "")
 
 
+def test_a_pipeline_check_with_nothing_testable_says_why(tmp_path):
+    """Every tiny-random smoke run scores the majority class: the report says so, once, beside the column of
+    "cannot be tested"; a folder with comparisons that can be tested gets no such line."""
+    from typhoon.analysis import pairwise, stats_tables
+
+    out = tmp_path / "smoke"
+    make_output(out, profile="smoke", noise=0.0)
+    results = pd.read_csv(out / "results.csv").assign(primary_value=0.5)  # each run at the majority class (0.5)
+    results.to_csv(out / "results.csv", index=False)
+    comparisons = pairwise.paired_comparisons(results, on_invalid="skip")
+    stats_tables.write_tables({"comparisons": comparisons}, out / "stats")
+    assert set(comparisons["verdict"]) == {"cannot be tested"}
+    html = report_html.render_report(out, [executed_notebook(out)], "smoke").read_text()
+    runs = len(results)
+    assert html.count("Why every paired comparison here reads") == 1
+    assert f"{runs} of its {runs} runs score the majority class" in html
+    learned = tmp_path / "learned"
+    make_output(learned, profile="smoke")
+    assert "Why every paired comparison" not in report_html.render_report(learned, [], "smoke").read_text()
+
+
 def test_math_is_mathml_and_code_stays_code():
     html = report_html.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
     assert html.count("<math") == 2 and 'display="block"' in html and "$" not in html.replace("<code>$5</code>", "")

@@ -39,6 +39,8 @@ MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.
 ALPHA = 0.05  # TOST at 5 %: the 90 % interval
 AGREES, DISAGREES, NOT_DECIDED = "agrees", "disagrees", "not decided"
 IDENTICAL, SAME_NUMERICS_DIFFER, OTHER_NUMERICS = "bit-identical", "differs (same numerics)", "differs (other numerics)"
+# other numerics, yet the same dev metric to the last bit: "differs" would be read as "the number differs"
+EQUAL_VALUE_OTHER_NUMERICS = "equal value, other numerics"
 MISSING_HERE, MISSING_IN_REFERENCE, NOT_OK = "missing here", "missing in reference", "not ok"
 TABLES = ("reference_cells", "reference_means", "reference_conclusions")
 
@@ -85,7 +87,8 @@ def _same_numbers(a: dict, b: dict) -> bool:
 
 def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.DataFrame:
     """One row per cell of either run: the dev metric here and in the reference, their numerics, and the
-    status (bit-identical / differs with the same numerics / differs with other numerics / missing)."""
+    status (bit-identical / differs with the same numerics / differs with other numerics / the same dev metric
+    with other numerics, whose record differs elsewhere, e.g. its loss curve / missing)."""
     run, ref = read_results(Path(run_dir)), read_results(Path(ref_dir))
     merged = run.merge(ref, on=schema.RUN_KEYS, how="outer", suffixes=("_run", "_ref"), indicator=True)
     rows = []
@@ -110,7 +113,8 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
         elif _same_numbers(run_m, ref_m) and run_loss == ref_loss:
             row["status"] = IDENTICAL
         else:
-            row["status"] = SAME_NUMERICS_DIFFER if row["same_numerics"] else OTHER_NUMERICS
+            row["status"] = (SAME_NUMERICS_DIFFER if row["same_numerics"]
+                             else EQUAL_VALUE_OTHER_NUMERICS if row["difference"] == 0 else OTHER_NUMERICS)
         rows.append(row)
     columns = [*schema.RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status",
                "same_numerics", "run_numerics", "reference_numerics", "reused_from"]

@@ -248,6 +248,32 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
     return title, "\n".join(parts), pipeline_check
 
 
+def untestable_html(out_dir: Path) -> str:
+    """A pipeline check's line on why it tests nothing, when every paired comparison of its
+    ``stats/comparisons.csv`` is "cannot be tested" (else ""): how many of its runs score the majority class
+    (:func:`typhoon.analysis.run_summary.degenerate_rate`), which leaves every paired difference without spread.
+    A reader of the smoke report otherwise sees only a column of "cannot be tested" and no reason."""
+    import pandas as pd
+
+    from typhoon.analysis import run_summary
+
+    comparisons, results = Path(out_dir) / "stats" / "comparisons.csv", Path(out_dir) / "results.csv"
+    if not (comparisons.is_file() and results.is_file()):
+        return ""
+    verdicts = pd.read_csv(comparisons).get("verdict", pd.Series(dtype=str))
+    if verdicts.empty or not (verdicts == "cannot be tested").all():
+        return ""
+    degenerate = run_summary.degenerate_rate(pd.read_csv(results))
+    at_majority, runs = int(degenerate["n_degenerate"].sum()), int(degenerate["n"].sum())
+    why = (f"{at_majority} of its {runs} runs score the majority class (the dev metric of always answering the "
+           "commonest label), so the paired differences between strategies have no spread"
+           if at_majority else "the paired differences between strategies have no spread")
+    return (f'<p class="banner">Why every paired comparison here reads “cannot be tested” ({len(verdicts)} of '
+            f"{len(verdicts)}): {html.escape(why)}, and a t test, its interval and TOST are undefined without one. "
+            "A pipeline check shows that the statistics run end to end; a comparison that can be tested needs a "
+            "model that learns (the cpu profile, results/cpu).</p>")
+
+
 def wall_time(manifest: dict, now: datetime | None = None) -> str:
     """The header's wall time. The report is rendered at the end of a ``reproduce``, after the manifest's
     first write (before the analysis, whose ``wall_s`` leaves the analysis out and is ~0 when every cell
@@ -393,7 +419,7 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body><main>",
-        header, '<h2 id="summary">Summary</h2>', summary,
+        header, '<h2 id="summary">Summary</h2>', untestable_html(out_dir) if pipeline_check else "", summary,
         '<nav class="toc"><h2 id="contents">Contents</h2><ol>' + "".join(toc) + "</ol></nav>",
         *sections,
         "<hr><p>Regenerate with <code>python -m typhoon reproduce --profile "
