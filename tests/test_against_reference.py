@@ -118,6 +118,24 @@ def test_mixed_numerics_and_a_missing_cell_are_said_per_cell(tmp_path):
     assert typhoon["n_pairs"] == 2  # only the seeds both runs have are paired
 
 
+def test_tidy_tables_pair_each_strategy_under_each_schedule(tmp_path):
+    """Two tidy results.csv (strategy and schedule apart): random under fixed and under uniform are two arms,
+    each paired with the same arm of the reference, never with each other."""
+    values = {("random", 0): 0.85, ("random", 1): 0.84, ("random+uniform", 0): 0.80, ("random+uniform", 1): 0.79}
+    folders = []
+    for name in ("ref", "run"):
+        folder = make_run(tmp_path / name, values)
+        table = pd.read_csv(folder / "results.csv")
+        strategy_and_schedule = table["strategy"].str.partition("+")
+        table["strategy"] = strategy_and_schedule[0]
+        table.insert(3, "schedule", strategy_and_schedule[2].replace("", "fixed"))
+        table.to_csv(folder / "results.csv", index=False)
+        folders.append(folder)
+    comparison = reference.compare_with_reference(folders[1], folders[0])
+    assert sorted(comparison.means["strategy"]) == ["random", "random+uniform"]
+    assert (comparison.cells["difference"] == 0).all() and len(comparison.cells) == 4
+
+
 def test_a_truncated_results_table_is_refused_by_name(tmp_path):
     ref = make_run(tmp_path / "ref", REF)
     run = make_run(tmp_path / "run", REF)

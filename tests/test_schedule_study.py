@@ -18,11 +18,14 @@ HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")
 
 
 def synthetic(dev: dict[str, list[float]], loss: dict[str, list[float]] | None = None, task="mrpc") -> pd.DataFrame:
-    """A results table: one ok run per strategy label (e.g. ``random+mixture``) and seed."""
+    """A tidy results table: one ok run per arm (written ``strategy+schedule``, e.g. ``random+mixture``; the
+    strategy alone under fixed) and seed, with the strategy and the schedule in their own columns."""
     rows = []
     for label, values in dev.items():
+        strategy, _, schedule = label.partition("+")
         for seed, value in enumerate(values):
-            rows.append(dict(task=task, backbone="minilm-l6", strategy=label, seed=seed, status="ok",
+            rows.append(dict(task=task, backbone="minilm-l6", strategy=strategy, schedule=schedule or "fixed",
+                             seed=seed, status="ok",
                              primary_metric="f1", primary_value=value,
                              mlm_full_mask_loss=(loss or {}).get(label, [np.nan] * len(values))[seed]))
     return pd.DataFrame(rows).reindex(columns=schema.RESULT_COLUMNS)

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
-from typhoon.analysis import paper_claims
+from typhoon.analysis import paper_claims, run_summary
 from typhoon.records import run_numerics, run_record, schema
 from typhoon.report import results_readme
 
@@ -55,7 +55,9 @@ def reference_for(profile: str, out_dir: str | os.PathLike) -> Path | None:
 
 
 def read_results(folder: Path) -> pd.DataFrame:
-    """A folder's ``results.csv``; FileNotFoundError naming it when missing, ValueError when it lacks columns."""
+    """A folder's ``results.csv`` with ``strategy`` naming each run's arm (strategy and schedule:
+    :func:`typhoon.analysis.run_summary.arms`, so a run is one row per RUN_KEYS as in the statistics);
+    FileNotFoundError naming it when missing, ValueError when it lacks columns."""
     path = Path(folder) / "results.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{paths.shown(path)} not found: is {paths.shown(folder)} a finished reproduce?")
@@ -63,7 +65,7 @@ def read_results(folder: Path) -> pd.DataFrame:
     missing = sorted({*schema.RUN_KEYS, "status", "primary_metric", "primary_value", "record_path"} - set(frame.columns))
     if missing:
         raise ValueError(f"{paths.shown(path)} is not a results table: missing column(s) {missing}")
-    return frame
+    return run_summary.arms(frame)
 
 
 def _record(folder: Path, record_path: str) -> tuple[dict | None, bytes | None]:

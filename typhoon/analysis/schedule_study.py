@@ -80,14 +80,10 @@ def schedule_hypothesis(profile: str | Profile = "schedules") -> ScheduleHypothe
                               why=dict(body.get("why", {})))
 
 
-def _label(strategy: str, schedule: str) -> str:
-    """The strategy column of a run (``RunConfig.label``): the strategy, plus the schedule unless fixed."""
-    return strategy if schedule == "fixed" else f"{strategy}+{schedule}"
-
-
 def _differences(runs: pd.DataFrame, value: str, a: str, b: str) -> pd.Series:
-    """Per seed with both runs: value of ``a`` minus value of ``b`` (NaN-free, indexed by seed)."""
-    wide = runs.pivot_table(index="seed", columns="strategy", values=value, aggfunc="first")
+    """Per seed with both runs: value under schedule ``a`` minus value under ``b`` (``runs``: one strategy's
+    runs; NaN-free, indexed by seed)."""
+    wide = runs.pivot_table(index="seed", columns="schedule", values=value, aggfunc="first")
     if a not in wide or b not in wide:
         return pd.Series(dtype=float)
     pair = wide[[a, b]].apply(pd.to_numeric, errors="coerce").dropna()
@@ -148,29 +144,36 @@ def schedule_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) 
     verdict. ``observed_unadjusted`` / ``theory_unadjusted`` are the same read from the unadjusted 95 %
     interval ("lower"/"higher" when it excludes 0), shown beside the verdict, never instead of it.
     """
-    runs = run_summary.ok_runs(results)
+    if "schedule" not in results.columns:
+        raise ValueError("results has no schedule column, so the schedules cannot be told apart: a results.csv "
+                         "written before it had one; rebuild it from the records "
+                         "(python -m typhoon reproduce --profile <profile> --out <folder>)")
+    run_summary.ok_runs(results)  # refuses an ok run without a dev metric, a duplicated run, a missing schedule
+    runs = results.loc[results["status"].astype(str) == "ok"].copy()
+    runs["primary_value"] = pd.to_numeric(runs["primary_value"], errors="coerce")
+    runs[["strategy", "schedule"]] = runs[["strategy", "schedule"]].astype(str)
     if FULL_MASK_LOSS not in runs:
         runs[FULL_MASK_LOSS] = np.nan
     rows = []
     for (task, backbone), group in runs.groupby(["task", "backbone"], sort=False):
-        bases = dict.fromkeys(s.split("+")[0] for s in group["strategy"])
-        for strategy in bases:
-            b = _label(strategy, hypothesis.reference)
+        for strategy in dict.fromkeys(group["strategy"]):
+            arm = group[group["strategy"] == strategy]
+            b = hypothesis.reference
             for schedule in hypothesis.schedules:
-                a = _label(strategy, schedule)
-                if not {a, b} <= set(group["strategy"]):
+                a = schedule
+                if not {a, b} <= set(arm["schedule"]):
                     continue
-                d = _differences(group, "primary_value", a, b)
+                d = _differences(arm, "primary_value", a, b)
                 mean, sd, lo, hi, p = _t_summary(d)
-                loss = _differences(group, FULL_MASK_LOSS, a, b)
+                loss = _differences(arm, FULL_MASK_LOSS, a, b)
                 loss_mean, _, loss_lo, loss_hi, loss_p = _t_summary(loss)
                 margin = float(hypothesis.margins.get(task, np.nan))
                 predicted = hypothesis.full_mask_loss.get(schedule)
                 observed_unadjusted = _observed(loss_lo, loss_hi) if len(loss) else "not measured"
-                wide = group.pivot_table(index="seed", columns="strategy", values=FULL_MASK_LOSS, aggfunc="first")
+                wide = arm.pivot_table(index="seed", columns="schedule", values=FULL_MASK_LOSS, aggfunc="first")
                 rows.append(dict(
                     task=task, backbone=backbone, strategy=strategy, schedule=schedule, reference=hypothesis.reference,
-                    primary_metric=str(group["primary_metric"].iloc[0]), n=len(d), seeds=" ".join(map(str, d.index)), diff=mean,
+                    primary_metric=str(arm["primary_metric"].iloc[0]), n=len(d), seeds=" ".join(map(str, d.index)), diff=mean,
                     ci_low=lo, ci_high=hi, p=p, margin=margin, tost_p=significance.tost_paired(d.to_numpy(float), margin),
                     sd_diff=sd, cohen_dz=mean / sd if sd and np.isfinite(sd) and sd > 0 else np.nan,
                     full_mask_loss_reference=pd.to_numeric(wide.get(b), errors="coerce").mean() if b in wide else np.nan,
@@ -286,7 +289,8 @@ def study_of_folder(out_dir: str | Path, profile: str | Profile = "schedules") -
     schedule runs in the folder, where they would come from)."""
     hypothesis = schedule_hypothesis(profile)
     path = Path(out_dir) / "results.csv"
-    table = schedule_comparisons(run_summary.load_results(path), hypothesis) if path.is_file() else pd.DataFrame(columns=COLUMNS)
+    table = (schedule_comparisons(run_summary.load_results(path, tidy=True), hypothesis) if path.is_file()
+             else pd.DataFrame(columns=COLUMNS))
     if not table.empty:
         atomic_write_csv(Path(out_dir) / "stats" / TABLE, table)
     registered = (f"**Registered before the runs** (`[schedules.hypothesis]` in `typhoon/profiles.toml`): "

@@ -376,7 +376,11 @@ def runs_section_html(results) -> str:
 
 
 def runs_html(results) -> str:
-    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook."""
+    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook;
+    the strategy column names its arm (strategy+schedule unless the default schedule, as in the statistics)."""
+    from typhoon.analysis.run_summary import arms
+
+    results = arms(results)
     rows = []
     for r in results.itertuples():
         value = f"{r.primary_metric} {r.primary_value:.4f}" if r.status == "ok" else html.escape(str(r.error))
