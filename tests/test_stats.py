@@ -549,7 +549,7 @@ def test_a_tidy_table_is_compared_arm_by_arm_as_the_labelled_one_was(tmp_path, r
     tidy.to_csv(tmp_path / "results.csv", index=False)
     assert set(run_summary.load_results(tmp_path / "results.csv")["strategy"]) == set(labelled["strategy"])
     as_written = run_summary.load_results(tmp_path / "results.csv", tidy=True)
-    assert set(zip(as_written["strategy"], as_written["schedule"])) >= {("random", "uniform"), ("random", "fixed")}
+    assert set(zip(as_written["strategy"], as_written["schedule"], strict=True)) >= {("random", "uniform"), ("random", "fixed")}
     with pytest.raises(ValueError, match=r"no schedule for 1 run\(s\)"):
         run_summary.ok_runs(tidy.assign(schedule=lambda f: f["schedule"].where(f.index != 0)))
 
