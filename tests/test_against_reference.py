@@ -83,6 +83,23 @@ def test_other_numerics_that_shift_the_mean_disagree_and_small_shifts_agree(tmp_
     assert comparison.margins["margin"].iloc[0] == pytest.approx(max(0.01, pooled))
 
 
+def test_other_numerics_with_every_dev_metric_equal_read_equal_not_differs(tmp_path):
+    """A pipeline check on another machine: other numerics, a different loss curve, and every dev metric the
+    same as the reference's (0.0 difference): the cells say "equal value", never "differs"."""
+    ref = make_run(tmp_path / "ref", REF)
+    run = make_run(tmp_path / "run", REF, numerics=AVX2, loss="split,step,loss\ntrain,1,7.5\n")
+    comparison = reference.compare_with_reference(run, ref)
+    assert (comparison.cells["run_value"] == comparison.cells["reference_value"]).all()
+    assert set(comparison.cells["status"]) == {"equal value, other numerics"}
+    summary = comparison.summary()
+    assert "cells: 6 equal value, other numerics" in summary and "differs" not in summary
+    # one cell moved: that one differs, the rest stay equal
+    moved = make_run(tmp_path / "moved", {**REF, ("random", 0): 0.851}, numerics=AVX2,
+                     loss="split,step,loss\ntrain,1,7.5\n")
+    status = reference.compare_with_reference(moved, ref).cells.set_index(["strategy", "seed"])["status"]
+    assert status[("random", 0)] == "differs (other numerics)" and status[("random", 1)] == "equal value, other numerics"
+
+
 def test_mixed_numerics_and_a_missing_cell_are_said_per_cell(tmp_path):
     ref = make_run(tmp_path / "ref", REF)
     partial = {k: v for k, v in REF.items() if k != ("typhoon", 2)}
@@ -90,12 +107,33 @@ def test_mixed_numerics_and_a_missing_cell_are_said_per_cell(tmp_path):
     # one cell of this run ran with other numerics
     cell = run / "runs/mrpc/minilm-l6/random/seed1/metrics.json"
     cell.write_text(json.dumps({**json.loads(cell.read_text()), **AVX2, "final": {"dev_f1": 0.835}}))
+    table = pd.read_csv(run / "results.csv")  # its row, as the run's own results.csv would say
+    table.loc[(table["strategy"] == "random") & (table["seed"] == 1), "primary_value"] = 0.835
+    table.to_csv(run / "results.csv", index=False)
     comparison = reference.compare_with_reference(run, ref)
     status = {(r.strategy, r.seed): r.status for r in comparison.cells.itertuples()}
     assert status[("typhoon", 2)] == reference.MISSING_HERE
     assert status[("random", 1)] == reference.OTHER_NUMERICS and status[("random", 0)] == reference.IDENTICAL
     typhoon = comparison.means.set_index("strategy").loc["typhoon"]
     assert typhoon["n_pairs"] == 2  # only the seeds both runs have are paired
+
+
+def test_tidy_tables_pair_each_strategy_under_each_schedule(tmp_path):
+    """Two tidy results.csv (strategy and schedule apart): random under fixed and under uniform are two arms,
+    each paired with the same arm of the reference, never with each other."""
+    values = {("random", 0): 0.85, ("random", 1): 0.84, ("random+uniform", 0): 0.80, ("random+uniform", 1): 0.79}
+    folders = []
+    for name in ("ref", "run"):
+        folder = make_run(tmp_path / name, values)
+        table = pd.read_csv(folder / "results.csv")
+        strategy_and_schedule = table["strategy"].str.partition("+")
+        table["strategy"] = strategy_and_schedule[0]
+        table.insert(3, "schedule", strategy_and_schedule[2].replace("", "fixed"))
+        table.to_csv(folder / "results.csv", index=False)
+        folders.append(folder)
+    comparison = reference.compare_with_reference(folders[1], folders[0])
+    assert sorted(comparison.means["strategy"]) == ["random", "random+uniform"]
+    assert (comparison.cells["difference"] == 0).all() and len(comparison.cells) == 4
 
 
 def test_a_truncated_results_table_is_refused_by_name(tmp_path):

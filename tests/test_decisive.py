@@ -26,7 +26,7 @@ def synthetic(study, seeds, value=lambda task, strategy, seed: 0.8, skip=()):
         for strategy in study.arms:
             for seed in seeds.get(strategy, seeds.get("*", [])):
                 if (task, strategy, seed) not in skip:
-                    rows.append({"task": task, "backbone": "minilm-l6", "strategy": strategy, "seed": seed,
+                    rows.append({"task": task, "backbone": "minilm-l6", "strategy": strategy, "schedule": "fixed", "seed": seed,
                                  "status": "ok", "primary_value": value(task, strategy, seed)})
     return pd.DataFrame(rows).reindex(columns=schema.RESULT_COLUMNS)
 

@@ -38,7 +38,8 @@ def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl
         for strategy in STRATEGIES:
             for seed in range(seeds):
                 record_path = f"runs/{task}/minilm-l6/{strategy}/seed{seed}"
-                rows.append(dict(task=task, backbone="minilm-l6", strategy=strategy, seed=seed, profile=profile,
+                rows.append(dict(task=task, backbone="minilm-l6", strategy=strategy, schedule="fixed", seed=seed,
+                                 profile=profile,
                                  status="ok", primary_metric=metric, majority_value=0.5, precision="bf16",
                                  device="cpu", wall_s=60.0, record_path=record_path,
                                  primary_value=0.8 + shift.get(strategy, 0.0) + rng.normal(0, noise),
@@ -233,7 +234,7 @@ def schedule_folder(out):
     fixed = results[results["strategy"] == "random"].assign(mlm_full_mask_loss=7.0 + rng.normal(0, 0.02, 6))
     runs = [results[results["strategy"] != "random"], fixed]
     for schedule, shift in (("uniform", -0.3), ("mixture", -1.0)):
-        runs.append(fixed.assign(strategy=f"random+{schedule}", primary_value=fixed["primary_value"] + rng.normal(0, 0.01, 6),
+        runs.append(fixed.assign(schedule=schedule, primary_value=fixed["primary_value"] + rng.normal(0, 0.01, 6),
                                  mlm_full_mask_loss=fixed["mlm_full_mask_loss"] + shift + rng.normal(0, 0.02, 6)))
     pd.concat(runs).to_csv(out / "results.csv", index=False)
     schedule_study.study_of_folder(out)

@@ -256,7 +256,9 @@ def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_p
     for task, metric in (("mrpc", "f1"), ("cola", "mcc")):
         for label, loss in (("random", 7.0), ("random+uniform", 6.5), ("random+mixture", 6.0), ("typhoon", 7.0),
                             ("typhoon+mixture", 7.3)):
-            rows += [dict(task=task, backbone="minilm-l6", strategy=label, seed=k, status="ok", primary_metric=metric,
+            strategy, _, schedule = label.partition("+")
+            rows += [dict(task=task, backbone="minilm-l6", strategy=strategy, schedule=schedule or "fixed", seed=k,
+                          status="ok", primary_metric=metric,
                           primary_value=0.5 + rng.normal(0, 0.01), mlm_full_mask_loss=loss + rng.normal(0, 0.02),
                           record_path=f"runs/{task}/minilm-l6/{label}/seed{k}") for k in range(3)]
     table = schedule_study.schedule_comparisons(pd.DataFrame(rows), schedule_study.schedule_hypothesis("schedules"))
@@ -272,6 +274,6 @@ def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_p
     assert bands == [0.01, 0.02]
     # typhoon+mixture's loss rose: its interval is coloured "disagrees", the others "agrees"
     assert set(table["theory"]) == {"agrees", "disagrees"}
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"theory agrees", "theory disagrees"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"theory (Holm) agrees", "theory (Holm) disagrees"}
     with pytest.raises(ValueError, match="full_mask_loss_diff"):
         figures.plot_schedule_comparisons(table.drop(columns="full_mask_loss_diff"), tmp_path / "bad")

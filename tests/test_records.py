@@ -71,7 +71,7 @@ def test_result_rows_name_the_strategy_from_the_stored_config_not_the_folder(tmp
     table = result_rows.collect_results(tmp_path)
     assert list(table.columns) == schema.RESULT_COLUMNS and len(table) == 1
     row = table.iloc[0]
-    assert row.strategy == "random+uniform" and row.record_path == "runs/mrpc/tiny-random/renamed/seed1"
+    assert (row.strategy, row.schedule) == ("random", "uniform") and row.record_path == "runs/mrpc/tiny-random/renamed/seed1"
     assert (row.profile, row.status, row.primary_metric, row.primary_value, row.dev_accuracy) == ("smoke", "ok", "f1", 0.8, 0.7)
     assert (row.wall_s, row.ft_tokens_per_s, row.device) == (3.5, 20.0, "cpu") and pd.isna(row.dev_mcc)
 
@@ -82,7 +82,9 @@ def test_results_for_a_grid_list_every_cell_in_order_missing_ones_too(tmp_path):
     table = result_rows.collect_results(tmp_path, [other, CONFIG])
     assert list(table["status"]) == ["missing", "ok"] and list(table["seed"]) == [0, 1]
     missing = table.iloc[0]
-    assert missing.record_path == other.relative_dir().as_posix() and missing.strategy == "random+uniform"
+    assert missing.record_path == other.relative_dir().as_posix()
+    # tidy: the strategy alone, the schedule in its own column (the record's folder keeps the arm's name)
+    assert (missing.strategy, missing.schedule) == ("random", "uniform") and "random+uniform" in missing.record_path
     assert missing.profile == "smoke" and pd.isna(missing.primary_value)
     assert result_rows.result_row(other, None, "x") == {**{c: None for c in schema.RESULT_COLUMNS},
                                                      **result_rows.run_keys(other), "profile": "smoke",
@@ -92,7 +94,8 @@ def test_results_for_a_grid_list_every_cell_in_order_missing_ones_too(tmp_path):
 def test_status_rows_share_the_run_keys():
     row = result_rows.status_row(CONFIG, "skipped")
     assert list(row) == schema.STATUS_COLUMNS
-    assert {k: row[k] for k in schema.RUN_KEYS} == result_rows.run_keys(CONFIG)
+    assert {k: row[k] for k in schema.GRID_KEYS} == result_rows.run_keys(CONFIG)
+    assert (row["strategy"], row["schedule"]) == ("random", "uniform")
     assert row["record_path"] == "runs/mrpc/tiny-random/random+uniform/seed1" and row["seconds"] == 0.0
 
 

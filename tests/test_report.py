@@ -30,6 +30,10 @@ def executed_notebook(out, name="20_statistics.ipynb"):
     fig.subplots().plot([0, 1], [0, 1])
     png = figures.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
     wide = pd.DataFrame([[0.123456] * 40], columns=[f"a_rather_long_column_name_{i}" for i in range(40)])
+    # as notebook 20's comparisons table: short numbers beside a sentence-long note, 36 columns
+    squeezed = pd.DataFrame([[0.8148, "cannot be tested: the differences have zero variance (all +0): t, p, CIs, "
+                              "d_z, BF10, TOST and ASO are undefined"] + [0.0] * 34] * 3,
+                            columns=["mean_a", "note", *(f"c{i}" for i in range(34))])
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell(f"# 20 · Statistics\n\nThe identity {LATEX} and `$TYPHOON_GLUE_DIR` "
@@ -45,6 +49,7 @@ def executed_notebook(out, name="20_statistics.ipynb"):
                 "image/png": base64.b64encode(png.read_bytes()).decode(), "text/plain": "<Image>"}),
             nbformat.v4.new_output("execute_result", data={"text/html": wide.to_html(), "text/plain": "wide"},
                                    execution_count=1),
+            nbformat.v4.new_output("display_data", data={"text/html": squeezed.to_html(), "text/plain": "squeezed"}),
             nbformat.v4.new_output("display_data", data={"text/markdown": "**Conclusion:** $p = 0.15$."}),
         ]),
     ]
@@ -80,6 +85,27 @@ def test_the_report_reads_without_code_noise_or_local_paths(page):
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/1998/Math/MathML", "")
 
 
+def test_a_pipeline_check_with_nothing_testable_says_why(tmp_path):
+    """Every tiny-random smoke run scores the majority class: the report says so, once, beside the column of
+    "cannot be tested"; a folder with comparisons that can be tested gets no such line."""
+    from typhoon.analysis import pairwise, stats_tables
+
+    out = tmp_path / "smoke"
+    make_output(out, profile="smoke", noise=0.0)
+    results = pd.read_csv(out / "results.csv").assign(primary_value=0.5)  # each run at the majority class (0.5)
+    results.to_csv(out / "results.csv", index=False)
+    comparisons = pairwise.paired_comparisons(results, on_invalid="skip")
+    stats_tables.write_tables({"comparisons": comparisons}, out / "stats")
+    assert set(comparisons["verdict"]) == {"cannot be tested"}
+    html = report_html.render_report(out, [executed_notebook(out)], "smoke").read_text()
+    runs = len(results)
+    assert html.count("Why every paired comparison here reads") == 1
+    assert f"{runs} of its {runs} runs score the majority class" in html
+    learned = tmp_path / "learned"
+    make_output(learned, profile="smoke")
+    assert "Why every paired comparison" not in report_html.render_report(learned, [], "smoke").read_text()
+
+
 def test_math_is_mathml_and_code_stays_code():
     html = report_html.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
     assert html.count("<math") == 2 and 'display="block"' in html and "$" not in html.replace("<code>$5</code>", "")
@@ -102,6 +128,38 @@ def test_the_browser_sees_a_clean_page(page):
     assert browser.check_page(path, chromium) == []
     seen = browser.measure_page(path, chromium)
     assert seen["mathml"] >= 3 and seen["images"] and all(img["loaded"] for img in seen["images"])
+    assert seen["tall_rows"] == [] and seen["python_lists"] == []
+
+
+def test_the_browser_finds_squeezed_rows_and_printed_lists(tmp_path):
+    """A 36-column table whose one long note wraps into a narrow column (rows five lines tall, four fifths
+    blank) and a notebook's last expression, a list of file names, shown as text: both are named; the same
+    table with one line per cell, and the names in a sentence, are not."""
+    chromium = browser.find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium (Debian: apt-get install chromium)")
+    note = ("cannot be tested: the differences have zero variance (all +0): t, p, CIs, d_z, BF10, TOST and ASO "
+            "are undefined; wilcoxon: all differences are zero")
+    row = "<tr><td>mrpc</td><td>" + note + "</td>" + "<td>0.0</td>" * 34 + "</tr>"
+    table = f'<div class="table-wrap"><table style="font-size:13px;line-height:1.5">{row * 3}</table></div>'
+    listed = "<pre>['comparisons.csv',\n 'comparisons.md',\n 'comparisons.tex']</pre>"
+    bad = tmp_path / "bad.html"
+    bad.write_text(f'<html><body style="width:1100px">{table}{listed}</body></html>')
+    seen = browser.measure_page(bad, chromium)
+    # three rows of 36 cells, each more than three text lines tall (its note wrapped into a narrow column)
+    assert [r["cells"] for r in seen["tall_rows"]] == [36, 36, 36]
+    assert all(r["height"] > 3 * 13 * 1.5 for r in seen["tall_rows"])  # taller than three 13 px lines at 1.5
+    assert seen["python_lists"] and seen["python_lists"][0].startswith("['comparisons.csv'")
+    problems = browser.check_page(bad, chromium)
+    assert any("taller than their content needs" in p for p in problems)
+    assert any("Python list printed as text" in p for p in problems)
+    good = tmp_path / "good.html"
+    one_line = table.replace("<table ", '<table class="x" ').replace("<td>", '<td style="white-space:nowrap">')
+    good.write_text(f'<html><body style="width:1100px">{one_line}<p>Written to <code>stats/</code>: '
+                    "<code>comparisons</code> (each as .csv, .md and .tex); the list "
+                    "<code>['a.csv', 'b.csv']</code> in code is code.</p></body></html>")
+    seen = browser.measure_page(good, chromium)
+    assert seen["tall_rows"] == [] and seen["python_lists"] == []
 
 
 def test_the_browser_check_can_fail(tmp_path):

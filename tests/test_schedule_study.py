@@ -18,11 +18,14 @@ HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")
 
 
 def synthetic(dev: dict[str, list[float]], loss: dict[str, list[float]] | None = None, task="mrpc") -> pd.DataFrame:
-    """A results table: one ok run per strategy label (e.g. ``random+mixture``) and seed."""
+    """A tidy results table: one ok run per arm (written ``strategy+schedule``, e.g. ``random+mixture``; the
+    strategy alone under fixed) and seed, with the strategy and the schedule in their own columns."""
     rows = []
     for label, values in dev.items():
+        strategy, _, schedule = label.partition("+")
         for seed, value in enumerate(values):
-            rows.append(dict(task=task, backbone="minilm-l6", strategy=label, seed=seed, status="ok",
+            rows.append(dict(task=task, backbone="minilm-l6", strategy=strategy, schedule=schedule or "fixed",
+                             seed=seed, status="ok",
                              primary_metric="f1", primary_value=value,
                              mlm_full_mask_loss=(loss or {}).get(label, [np.nan] * len(values))[seed]))
     return pd.DataFrame(rows).reindex(columns=schema.RESULT_COLUMNS)
@@ -55,6 +58,56 @@ def test_each_schedule_against_fixed_matches_scipy():
     assert row.full_mask_loss_ci_high < 0 and row.observed == "lower" and row.theory == "agrees"
     text = schedule_study.schedule_conclusion(table, HYPOTHESIS)
     assert "2 comparisons" in text and "theory's direction is seen in 2 of 2" in text
+
+
+def hand_holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment written out (Holm 1979): the i-th smallest of m p-values times (m - i),
+    made non-decreasing in that order, capped at 1; an independent reference for the table's column."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * len(pvalues), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (len(pvalues) - rank) * pvalues[i])
+        adjusted[i] = min(1.0, running)
+    return adjusted
+
+
+def test_the_loss_verdict_is_holm_adjusted_with_the_unadjusted_one_beside_it():
+    # four comparisons whose full-mask loss falls by a little, each unadjusted p just under 0.05: an unadjusted
+    # interval calls each "agrees", Holm over the four does not
+    fixed_loss = [7.0, 7.1, 6.9]
+    shifts = {"random+uniform": [-0.20, -0.25, -0.15], "random+mixture": [-0.18, -0.26, -0.16],
+              "typhoon+uniform": [-0.21, -0.24, -0.13], "typhoon+mixture": [-0.50, -0.51, -0.49]}
+    loss = {"random": fixed_loss, "typhoon": fixed_loss,
+            **{label: [f + d for f, d in zip(fixed_loss, shift, strict=True)] for label, shift in shifts.items()}}
+    dev = {label: FIXED[:3] for label in loss}
+    table = schedule_study.schedule_comparisons(synthetic(dev, loss), HYPOTHESIS)
+    labels = [f"{r.strategy}+{r.schedule}" for r in table.itertuples()]
+    p_unadjusted = [st.ttest_1samp(shifts[label], 0.0).pvalue for label in labels]
+    assert table["full_mask_loss_p"].tolist() == pytest.approx(p_unadjusted)
+    assert table["full_mask_loss_p_holm"].tolist() == pytest.approx(hand_holm(p_unadjusted))
+    assert table["full_mask_loss_holm_family"].iloc[0].startswith("Holm over the 4 comparisons")
+    by_label = dict(zip(labels, table.itertuples(), strict=True))
+    for label, p_raw in zip(labels, p_unadjusted, strict=True):
+        row, p_adj = by_label[label], hand_holm(p_unadjusted)[labels.index(label)]
+        assert row.theory_unadjusted == ("agrees" if p_raw < 0.05 else "not decided")
+        assert row.theory == ("agrees" if p_adj < 0.05 else "not decided")
+    assert by_label["random+uniform"].theory_unadjusted == "agrees" and by_label["random+uniform"].theory == "not decided"
+    assert by_label["typhoon+mixture"].theory == "agrees"  # a tight fall survives the adjustment
+    headline = schedule_study.headline(table)
+    adjusted_agree = sum(p < 0.05 for p in hand_holm(p_unadjusted))
+    raw_agree = sum(p < 0.05 for p in p_unadjusted)
+    assert f"seen in {adjusted_agree} of 4 (Holm over the 4; unadjusted 95 % intervals: {raw_agree} of 4)" in headline
+    shown = schedule_study.display_table(table).set_index(["strategy", "comparison"])
+    assert shown.loc[("random", "uniform − fixed"), "theory (Holm)"] == "lower: not decided"
+    assert shown.loc[("random", "uniform − fixed"), "unadjusted p: theory"].endswith(": agrees")
+
+
+def test_a_loss_rise_is_a_disagreement_once_adjusted():
+    loss = {"random": [7.0, 7.1, 6.9, 7.0], "random+mixture": [7.5, 7.62, 7.41, 7.49]}
+    table = schedule_study.schedule_comparisons(synthetic({"random": FIXED, "random+mixture": FIXED}, loss), HYPOTHESIS)
+    row = table.iloc[0]
+    assert row.full_mask_loss_p_holm == pytest.approx(st.ttest_rel(loss["random+mixture"], loss["random"]).pvalue)
+    assert (row.observed, row.theory, row.theory_unadjusted) == ("higher", "disagrees", "disagrees")
 
 
 def test_without_full_mask_losses_the_theory_is_not_judged():
@@ -141,10 +194,10 @@ def test_the_display_table_and_headline_say_what_the_comparisons_hold(tmp_path):
     row = shown.set_index("comparison").loc["mixture − fixed"]
     assert row["dev metric difference [95 % CI]"] == f"f1 {mixture['diff']:+.4f} [{mixture.ci_low:+.4f}, {mixture.ci_high:+.4f}]"
     assert row["full-mask loss (nats)"] == f"{np.mean(loss['random']):.3f} → {np.mean(loss['random+mixture']):.3f}"
-    assert row["theory"] == "lower: agrees" and row["outcome"] == mixture.outcome
+    assert row["theory (Holm)"] == "lower: agrees" and row["outcome"] == mixture.outcome
     # no full-mask loss for uniform: its loss cells say so instead of inventing an interval
     unmeasured = shown.set_index("comparison").loc["uniform − fixed"]
-    assert unmeasured["theory"] == "lower: not decided"
+    assert unmeasured["theory (Holm)"] == "lower: not decided"
     assert unmeasured["full-mask loss (nats)"] == unmeasured["loss difference [95 % CI]"] == "—"
     assert np.isnan(uniform.full_mask_loss_diff)
     counts = ", ".join(f"{(table.outcome == o).sum()} {o}" for o in schedule_study.OUTCOMES if (table.outcome == o).any())

@@ -526,6 +526,34 @@ def test_write_tables_atomic(tmp_path, results):
         stats_tables.write_tables({"x": [1, 2]}, tmp_path)
 
 
+def test_what_was_written_reads_as_a_sentence_not_a_python_list(tmp_path, results):
+    out = stats_tables.write_tables({"summary": run_summary.summarize(results), "comparisons": pd.DataFrame()},
+                                    tmp_path / "stats")
+    sentence = stats_tables.written_sentence(out)
+    assert sentence == "Written to `stats/`: `summary`, `comparisons` (each as .csv, .md and .tex)."
+    assert "[" not in sentence and "'" not in sentence
+    assert stats_tables.written_sentence({}) == "No tables written to `stats/`."
+
+
+def test_a_tidy_table_is_compared_arm_by_arm_as_the_labelled_one_was(tmp_path, results):
+    """results.csv holds the strategy and the schedule apart; the statistics compare each strategy under each
+    schedule as its own arm, so a tidy table summarises and compares exactly as the same runs written with the
+    arm in the strategy column (random+uniform) did -- the reference here, built by hand."""
+    uniform = results[results["strategy"] == "random"].assign(primary_value=lambda f: f["primary_value"] - 0.02)
+    labelled = pd.concat([results, uniform.assign(strategy="random+uniform")], ignore_index=True)
+    tidy = pd.concat([results.assign(schedule="fixed"), uniform.assign(schedule="uniform")], ignore_index=True)
+    assert "random+uniform" not in set(tidy["strategy"])
+    pd.testing.assert_frame_equal(run_summary.summarize(tidy), run_summary.summarize(labelled))
+    pd.testing.assert_frame_equal(pairwise.paired_comparisons(tidy, aso_iterations=20, bootstrap_resamples=100),
+                                  pairwise.paired_comparisons(labelled, aso_iterations=20, bootstrap_resamples=100))
+    tidy.to_csv(tmp_path / "results.csv", index=False)
+    assert set(run_summary.load_results(tmp_path / "results.csv")["strategy"]) == set(labelled["strategy"])
+    as_written = run_summary.load_results(tmp_path / "results.csv", tidy=True)
+    assert set(zip(as_written["strategy"], as_written["schedule"], strict=True)) >= {("random", "uniform"), ("random", "fixed")}
+    with pytest.raises(ValueError, match=r"no schedule for 1 run\(s\)"):
+        run_summary.ok_runs(tidy.assign(schedule=lambda f: f["schedule"].where(f.index != 0)))
+
+
 def test_load_results(tmp_path, results):
     p = tmp_path / "results.csv"
     results.to_csv(p, index=False)

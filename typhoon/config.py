@@ -34,6 +34,7 @@ from typhoon.masking.params import (
     resolve_alias,
     uses_task_saliency,
 )
+from typhoon.records import schema
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -66,7 +67,7 @@ class RunConfig:
     saliency: str = "mlm"  # typhoon: gradient of the mlm loss (paper) | of a task loss in phase 1 (typhoon_task)
     geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
     max_span: int = 10  # span: longest span, in words
-    schedule: str = "fixed"  # per-sequence masking rate: fixed | uniform | mixture
+    schedule: str = schema.DEFAULT_SCHEDULE  # per-sequence masking rate: fixed | uniform | mixture
     pi0: float = 0.0  # mixture schedule: probability that a whole sequence is masked
     # phase 1: MLM adaptation on the task's own training text
     mlm_epochs: int = 1
@@ -141,7 +142,7 @@ class RunConfig:
     @property
     def label(self) -> str:
         """The strategy folder name: the strategy, plus the schedule when it is not the fixed one."""
-        return self.strategy if self.schedule == "fixed" else f"{self.strategy}+{self.schedule}"
+        return schema.arm_label(self.strategy, self.schedule)
 
     def relative_dir(self) -> Path:
         return Path("runs") / self.task / self.backbone.replace("/", "__") / self.label / f"seed{self.seed}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis import pairwise, seed_budget
+from typhoon.analysis import pairwise, run_summary, seed_budget
 from typhoon.masking import ALIASES
 from typhoon.records.schema import RUN_KEYS
 
@@ -78,6 +78,7 @@ def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN,
     missing = [c for c in need if c not in results.columns]
     if missing:
         raise ValueError(f"results is missing column(s) {missing}")
+    results = run_summary.arms(results)  # each schedule of a strategy is its own arm, as in every comparison
     ok = results[results["status"].astype(str) == "ok"].copy()
     family = ok["strategy"].astype(str).str.startswith("typhoon")
     groups = ok[family | (ok["strategy"] == reference)]

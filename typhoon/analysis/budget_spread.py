@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
+from typhoon.analysis.run_summary import arms
 from typhoon.masking import (
     CALIBRATIONS,
     budget_moved,
@@ -94,6 +95,7 @@ def find_masking_states(results: pd.DataFrame | str | os.PathLike, out_dir: str 
     missing = [c for c in need if c not in results.columns]
     if missing:
         raise ValueError(f"results is missing column(s) {missing}")
+    results = arms(results)  # a state is keyed by its arm (strategy+schedule), as the statistics name it
     df = results[(results["status"].astype(str) == "ok")
                  & results["strategy"].astype(str).str.startswith(prefix)]
     rows = []

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
-from typhoon.analysis import paper_claims
+from typhoon.analysis import paper_claims, run_summary
 from typhoon.config import get_profile
 from typhoon.records import run_numerics, run_record, schema
 from typhoon.report import results_readme
@@ -40,6 +40,8 @@ MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.
 ALPHA = 0.05  # TOST at 5 %: the 90 % interval
 AGREES, DISAGREES, NOT_DECIDED = "agrees", "disagrees", "not decided"
 IDENTICAL, SAME_NUMERICS_DIFFER, OTHER_NUMERICS = "bit-identical", "differs (same numerics)", "differs (other numerics)"
+# other numerics, yet the same dev metric to the last bit: "differs" would be read as "the number differs"
+EQUAL_VALUE_OTHER_NUMERICS = "equal value, other numerics"
 MISSING_HERE, MISSING_IN_REFERENCE, NOT_OK = "missing here", "missing in reference", "not ok"
 TABLES = ("reference_cells", "reference_means", "reference_conclusions")
 
@@ -83,7 +85,9 @@ def _backbones(folder: Path) -> set[str]:
 
 
 def read_results(folder: Path) -> pd.DataFrame:
-    """A folder's ``results.csv``; FileNotFoundError naming it when missing, ValueError when it lacks columns."""
+    """A folder's ``results.csv`` with ``strategy`` naming each run's arm (strategy and schedule:
+    :func:`typhoon.analysis.run_summary.arms`, so a run is one row per RUN_KEYS as in the statistics);
+    FileNotFoundError naming it when missing, ValueError when it lacks columns."""
     path = Path(folder) / "results.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{paths.shown(path)} not found: is {paths.shown(folder)} a finished reproduce?")
@@ -91,7 +95,7 @@ def read_results(folder: Path) -> pd.DataFrame:
     missing = sorted({*schema.RUN_KEYS, "status", "primary_metric", "primary_value", "record_path"} - set(frame.columns))
     if missing:
         raise ValueError(f"{paths.shown(path)} is not a results table: missing column(s) {missing}")
-    return frame
+    return run_summary.arms(frame)
 
 
 def _record(folder: Path, record_path: str) -> tuple[dict | None, bytes | None]:
@@ -115,7 +119,8 @@ def _same_numbers(a: dict, b: dict) -> bool:
 
 def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.DataFrame:
     """One row per cell of either run: the dev metric here and in the reference, their numerics, and the
-    status (bit-identical / differs with the same numerics / differs with other numerics / missing)."""
+    status (bit-identical / differs with the same numerics / differs with other numerics / the same dev metric
+    with other numerics, whose record differs elsewhere, e.g. its loss curve / missing)."""
     run, ref = read_results(Path(run_dir)), read_results(Path(ref_dir))
     merged = run.merge(ref, on=schema.RUN_KEYS, how="outer", suffixes=("_run", "_ref"), indicator=True)
     rows = []
@@ -140,7 +145,8 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
         elif _same_numbers(run_m, ref_m) and run_loss == ref_loss:
             row["status"] = IDENTICAL
         else:
-            row["status"] = SAME_NUMERICS_DIFFER if row["same_numerics"] else OTHER_NUMERICS
+            row["status"] = (SAME_NUMERICS_DIFFER if row["same_numerics"]
+                             else EQUAL_VALUE_OTHER_NUMERICS if row["difference"] == 0 else OTHER_NUMERICS)
         rows.append(row)
     columns = [*schema.RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status",
                "same_numerics", "run_numerics", "reference_numerics", "reused_from"]

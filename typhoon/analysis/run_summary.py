@@ -11,12 +11,35 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon.analysis.significance import _t_ci
-from typhoon.records.schema import RUN_KEYS
+from typhoon.records.schema import RUN_KEYS, arm_label
 
 GROUP_KEYS = ["task", "backbone"]
 
 
 _RESULT_COLUMNS = [*RUN_KEYS, "status", "primary_value"]  # what the statistics read from results.csv
+
+
+def arms(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` as the statistics read it: one ``strategy`` column naming the compared arm, a strategy
+    under a schedule (:func:`typhoon.records.schema.arm_label`: ``random`` under the default schedule,
+    ``random+uniform`` under another), and no ``schedule`` column.
+
+    results.csv is tidy (a ``schedule`` column beside the strategy); the statistics compare arms, so each
+    schedule of a strategy is its own arm and every summary and comparison is the one it was before the
+    column existed. A table without a ``schedule`` column already names arms and is returned as it is
+    (that also makes this idempotent); a row whose schedule is missing is refused, naming it.
+    """
+    if "schedule" not in results.columns:
+        return results
+    missing = results["schedule"].isna()
+    if missing.any():
+        rows = results.loc[missing, [c for c in RUN_KEYS if c in results.columns]].head(5).to_dict("records")
+        raise ValueError(f"results has a schedule column but no schedule for {int(missing.sum())} run(s), e.g. "
+                         f"{rows}: rebuild results.csv from the records (python -m typhoon reproduce ...)")
+    frame = results.drop(columns="schedule")
+    frame["strategy"] = [arm_label(str(strategy), str(schedule))
+                         for strategy, schedule in zip(results["strategy"], results["schedule"], strict=True)]
+    return frame
 
 
 # --------------------------------------------------------------------------------------------------
@@ -30,10 +53,14 @@ def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str = "resu
         raise ValueError(f"{what} is missing column(s) {missing}; has {list(df.columns)}")
 
 
-def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
+                 tidy: bool = False) -> pd.DataFrame:
     """Read ``results.csv`` and check it has the columns the statistics need and, when its folder
     (``out_dir``, default the file's own) holds run records, one row per record (:func:`check_against_records`):
-    a truncated or stale table is refused with a ValueError naming the file, never summarised."""
+    a truncated or stale table is refused with a ValueError naming the file, never summarised.
+
+    The table comes as the statistics compare it (:func:`arms`: ``strategy`` names the arm), or with
+    ``tidy`` as it is written (``strategy`` and ``schedule`` apart: :mod:`typhoon.analysis.schedule_study`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"results table not found: {path}")
@@ -43,7 +70,7 @@ def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = No
         raise ValueError(f"{path}: not a readable results table: {err}") from None
     _require_columns(df, _RESULT_COLUMNS, what=str(path))
     check_against_records(df, Path(out_dir) if out_dir is not None else path.parent, path)
-    return df
+    return df if tidy else arms(df)
 
 
 def check_against_records(results: pd.DataFrame, out_dir: Path, path: str | os.PathLike = "results.csv") -> None:
@@ -68,8 +95,10 @@ def check_against_records(results: pd.DataFrame, out_dir: Path, path: str | os.P
 
 
 def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
-    """Rows with ``status == "ok"`` and a finite ``primary_value``; validated, one row per run."""
+    """Rows with ``status == "ok"`` and a finite ``primary_value``; validated, one row per run, ``strategy``
+    naming its arm (:func:`arms`)."""
     _require_columns(results, [*_RESULT_COLUMNS, *extra_columns])
+    results = arms(results)
     df = results.loc[results["status"].astype(str) == "ok"].copy()
     df["primary_value"] = pd.to_numeric(df["primary_value"], errors="coerce")
     bad = df["primary_value"].isna()
@@ -107,6 +136,7 @@ def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
 
     With one seed ``sd``, ``sem`` and the CI are NaN. Also reports ``n_failed`` (runs not ok).
     """
+    results = arms(results)
     df = ok_runs(results)
     rows = []
     for (task, backbone, strategy), g in df.groupby(["task", "backbone", "strategy"], sort=False):
@@ -138,6 +168,7 @@ def degenerate_rate(results: pd.DataFrame, tol: float = 1e-6) -> pd.DataFrame:
     strategy, n (ok runs), n_degenerate, rate, n_failed (runs whose status is not ok, not in n).
     """
     _require_columns(results, ["majority_value"])
+    results = arms(results)
     df = ok_runs(results, extra_columns=["majority_value"])
     maj = pd.to_numeric(df["majority_value"], errors="coerce")
     if maj.isna().any():

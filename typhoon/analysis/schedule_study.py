@@ -14,7 +14,9 @@ per task, the level, and the direction the theory predicts for the full-mask los
 results table into one row per comparison (:func:`schedule_comparisons`) and sentences
 (:func:`schedule_conclusion`): the dev-metric difference with its t interval, Holm over the table, TOST
 at the margin, the seeds a decision at the margin would need, and the full-mask loss difference with its
-interval beside the theory's prediction.
+interval beside the theory's prediction. The loss verdict (``theory``) is Holm-adjusted over the table like
+the dev metric's outcome: at n = 3 per row, eight unadjusted 95 % intervals would call some rows "agrees" by
+chance alone, so the unadjusted verdict is kept only beside it, labelled (``theory_unadjusted``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ FULL_MASK_LOSS = "mlm_full_mask_loss"
 COLUMNS = ["task", "backbone", "strategy", "schedule", "reference", "primary_metric", "n", "seeds", "diff",
            "ci_low", "ci_high", "p", "p_holm", "holm_family", "margin", "tost_p", "seeds_for_power", "outcome",
            "full_mask_loss_reference", "full_mask_loss", "full_mask_loss_diff", "full_mask_loss_ci_low",
-           "full_mask_loss_ci_high", "predicted", "observed", "theory"]
+           "full_mask_loss_ci_high", "full_mask_loss_p", "full_mask_loss_p_holm", "full_mask_loss_holm_family",
+           "predicted", "observed", "theory", "observed_unadjusted", "theory_unadjusted"]
 TABLE = "schedules_vs_fixed.csv"  # under <out>/stats
 OUTCOMES = ("equivalent", "different", "inconclusive", "cannot be tested")
 
@@ -77,14 +80,10 @@ def schedule_hypothesis(profile: str | Profile = "schedules") -> ScheduleHypothe
                               why=dict(body.get("why", {})))
 
 
-def _label(strategy: str, schedule: str) -> str:
-    """The strategy column of a run (``RunConfig.label``): the strategy, plus the schedule unless fixed."""
-    return strategy if schedule == "fixed" else f"{strategy}+{schedule}"
-
-
 def _differences(runs: pd.DataFrame, value: str, a: str, b: str) -> pd.Series:
-    """Per seed with both runs: value of ``a`` minus value of ``b`` (NaN-free, indexed by seed)."""
-    wide = runs.pivot_table(index="seed", columns="strategy", values=value, aggfunc="first")
+    """Per seed with both runs: value under schedule ``a`` minus value under ``b`` (``runs``: one strategy's
+    runs; NaN-free, indexed by seed)."""
+    wide = runs.pivot_table(index="seed", columns="schedule", values=value, aggfunc="first")
     if a not in wide or b not in wide:
         return pd.Series(dtype=float)
     pair = wide[[a, b]].apply(pd.to_numeric, errors="coerce").dropna()
@@ -106,9 +105,26 @@ def _t_summary(d: pd.Series, confidence: float = 0.95) -> tuple[float, float, fl
 
 
 def _observed(low: float, high: float) -> str:
+    """The direction an unadjusted 95 % interval of the loss difference shows (it excludes 0 iff p < 0.05)."""
     if not np.isfinite(low):
         return "not measured" if np.isnan(low) else "not decided"
     return "lower" if high < 0 else "higher" if low > 0 else "not decided"
+
+
+def _observed_adjusted(diff: float, p_holm: float, alpha: float) -> str:
+    """The direction of the loss difference when its Holm-adjusted p is below ``alpha``, else "not decided"
+    ("not measured" without a p: no loss recorded, < 2 seeds or no spread)."""
+    if not np.isfinite(p_holm):
+        return "not measured" if np.isnan(diff) else "not decided"
+    if p_holm >= alpha:
+        return "not decided"
+    return "lower" if diff < 0 else "higher"
+
+
+def _theory(predicted: str | None, observed: str) -> str:
+    if observed in ("not decided", "not measured") or predicted is None:
+        return "not decided"
+    return "agrees" if observed == predicted else "disagrees"
 
 
 def schedule_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) -> pd.DataFrame:
@@ -122,40 +138,49 @@ def schedule_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) 
     is equivalent (TOST < alpha), different (Holm p < alpha and not equivalent), inconclusive, or cannot
     be tested (< 2 seeds or no spread). The full-mask loss columns are the same paired difference of
     ``mlm_full_mask_loss`` (NaN where the records hold none), ``predicted`` the theory's direction and
-    ``observed`` the interval's ("lower"/"higher" when it excludes 0, else "not decided");
-    ``theory`` is "agrees", "disagrees" or "not decided".
+    ``full_mask_loss_p`` its paired t p and ``full_mask_loss_p_holm`` that p Holm-adjusted over every row with
+    one (``full_mask_loss_holm_family``); ``observed`` is the direction of the difference when the adjusted p is
+    below alpha (else "not decided") and ``theory`` "agrees", "disagrees" or "not decided" from it: the
+    verdict. ``observed_unadjusted`` / ``theory_unadjusted`` are the same read from the unadjusted 95 %
+    interval ("lower"/"higher" when it excludes 0), shown beside the verdict, never instead of it.
     """
-    runs = run_summary.ok_runs(results)
+    if "schedule" not in results.columns:
+        raise ValueError("results has no schedule column, so the schedules cannot be told apart: a results.csv "
+                         "written before it had one; rebuild it from the records "
+                         "(python -m typhoon reproduce --profile <profile> --out <folder>)")
+    run_summary.ok_runs(results)  # refuses an ok run without a dev metric, a duplicated run, a missing schedule
+    runs = results.loc[results["status"].astype(str) == "ok"].copy()
+    runs["primary_value"] = pd.to_numeric(runs["primary_value"], errors="coerce")
+    runs[["strategy", "schedule"]] = runs[["strategy", "schedule"]].astype(str)
     if FULL_MASK_LOSS not in runs:
         runs[FULL_MASK_LOSS] = np.nan
     rows = []
     for (task, backbone), group in runs.groupby(["task", "backbone"], sort=False):
-        bases = dict.fromkeys(s.split("+")[0] for s in group["strategy"])
-        for strategy in bases:
-            b = _label(strategy, hypothesis.reference)
+        for strategy in dict.fromkeys(group["strategy"]):
+            arm = group[group["strategy"] == strategy]
+            b = hypothesis.reference
             for schedule in hypothesis.schedules:
-                a = _label(strategy, schedule)
-                if not {a, b} <= set(group["strategy"]):
+                a = schedule
+                if not {a, b} <= set(arm["schedule"]):
                     continue
-                d = _differences(group, "primary_value", a, b)
+                d = _differences(arm, "primary_value", a, b)
                 mean, sd, lo, hi, p = _t_summary(d)
-                loss = _differences(group, FULL_MASK_LOSS, a, b)
-                loss_mean, _, loss_lo, loss_hi, _ = _t_summary(loss)
+                loss = _differences(arm, FULL_MASK_LOSS, a, b)
+                loss_mean, _, loss_lo, loss_hi, loss_p = _t_summary(loss)
                 margin = float(hypothesis.margins.get(task, np.nan))
                 predicted = hypothesis.full_mask_loss.get(schedule)
-                observed = _observed(loss_lo, loss_hi) if len(loss) else "not measured"
-                wide = group.pivot_table(index="seed", columns="strategy", values=FULL_MASK_LOSS, aggfunc="first")
+                observed_unadjusted = _observed(loss_lo, loss_hi) if len(loss) else "not measured"
+                wide = arm.pivot_table(index="seed", columns="schedule", values=FULL_MASK_LOSS, aggfunc="first")
                 rows.append(dict(
                     task=task, backbone=backbone, strategy=strategy, schedule=schedule, reference=hypothesis.reference,
-                    primary_metric=str(group["primary_metric"].iloc[0]), n=len(d), seeds=" ".join(map(str, d.index)), diff=mean,
+                    primary_metric=str(arm["primary_metric"].iloc[0]), n=len(d), seeds=" ".join(map(str, d.index)), diff=mean,
                     ci_low=lo, ci_high=hi, p=p, margin=margin, tost_p=significance.tost_paired(d.to_numpy(float), margin),
                     sd_diff=sd, cohen_dz=mean / sd if sd and np.isfinite(sd) and sd > 0 else np.nan,
                     full_mask_loss_reference=pd.to_numeric(wide.get(b), errors="coerce").mean() if b in wide else np.nan,
                     full_mask_loss=pd.to_numeric(wide.get(a), errors="coerce").mean() if a in wide else np.nan,
                     full_mask_loss_diff=loss_mean, full_mask_loss_ci_low=loss_lo, full_mask_loss_ci_high=loss_hi,
-                    predicted=predicted, observed=observed,
-                    theory=("not decided" if observed in ("not decided", "not measured") or predicted is None
-                            else "agrees" if observed == predicted else "disagrees")))
+                    full_mask_loss_p=loss_p, predicted=predicted, observed_unadjusted=observed_unadjusted,
+                    theory_unadjusted=_theory(predicted, observed_unadjusted)))
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -163,6 +188,12 @@ def schedule_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) 
     table["p_holm"] = np.nan
     table.loc[testable, "p_holm"] = significance.holm(table.loc[testable, "p"])
     table["holm_family"] = pairwise.holm_family(table["p"], f"every schedule vs {hypothesis.reference} in this table")
+    table["full_mask_loss_p_holm"] = significance.holm(table["full_mask_loss_p"])
+    table["full_mask_loss_holm_family"] = pairwise.holm_family(
+        table["full_mask_loss_p"], f"the full-mask loss, every schedule vs {hypothesis.reference} in this table")
+    table["observed"] = [_observed_adjusted(r.full_mask_loss_diff, r.full_mask_loss_p_holm, hypothesis.alpha)
+                         for r in table.itertuples()]
+    table["theory"] = [_theory(r.predicted, r.observed) for r in table.itertuples()]
     needed = seed_budget.seeds_needed(table.assign(strategy_a=table["strategy"], strategy_b=table["reference"],
                                              mean_diff=table["diff"]), power=hypothesis.power, alpha=hypothesis.alpha)
     table["seeds_for_power"] = needed["n_margin"].to_numpy()
@@ -188,7 +219,9 @@ def schedule_conclusion(table: pd.DataFrame, hypothesis: ScheduleHypothesis) -> 
         metric = f"{r.primary_metric} {r.diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]" if np.isfinite(r.ci_low) \
             else f"{r.primary_metric} {r.diff:+.4f} (no interval)"
         loss = (f"full-mask MLM loss {r.full_mask_loss_diff:+.3f} [{r.full_mask_loss_ci_low:+.3f}, "
-                f"{r.full_mask_loss_ci_high:+.3f}] nats (theory: {r.predicted or 'no prediction'}; {r.theory})"
+                f"{r.full_mask_loss_ci_high:+.3f}] nats, Holm p {r.full_mask_loss_p_holm:.3f} (theory: "
+                f"{r.predicted or 'no prediction'}; {r.theory}; unadjusted p {r.full_mask_loss_p:.3f}: "
+                f"{r.theory_unadjusted})"
                 if np.isfinite(r.full_mask_loss_ci_low) else f"full-mask MLM loss {r.observed}")
         need = f", {int(r.seeds_for_power)} seeds for 80 % power at ±{r.margin:g}" if np.isfinite(r.seeds_for_power) else ""
         lines.append(f"- {r.task}/{r.strategy}, {r.schedule} − {r.reference} (n = {r.n}): {metric}, "
@@ -197,17 +230,22 @@ def schedule_conclusion(table: pd.DataFrame, hypothesis: ScheduleHypothesis) -> 
 
 
 def headline(table: pd.DataFrame) -> str:
-    """The answer in two sentences: the dev-metric outcomes and how often the full-mask loss moved as predicted."""
+    """The answer in two sentences: the dev-metric outcomes and how often the full-mask loss moved as predicted
+    (Holm-adjusted, as the dev metric; the unadjusted count beside it, labelled)."""
     agree = (table["theory"] == "agrees").sum()
+    agree_unadjusted = (table["theory_unadjusted"] == "agrees").sum()
+    family = f"Holm over the {int(table['full_mask_loss_p'].notna().sum())}"
     return (f"Dev metric: {', '.join(f'{(table.outcome == o).sum()} {o}' for o in OUTCOMES if (table.outcome == o).any())}"
             f" of {len(table)} comparisons ({table['holm_family'].iloc[0]}). Full-mask MLM loss: the theory's "
-            f"direction is seen in {agree} of {len(table)}.")
+            f"direction is seen in {agree} of {len(table)} ({family}; unadjusted 95 % intervals: {agree_unadjusted} "
+            f"of {len(table)}).")
 
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`schedule_comparisons` for a reader (README block, report): one row per comparison with the
     dev-metric difference and interval, TOST p, outcome and seeds needed, then the full-mask loss of both
-    schedules, its difference and interval, and the theory's prediction against what the interval shows."""
+    schedules, its difference and interval, its Holm-adjusted p and the theory's prediction against it (the
+    verdict), and beside it, labelled, the unadjusted p and the verdict an unadjusted interval would give."""
     def interval(mean: float, low: float, high: float, digits: int) -> str:
         if not np.isfinite(mean):
             return "—"  # not measured (a record without the full-mask loss)
@@ -224,7 +262,10 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         "seeds for 80 % power": str(int(r.seeds_for_power)) if np.isfinite(r.seeds_for_power) else "—",
         "full-mask loss (nats)": losses(r.full_mask_loss_reference, r.full_mask_loss),
         "loss difference [95 % CI]": interval(r.full_mask_loss_diff, r.full_mask_loss_ci_low, r.full_mask_loss_ci_high, 3),
-        "theory": f"{r.predicted or 'none'}: {r.theory}"} for r in rows])
+        "loss p (Holm)": f"{r.full_mask_loss_p_holm:.3f}" if np.isfinite(r.full_mask_loss_p_holm) else "—",
+        "theory (Holm)": f"{r.predicted or 'none'}: {r.theory}",
+        "unadjusted p: theory": (f"{r.full_mask_loss_p:.3f}: {r.theory_unadjusted}"
+                                 if np.isfinite(r.full_mask_loss_p) else r.theory_unadjusted)} for r in rows])
 
 
 def is_schedule_study(out_dir: str | Path) -> bool:
@@ -248,7 +289,8 @@ def study_of_folder(out_dir: str | Path, profile: str | Profile = "schedules") -
     schedule runs in the folder, where they would come from)."""
     hypothesis = schedule_hypothesis(profile)
     path = Path(out_dir) / "results.csv"
-    table = schedule_comparisons(run_summary.load_results(path), hypothesis) if path.is_file() else pd.DataFrame(columns=COLUMNS)
+    table = (schedule_comparisons(run_summary.load_results(path, tidy=True), hypothesis) if path.is_file()
+             else pd.DataFrame(columns=COLUMNS))
     if not table.empty:
         atomic_write_csv(Path(out_dir) / "stats" / TABLE, table)
     registered = (f"**Registered before the runs** (`[schedules.hypothesis]` in `typhoon/profiles.toml`): "

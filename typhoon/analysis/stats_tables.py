@@ -83,3 +83,15 @@ def write_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike)
         atomic_write_text(paths[2], _to_latex(df))
         written[name] = paths
     return written
+
+
+def written_sentence(written: Mapping[str, list[Path]], folder: str = "stats/") -> str:
+    """What :func:`write_tables` wrote, as a sentence for a reader (Markdown): each table's name once, with
+    the formats it was written in, e.g. "Written to `stats/`: `summary`, `comparisons` (each as .csv, .md
+    and .tex)." -- a notebook shows this, never the Python list of file names."""
+    if not written:
+        return f"No tables written to `{folder}`."
+    suffixes = sorted({path.suffix for paths in written.values() for path in paths}, key=[".csv", ".md", ".tex"].index)
+    formats = ", ".join(suffixes[:-1]) + f" and {suffixes[-1]}" if len(suffixes) > 1 else suffixes[0]
+    names = ", ".join(f"`{name}`" for name in written)
+    return f"Written to `{folder}`: {names} (each as {formats})."

@@ -15,8 +15,10 @@ from typhoon.records.schema import RESULT_COLUMNS
 
 
 def run_keys(config: RunConfig) -> dict:
-    """The columns that name a run in every table (RUN_KEYS), from its config."""
-    return {"task": config.task, "backbone": config.backbone, "strategy": config.label, "seed": config.seed}
+    """The columns that name a run in results.csv and the status table (GRID_KEYS, one per grid axis), from
+    its config: the strategy alone, the schedule beside it."""
+    return {"task": config.task, "backbone": config.backbone, "strategy": config.strategy,
+            "schedule": config.schedule, "seed": config.seed}
 
 
 def result_row(config: RunConfig, metrics: dict | None, record_path: str) -> dict:

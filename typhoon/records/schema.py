@@ -3,9 +3,23 @@ table and of a record's mlm_loss.csv."""
 
 from __future__ import annotations
 
-# The tables' schema. A run is named by RUN_KEYS in every table (strategy = the config's label, which
-# adds a non-fixed schedule); results.csv has a row per run, the grid's status table a row per cell.
+# A run's schedule (RunConfig.schedule) unless its profile names another: every sequence masked at the budget.
+DEFAULT_SCHEDULE = "fixed"
+
+# results.csv and the grid's status table are tidy: every grid axis is its own column, so a run is named by
+# GRID_KEYS there (strategy = the masking strategy alone, schedule = its mask schedule).
+GRID_KEYS = ["task", "backbone", "strategy", "schedule", "seed"]
+
+# The statistics compare arms: a strategy under a schedule, named by arm_label (the run's record folder name,
+# RunConfig.label). In their tables (stats/*.csv, typhoon.analysis.run_summary.arms) a run is named by RUN_KEYS,
+# whose strategy is that arm.
 RUN_KEYS = ["task", "backbone", "strategy", "seed"]
+
+
+def arm_label(strategy: str, schedule: str) -> str:
+    """The name of a strategy under a schedule in the statistics and in a record's folder: the strategy
+    alone under :data:`DEFAULT_SCHEDULE`, else ``strategy+schedule`` (e.g. ``random+uniform``)."""
+    return strategy if schedule == DEFAULT_SCHEDULE else f"{strategy}+{schedule}"
 
 
 # Typhoon-family runs: how their masking was calibrated, from which loss's saliency, and how far their final
@@ -15,7 +29,7 @@ MASKING_COLUMNS = ["calibration", "saliency", "budget_moved", "kl_to_uniform"]
 
 
 RESULT_COLUMNS = [
-    *RUN_KEYS, "profile", "status", "primary_metric", "primary_value",
+    *GRID_KEYS, "profile", "status", "primary_metric", "primary_value",
     "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
     "task_head_accuracy", "task_head_learned",  # task-loss saliency only: its task model's check (task_saliency)
@@ -23,7 +37,7 @@ RESULT_COLUMNS = [
 ]
 
 
-STATUS_COLUMNS = [*RUN_KEYS, "status", "error", "seconds", "record_path", "notebook"]
+STATUS_COLUMNS = [*GRID_KEYS, "status", "error", "seconds", "record_path", "notebook"]
 
 
 LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv

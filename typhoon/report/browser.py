@@ -5,8 +5,10 @@ measures what a reader would see wrong and writes it into the DOM; Chromium prin
 (``--dump-dom``) and the findings are read back from it. Checked: raw TeX left in the visible text
 (``$...$`` as TeX delimits math -- no space inside the dollars, so "$ 2.5 billion ... for $" in a
 sentence is not math -- and ``\\frac`` and the like: math that did not render), a page wider than the window (content
-cut off or needing a horizontal scroll of the whole page), and images that did not load or have no
-real alt text. :func:`static_problems` reads the HTML text itself (no browser): markup that is not
+cut off or needing a horizontal scroll of the whole page), images that did not load or have no
+real alt text, table rows taller than their content needs (a wide table squeezed into the column wraps
+every cell into a few characters: rows several lines tall and mostly blank), and a Python list of quoted
+names printed as text (``['comparisons.csv', ...]``: a notebook's last expression, not a sentence). :func:`static_problems` reads the HTML text itself (no browser): markup that is not
 HTML, MathML or SVG (an unescaped ``<site-packages>/...`` that a browser swallows as an element) and a
 report header whose wall time is not recorded. Nothing is fetched from a network: Chromium runs with networking features off, so a
 page that needs a CDN fails the check.
@@ -31,6 +33,14 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 # nbconvert's placeholder, and the report's for a figure that carries no caption (typhoon.report.html.NO_CAPTION)
 GENERIC_ALT = ("", "No description has been provided for this image", "A figure without a stored caption.")
 
+# A table row counts as too tall when it is more than TALL_ROW_LINES lines of text high while its cells' content
+# fills less than BLANK_ROW_FILL of it on average (each cell's content height over the tallest cell's): one long
+# cell wrapped into a narrow column beside one-line numbers. Rows of the committed reports that read well measure
+# >= 0.44; the squeezed rows of a 36-column table 0.13-0.24. Prose tables (a claim per row) wrap by design and
+# stay well filled.
+TALL_ROW_LINES = 3
+BLANK_ROW_FILL = 0.35
+
 # Runs in the page after load: the findings go into <pre id="typhoon-check"> as JSON.
 _PROBE = """
 <script>
@@ -45,10 +55,31 @@ window.addEventListener("load", () => {
   }).slice(0, 10).map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : ""));
   const images = [...document.images].map(img => ({
       src: img.src.slice(0, 60), loaded: img.complete && img.naturalWidth > 0, alt: img.getAttribute("alt")}));
+  const tall = [...document.querySelectorAll("table tr")].map(tr => {
+      const cells = [...tr.children];
+      if (!cells.length || tr.querySelector("img, svg, math")) return null;
+      const style = getComputedStyle(cells[0]);
+      const line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+      const height = tr.getBoundingClientRect().height;
+      const needs = cells.map(c => { const r = document.createRange(); r.selectNodeContents(c);
+                                     return r.getBoundingClientRect().height; });
+      const tallest = Math.max(...needs);
+      const fill = tallest > 0 ? needs.reduce((a, b) => a + b, 0) / (cells.length * tallest) : 1;
+      return {height: Math.round(height), lines: +(height / line).toFixed(1), fill: +fill.toFixed(2),
+              cells: cells.length, first: cells[0].innerText.trim().slice(0, 40)};
+  }).filter(r => r && r.lines > TALL_ROW_LINES && r.fill < BLANK_ROW_FILL);
+  const texts = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement.closest("code, script, style, #typhoon-check")) texts.push(node.textContent);
+  }
+  const reprs = [...texts.join("\\n").matchAll(/\\[\\s*(['"])[^'"\\n\\]]+\\1(\\s*,\\s*(['"])[^'"\\n\\]]+\\3)+\\s*,?\\s*\\]/g)]
+      .map(m => m[0].slice(0, 80)).slice(0, 10);
   const out = document.createElement("pre");
   out.id = "typhoon-check";
   out.textContent = JSON.stringify({raw_math: raw, page_width: doc.scrollWidth, window_width: window.innerWidth,
-                                    too_wide: wide, images: images, mathml: document.querySelectorAll("math").length});
+                                    too_wide: wide, images: images, mathml: document.querySelectorAll("math").length,
+                                    tall_rows: tall, python_lists: reprs});
   document.body.appendChild(out);
 });
 </script>
@@ -122,7 +153,8 @@ def measure_page(page: str | os.PathLike, chromium: str | None = None, timeout_s
     html = Path(page).read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="typhoon-browser-") as tmp:
         probe_page = Path(tmp) / "page.html"
-        probe_page.write_text(html.replace("</body>", _PROBE + "</body>", 1), encoding="utf-8")
+        probe = _PROBE.replace("TALL_ROW_LINES", str(TALL_ROW_LINES)).replace("BLANK_ROW_FILL", str(BLANK_ROW_FILL))
+        probe_page.write_text(html.replace("</body>", probe + "</body>", 1), encoding="utf-8")
         cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
                "--disable-dev-shm-usage", f"--user-data-dir={Path(tmp) / 'profile'}",
@@ -152,6 +184,13 @@ def check_page(page: str | os.PathLike, chromium: str | None = None) -> list[str
         problems.append(f"raw TeX in the text (math that did not render): {seen['raw_math']}")
     if seen["page_width"] > seen["window_width"] or seen["too_wide"]:
         problems.append(f"wider than a {seen['window_width']} px window ({seen['page_width']} px): {seen['too_wide']}")
+    if seen["tall_rows"]:
+        rows = ", ".join(f"{r['first'] or '(blank)'!r} ({r['cells']} cells, {r['lines']} lines, {r['fill']:.0%} filled)"
+                         for r in seen["tall_rows"][:5])
+        problems.append(f"{len(seen['tall_rows'])} table row(s) taller than their content needs (more than "
+                        f"{TALL_ROW_LINES} lines, mostly blank: a wide table squeezed into the column): {rows}")
+    if seen["python_lists"]:
+        problems.append(f"a Python list printed as text, not a sentence: {seen['python_lists']}")
     for img in seen["images"]:
         if not img["loaded"]:
             problems.append(f"image not shown: {img['src']}...")

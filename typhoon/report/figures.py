@@ -405,8 +405,8 @@ def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) ->
 def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """The schedules grid against ``fixed`` (:func:`typhoon.analysis.schedule_study.schedule_comparisons`): one
     row per task × strategy × schedule; left, the dev-metric difference with its 95 % t interval against the
-    grey ±margin band; right, the full-mask MLM loss difference with its interval, coloured by whether the
-    interval agrees with the theory's predicted direction."""
+    grey ±margin band; right, the full-mask MLM loss difference with its interval, coloured by the verdict
+    (``theory``: whether the difference, Holm-adjusted over the table, shows the theory's predicted direction)."""
     _require(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
                      "full_mask_loss_diff", "full_mask_loss_ci_low", "full_mask_loss_ci_high", "theory"], "schedule table")
     df = table.reset_index(drop=True)
@@ -422,7 +422,7 @@ def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) 
             metric_ax.errorbar(r.diff, yi, xerr=[[r.diff - r.ci_low], [r.ci_high - r.diff]], fmt="o", color="0.25", capsize=3)
         colour = colours.get(r.theory, "0.5")
         if np.isfinite(r.full_mask_loss_ci_low):
-            loss_ax.errorbar(r.full_mask_loss_diff, yi, capsize=3, fmt="o", color=colour, label=f"theory {r.theory}",
+            loss_ax.errorbar(r.full_mask_loss_diff, yi, capsize=3, fmt="o", color=colour, label=f"theory (Holm) {r.theory}",
                              xerr=[[r.full_mask_loss_diff - r.full_mask_loss_ci_low],
                                    [r.full_mask_loss_ci_high - r.full_mask_loss_diff]])
     for ax in (metric_ax, loss_ax):
@@ -440,5 +440,5 @@ def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) 
     return save_figure(fig, out_path, f"Each schedule against {reference} masking, paired by seed: left, the "
                                       "fine-tuned dev-metric difference with its 95 % t interval against the grey "
                                       "equivalence band; right, the difference of the masked LM's loss on fully "
-                                      "masked dev inputs, coloured by whether its interval shows the direction the "
-                                      "theory predicts.")
+                                      "masked dev inputs, coloured by whether it shows the direction the theory "
+                                      "predicts with Holm over the table (the unadjusted 95 % interval is drawn).")

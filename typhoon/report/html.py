@@ -63,6 +63,9 @@ math[display="block"] {{ overflow-x: auto; max-width: 100%; }}
 nav.toc ol {{ padding-left: 1.3rem; }} nav.toc li {{ margin: .1rem 0; }}
 .error {{ border-left: 6px solid #b00020; background: #fdecea; padding: .5rem 1rem; }}
 .rendered-html {{ overflow-x: auto; }}
+/* a notebook's table keeps each cell on one line and scrolls in its box: squeezed into the column, a wide
+   table wraps every cell, and its rows grow several lines tall and mostly blank (browser.check_page) */
+.rendered-html td, .rendered-html th {{ white-space: nowrap; }}
 """
 
 
@@ -260,6 +263,32 @@ def _models_line(out_dir: Path) -> str:
     return "; ".join(f"{n}: {MLM_HEAD.get(n, PRETRAINED_MLM_HEAD)}" for n in names)
 
 
+def untestable_html(out_dir: Path) -> str:
+    """A pipeline check's line on why it tests nothing, when every paired comparison of its
+    ``stats/comparisons.csv`` is "cannot be tested" (else ""): how many of its runs score the majority class
+    (:func:`typhoon.analysis.run_summary.degenerate_rate`), which leaves every paired difference without spread.
+    A reader of the smoke report otherwise sees only a column of "cannot be tested" and no reason."""
+    import pandas as pd
+
+    from typhoon.analysis import run_summary
+
+    comparisons, results = Path(out_dir) / "stats" / "comparisons.csv", Path(out_dir) / "results.csv"
+    if not (comparisons.is_file() and results.is_file()):
+        return ""
+    verdicts = pd.read_csv(comparisons).get("verdict", pd.Series(dtype=str))
+    if verdicts.empty or not (verdicts == "cannot be tested").all():
+        return ""
+    degenerate = run_summary.degenerate_rate(pd.read_csv(results))
+    at_majority, runs = int(degenerate["n_degenerate"].sum()), int(degenerate["n"].sum())
+    why = (f"{at_majority} of its {runs} runs score the majority class (the dev metric of always answering the "
+           "commonest label), so the paired differences between strategies have no spread"
+           if at_majority else "the paired differences between strategies have no spread")
+    return (f'<p class="banner">Why every paired comparison here reads “cannot be tested” ({len(verdicts)} of '
+            f"{len(verdicts)}): {html.escape(why)}, and a t test, its interval and TOST are undefined without one. "
+            "A pipeline check shows that the statistics run end to end; a comparison that can be tested needs a "
+            "model that learns (the cpu profile, results/cpu).</p>")
+
+
 def wall_time(manifest: dict, now: datetime | None = None) -> str:
     """The header's wall time. The report is rendered at the end of a ``reproduce``, after the manifest's
     first write (before the analysis, whose ``wall_s`` leaves the analysis out and is ~0 when every cell
@@ -362,7 +391,11 @@ def runs_section_html(results) -> str:
 
 
 def runs_html(results) -> str:
-    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook."""
+    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook;
+    the strategy column names its arm (strategy+schedule unless the default schedule, as in the statistics)."""
+    from typhoon.analysis.run_summary import arms
+
+    results = arms(results)
     rows = []
     for r in results.itertuples():
         value = f"{r.primary_metric} {r.primary_value:.4f}" if r.status == "ok" else html.escape(str(r.error))
@@ -405,7 +438,7 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body><main>",
-        header, '<h2 id="summary">Summary</h2>', summary,
+        header, '<h2 id="summary">Summary</h2>', untestable_html(out_dir) if pipeline_check else "", summary,
         '<nav class="toc"><h2 id="contents">Contents</h2><ol>' + "".join(toc) + "</ol></nav>",
         *sections,
         "<hr><p>Regenerate with <code>python -m typhoon reproduce --profile "

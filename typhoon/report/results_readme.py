@@ -62,7 +62,9 @@ SCHEDULE_CAPTION = ("Each schedule minus the same strategy under fixed 15 % mask
                     "(Holm over the table) does and TOST does not, else inconclusive; the seeds column is what 80 % "
                     "power at the margin would need from the measured spread. The full-mask loss is the masked LM's "
                     "dev loss with every maskable token masked, at the end of the MLM phase; the theory predicts it "
-                    "lower under both schedules, and “agrees” needs the 95 % interval below 0.")
+                    "lower under both schedules, and “agrees” needs its paired t p, Holm-adjusted over the table like the "
+                    "dev metric, below 0.05 with the difference below 0; the last column is the verdict an unadjusted "
+                    "95 % interval would give, shown for comparison only.")
 
 
 # The README's first table: the decisive studies' verdicts, one column per backbone (python -m typhoon
