@@ -124,6 +124,7 @@ def _in_process_cell(config, out_dir, nb_dir, device=None, threads=None):
     return result_rows.status_row(config, "ok")
 
 
+@pytest.mark.slow  # trains tiny cells in process
 def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp_path):
     import json
 

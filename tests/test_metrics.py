@@ -59,6 +59,7 @@ def test_unknown_task_is_refused():
         evaluate.load(str(GLUE_METRIC_DIR), config_name="stsb")
 
 
+@pytest.mark.slow  # a fresh interpreter that imports evaluate
 def test_loads_by_path_offline_in_a_fresh_cache(tmp_path):
     """evaluate.load(<folder>) needs no hub: a new process, an empty Hugging Face cache, the hub off."""
     code = (f"import evaluate, json; m = evaluate.load({str(GLUE_METRIC_DIR)!r}, config_name='cola'); "
