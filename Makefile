@@ -21,7 +21,7 @@ LOCK_UPGRADE ?=
 UV ?= $(BIN)/uv
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-.PHONY: install test test-fast reproduce lab docker docker-gpu lint lock torch-report clean
+.PHONY: install test test-fast test-results reproduce lab docker docker-gpu lint lock torch-report clean
 
 install: $(VENV)/.installed-$(TORCH_VARIANT)
 
@@ -37,12 +37,23 @@ $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts
 	echo $(TORCH_VARIANT) > $(VENV)/torch-variant
 	touch $@
 
+# The test tiers (markers declared in pyproject.toml; tests/conftest.py fails an unmarked test that starts
+# a Python interpreter or a browser, so the fast tier stays fast):
+#   make test          every tier: the code's tests, the slow ones and the checks of the committed results.
+#                      CI runs this (.ci/run); target: under 20 min on a 2-core AVX2 CPU.
+#   make test-fast     the code's tests without `slow` (tests that start a process -- the CLI, a notebook
+#                      kernel, pip, a browser -- or train a model) and without `results`: under 5 min on 2 cores.
+#   make test-results  only `results`: the committed results under results/ (tables, executed notebooks,
+#                      README blocks) agree with their records, the code and each other.
 # --durations: CI's log names its slowest tests, so a change that slows CI shows where
 test: install
 	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 test-fast: install
-	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow"
+	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow and not results"
+
+test-results: install
+	$(OFFLINE) $(BIN)/python -m pytest -q -m results
 
 reproduce: install
 	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) $(if $(strip $(OUT)),--out $(OUT)) $(if $(strip $(WORKERS)),--workers $(WORKERS))

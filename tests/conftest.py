@@ -116,3 +116,51 @@ def family_batch(saved_backbone, glue_dir):
     """16 real MRPC pairs tokenized with the saved backbone's own tokenizer, padded (docs/CONTRACTS.md)."""
     return make_batch(_tokenized("mrpc", glue_dir, saved_backbone.tokenizer, n=16)["train"], saved_backbone.tokenizer,
                       size=16)
+
+
+# --- the tiers (pyproject.toml's markers; the Makefile's test targets) -------------------------------------
+# `slow` marks every test that starts a process that does real work -- a Python interpreter (the CLI, a
+# notebook kernel, pip, a lab server) or a browser -- or that trains a model; `make test-fast` leaves them
+# out. A test left unmarked that starts such a process fails here, naming the command, so the fast tier
+# stays fast as tests are added. Millisecond commands (git, `make -n`, a shell script given a fake
+# interpreter) are allowed.
+_HEAVY_PROGRAMS = ("python", "chromium", "chrome", "jupyter", "pip")
+
+
+def _heavy_program(args) -> str | None:
+    import subprocess
+    import sys
+
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+    if not argv:
+        return None
+    program = (os.fsdecode(argv[0]).split() or [""])[0] if isinstance(args, str) else os.fsdecode(argv[0])
+    name = Path(program).name
+    if program == sys.executable or any(name.startswith(heavy) for heavy in _HEAVY_PROGRAMS):
+        return subprocess.list2cmdline([os.fsdecode(a) for a in argv])[:200]
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _processes_only_in_slow_tests(request, monkeypatch):
+    """Fails an unmarked test that starts a Python interpreter or a browser (see above). It sees the test and
+    its function-scoped fixtures; a module- or session-scoped fixture is set up before it."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    import subprocess
+
+    started = []
+    popen_init = subprocess.Popen.__init__
+
+    def guarded_init(self, args, *rest, **kwargs):
+        command = _heavy_program(args)
+        if command is not None:
+            started.append(command)
+        return popen_init(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_init)
+    yield
+    if started:
+        pytest.fail(f"starts {started[0]!r} but is not marked slow: mark it @pytest.mark.slow (the fast tier "
+                    "starts no process that does real work; tests/conftest.py says why)", pytrace=False)

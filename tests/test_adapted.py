@@ -12,7 +12,6 @@ from safetensors.torch import save_file
 
 from typhoon.cli import main
 from typhoon.models import adapted
-from typhoon.models.backbones import load_backbone
 
 MLM = adapted.ADAPTED["minilm-l6-mlm"]
 shipped = pytest.mark.skipif(not MLM.sha256, reason="minilm-l6-mlm's weights are not shipped yet")
@@ -78,6 +77,8 @@ def test_an_altered_weights_file_stops_the_command_line_with_exit_2_naming_file_
 def test_minilm_l6_mlm_carries_the_shipped_tensors_over_the_embedded_minilm():
     from safetensors.torch import load_file
 
+    from typhoon.models.backbones import load_backbone
+
     shipped_tensors = load_file(str(MLM.weights))
     base, mlm_backbone = load_backbone("minilm-l6"), load_backbone("minilm-l6-mlm")
     model, fresh = mlm_backbone.mlm_model(seed=3).model.state_dict(), base.mlm_model(seed=3).model.state_dict()
@@ -98,6 +99,7 @@ def test_minilm_l6_mlm_carries_the_shipped_tensors_over_the_embedded_minilm():
 def test_minilm_l6_mlm_predicts_masked_words_of_mrpc_train_text(mrpc_batch):
     """The issue's target for the first MLM step: masked-token loss <= 5.5 nats on MRPC (fresh head: 10.7)."""
     from typhoon.masking import get_strategy
+    from typhoon.models.backbones import load_backbone
 
     backbone = load_backbone("minilm-l6-mlm")
     tokenizer = backbone.tokenizer

@@ -17,7 +17,6 @@ from typhoon import atomic, config
 from typhoon.analysis import run_summary
 from typhoon.cli import main
 from typhoon.data import glue_files
-from typhoon.models import backbones
 from typhoon.records import run_record
 from typhoon.report import results_readme
 
@@ -82,6 +81,7 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules, "transformers":
     (["run", "--task", "mrpc", "--set", "backbone=./no/such/folder"], "backbone folder not found"),
     (["reproduce", "--profile", "smoke", "--set", "task=colaa"], "unknown GLUE task 'colaa'"),
 ])
+@pytest.mark.slow  # a fresh interpreter per command
 def test_an_unknown_task_or_backbone_is_refused_before_torch_is_imported(args, message, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", WRAPPER, *args, *(["--out", str(tmp_path / "o")])],
@@ -93,6 +93,7 @@ def test_an_unknown_task_or_backbone_is_refused_before_torch_is_imported(args, m
 
 def test_the_quick_name_lists_agree_with_the_registries():
     from typhoon import names
+    from typhoon.models import backbones
 
     assert names.GLUE_TASK_NAMES == tuple(sorted(glue_files.GLUE_TASKS))
     assert names.TASK_ALIASES == glue_files._ALIASES

@@ -87,6 +87,7 @@ def test_missing_data_offline(capsys, tmp_path, monkeypatch):
     refused(capsys, tmp_path, ["run", "--task", "rte", *RUN[3:]], "python -m typhoon data fetch rte")
 
 
+@pytest.mark.slow  # runs `python -m typhoon run` (trains a tiny model)
 def test_exit_status_of_the_real_command(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", "p=7",
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO, timeout=300)

@@ -41,6 +41,7 @@ def imported_by(args: list[str]) -> dict:
 
 @pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["reproduce", "--help"], ["profiles"],
                                   ["data", "--help"], ["data", "fetch", "--help"]])
+@pytest.mark.slow  # a fresh interpreter per command
 def test_quick_commands_import_no_heavy_library(args):
     result = imported_by(args)
     assert result["code"] in (0, None)
@@ -48,6 +49,7 @@ def test_quick_commands_import_no_heavy_library(args):
     assert not heavy, f"`typhoon {' '.join(args)}` imported {heavy}"
 
 
+@pytest.mark.slow  # a fresh interpreter that imports torch
 def test_the_wrapper_sees_a_heavy_import():
     """The check can fail: a command that does import torch (building a run config validates it
     against the data module) is reported."""

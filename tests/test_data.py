@@ -62,6 +62,7 @@ def _copy_task(glue_dir, folder, root):
     return root
 
 
+@pytest.mark.slow  # a fresh interpreter in another folder
 def test_bundled_data_is_found_from_any_folder(tmp_path):
     """No TYPHOON_GLUE_DIR, another working directory, the hub off: the bundle inside the package is used."""
     env = {k: v for k, v in os.environ.items() if k != "TYPHOON_GLUE_DIR"} | {"HF_HUB_OFFLINE": "1"}

@@ -195,15 +195,22 @@ def test_a_task_saliency_verdict_says_whether_its_task_models_learned(study):
     assert pd.isna(verdicts.loc[("mrpc", "typhoon - random"), "task_model_learned"])
 
 
-def test_a_design_may_plan_each_comparison_at_its_own_sd():
-    """decisive-mlm plans every comparison at the sd the fresh-head study measured for it at its cap."""
-    import dataclasses
-
+@pytest.mark.results
+def test_decisive_mlm_plans_each_comparison_at_the_sd_the_committed_study_measured():
+    """decisive-mlm plans every comparison at the sd the fresh-head study (results/decisive) measured for it
+    at its cap."""
     study = decisive.study_design("decisive-mlm")
     measured = pd.read_csv(REPO / "results/decisive/stats/verdicts.csv")
+    assert len(measured) == 10
     for row in measured.itertuples():  # the registered sds are the measured ones, to the 4 decimals registered
         pair = tuple(row.comparison.split(" - "))
         assert study.planning_sd_of(row.task, pair) == pytest.approx(row.power_sd, abs=5e-5)
+
+
+def test_a_design_may_plan_each_comparison_at_its_own_sd():
+    import dataclasses
+
+    study = decisive.study_design("decisive-mlm")
     small = dataclasses.replace(study, tasks=("cola",), comparisons=(("typhoon", "random"), ("whole_word", "random")),
                                 planning_sd={"cola": {"typhoon - random": 0.005, "whole_word - random": 0.05}})
     table = decisive.design_table(small, studies=2000).set_index("comparison")

@@ -83,6 +83,7 @@ def test_the_power_falls_as_the_sd_grows_and_is_nan_without_an_sd():
     assert np.isnan(decisive_checks.power_at_cap(STUDY, float("nan"), 0.01))
 
 
+@pytest.mark.results
 def test_the_committed_study_states_the_power_an_independent_simulation_found():
     """Issue 36's check (100,000 studies at difference 0): 0.82 at MRPC's planning sd, 0.91 at CoLA's; at the
     sds measured at the cap, per comparison, the numbers below."""

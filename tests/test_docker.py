@@ -17,7 +17,6 @@ from conftest import REPO
 
 from typhoon.config import get_profile
 from typhoon.data.glue_files import BUNDLED_TASKS
-from typhoon.models.backbones import BACKBONES
 
 DOCKERFILE = (REPO / "Dockerfile").read_text(encoding="utf-8")
 DOCKER_DOCS = REPO / "docs" / "docker.md"  # the Docker page of the manual, which the README links
@@ -114,6 +113,7 @@ def test_runtime_image_installs_the_runtime_lock_and_no_dev_tools():
 
 def test_default_command_reproduces_offline_from_the_bundle():
     """`docker run typhoon-bundle` with no mount: its profile needs only bundled data and offline backbones."""
+    from typhoon.models.backbones import BACKBONES
     cmd = dict(instructions())["CMD"]
     argv = json.loads(cmd)
     assert argv[:4] == ["python", "-m", "typhoon", "reproduce"]

@@ -6,14 +6,12 @@ import torch
 from scipy import stats
 from torch import nn
 
-from typhoon.models.backbones import load_backbone
-from typhoon.models.dropout import EAGER_FAST_DROPOUT, FastDropout, drop_threshold, fast_dropout
-
 N = 1_000_001  # odd: the last 32-bit word is only half used
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.03])
 def test_drop_rate_scaling_and_both_halves_of_each_word(p):
+    from typhoon.models.dropout import drop_threshold, fast_dropout
     torch.manual_seed(0)
     out = fast_dropout(torch.ones(N), p)
     cut = drop_threshold(p)
@@ -29,6 +27,7 @@ def test_drop_rate_scaling_and_both_halves_of_each_word(p):
 
 
 def test_gradient_is_the_mask_times_the_scale():
+    from typhoon.models.dropout import drop_threshold, fast_dropout
     torch.manual_seed(1)
     x = torch.randn(64, 33, requires_grad=True)
     out = fast_dropout(x, 0.2)
@@ -41,6 +40,7 @@ def test_gradient_is_the_mask_times_the_scale():
 
 
 def test_seeded_off_in_eval_and_edge_rates():
+    from typhoon.models.dropout import FastDropout, fast_dropout
     x = torch.randn(1000)
     torch.manual_seed(3)
     a = fast_dropout(x, 0.1)
@@ -62,6 +62,8 @@ def test_models_with_fast_dropout_match_eager_attention(saved_backbone, family_b
     Families whose attention goes through transformers' attention interface get the registered
     ``eager_fast_dropout`` kernel; DeBERTa-v2 keeps its own eager attention, whose ``nn.Dropout`` is swapped.
     """
+    from typhoon.models.backbones import load_backbone
+    from typhoon.models.dropout import EAGER_FAST_DROPOUT, FastDropout
     backbone = load_backbone(str(saved_backbone.folder))
     inputs = backbone.model_inputs(family_batch)
     assert (family_batch["attention_mask"] == 0).any()  # padding: the mask path is exercised

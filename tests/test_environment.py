@@ -9,8 +9,6 @@ import pytest
 import torch
 
 from typhoon.data.glue_files import BUNDLED_GLUE_DIR, load_glue, locate_glue
-from typhoon.models.backbones import BACKBONES
-from typhoon.report import setup_tables
 
 # Official GLUE split sizes (train, dev, test): the local files must be the official ones.
 GLUE_SIZES = {"mrpc": (3668, 408, 1725), "cola": (8551, 1043, 1063)}
@@ -21,6 +19,7 @@ def test_environment_report_names_versions_and_threads():
     import transformers
 
     import typhoon
+    from typhoon.report import setup_tables
 
     report = setup_tables.environment_report().set_index("item")["value"]
     assert report["torch"] == torch.__version__
@@ -35,6 +34,7 @@ def test_environment_report_names_versions_and_threads():
 
 
 def test_data_report_sizes_labels_and_source(glue_dir):
+    from typhoon.report import setup_tables
     report = setup_tables.data_report(["mrpc", "cola"])
     for task, sizes in GLUE_SIZES.items():
         rows = report[report.task == task].set_index("split")
@@ -48,6 +48,7 @@ def test_data_report_sizes_labels_and_source(glue_dir):
 
 
 def test_data_source_without_local_folder(monkeypatch):
+    from typhoon.report import setup_tables
     monkeypatch.delenv("TYPHOON_GLUE_DIR", raising=False)
     assert setup_tables.glue_source("mrpc") == f"bundled: {BUNDLED_GLUE_DIR / 'MRPC'}"
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -59,6 +60,8 @@ def test_data_source_without_local_folder(monkeypatch):
 
 
 def test_backbone_report_covers_the_registry():
+    from typhoon.models.backbones import BACKBONES
+    from typhoon.report import setup_tables
     report = setup_tables.backbone_report().set_index("backbone")
     assert list(report.index) == list(BACKBONES)
     assert report.loc["minilm-l6", "available_now"] and report.loc["tiny-random", "available_now"]

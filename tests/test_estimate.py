@@ -14,8 +14,6 @@ from typhoon.data.batching import collate, length_grouped_batches, token_counts
 from typhoon.masking import get_strategy
 from typhoon.runner import cell_work, estimate, grid, step_timing
 from typhoon.training import flops
-from typhoon.training import run as training_run
-from typhoon.training import step as training_step
 
 SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
 
@@ -84,6 +82,7 @@ def test_sampled_batches_span_the_widths_with_the_middle_first():
 @pytest.fixture
 def mlm_steps(monkeypatch) -> list[dict]:
     """Every call of the one MLM step (typhoon.training.step.mlm_step), recorded, then taken as it is."""
+    from typhoon.training import step as training_step
     calls, original = [], training_step.mlm_step
 
     def recording(ctx, mlm, strategy, optimizer, scheduler, examples, task_model=None):
@@ -94,6 +93,7 @@ def mlm_steps(monkeypatch) -> list[dict]:
     return calls
 
 
+@pytest.mark.slow  # times real training steps
 def test_a_calibration_times_real_steps_and_prices_every_cell(monkeypatch, mlm_steps):
     """In this process, three tiny-random cells of the smoke profile (one with Typhoon's saliency, one with
     the task loss's), with the fewest timed steps (two batches per phase). The typhoon_task kind takes its
@@ -127,9 +127,11 @@ def test_a_calibration_times_real_steps_and_prices_every_cell(monkeypatch, mlm_s
         assert cell["eval_passes"] == math.ceil(config.max_eval_examples / config.eval_batch_size) * (2 + task)
 
 
+@pytest.mark.slow  # times real training steps
 def test_the_estimate_times_the_mlm_step_the_run_takes(mlm_steps):
     """The run's phase 1 and the estimate's calibration call one function (the recorder stands in for it
     in both): neither holds a copy of the step."""
+    from typhoon.training import run as training_run
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "typhoon", "seed": 0},
                      {"max_train_examples": 32, "max_eval_examples": 16, "num_threads": 1})
     ctx = training_run.set_up(config, progress=False)

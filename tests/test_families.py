@@ -9,7 +9,6 @@ import pytest
 import torch
 from conftest import REPO, make_batch
 from test_masking import word_is_split
-from transformers import AutoTokenizer
 
 from typhoon.data.glue_files import load_glue
 from typhoon.data.tokenizing import tokenize_glue
@@ -62,6 +61,7 @@ def test_whole_word_masking_never_splits_a_word(saved_backbone, mrpc_pairs):
 def test_roberta_prefix_space_changes_tokens_not_words(saved_backbone, mrpc_pairs):
     """With ``add_prefix_space`` the first word of each sentence gets RoBERTa's "Ġ" like every other
     word: other token ids, the same words."""
+    from transformers import AutoTokenizer
     plain = saved_backbone.tokenizer
     spaced = AutoTokenizer.from_pretrained(saved_backbone.folder, add_prefix_space=True)
     assert plain.tokenize("Hello world") != spaced.tokenize("Hello world")

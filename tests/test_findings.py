@@ -142,6 +142,7 @@ def test_readme_block_is_rewritten_in_place(tmp_path):
         results_readme.update_readme(tmp_path / "ref", readme)
 
 
+@pytest.mark.results
 def test_the_readme_results_agree_with_the_committed_reference_run():
     """docs/results.md's Results block is what `python -m typhoon results-readme results/cpu` makes from the
     committed tables: a number changed in either place fails here."""
@@ -214,6 +215,7 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
         results_readme.update_readme(study, readme)
 
 
+@pytest.mark.results
 def test_the_readme_decisive_block_agrees_with_the_committed_study():
     """docs/results.md's decisive block is what `python -m typhoon results-readme results/decisive` makes."""
     study = REPO / "results" / "decisive"
@@ -253,6 +255,7 @@ def test_a_schedules_grid_gets_its_own_block_with_its_comparisons(tmp_path):
     assert not results_readme.update_readme(study, readme)  # regenerated: nothing changes
 
 
+@pytest.mark.results
 def test_the_readme_schedules_block_agrees_with_the_committed_study():
     """docs/results.md's schedules block is what `python -m typhoon results-readme results/schedules` makes."""
     study = REPO / "results" / "schedules"

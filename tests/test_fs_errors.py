@@ -78,6 +78,7 @@ def test_run_into_an_unwritable_folder_exits_2(capsys, tmp_path, monkeypatch):
     assert code == 2 and f"cannot write {tmp_path / 'out'}" in err and "Permission denied" in err, err
 
 
+@pytest.mark.slow  # trains a tiny model
 def test_disk_full_while_writing_the_record_exits_2_and_leaves_no_record(capsys, tmp_path, monkeypatch):
     out = tmp_path / "out"
     write_json = atomic.atomic_write_json
@@ -121,6 +122,7 @@ def test_a_kernel_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, m
     assert grid.run_cell(config, tmp_path, notebooks.notebooks_dir())["status"] == "failed"
 
 
+@pytest.mark.slow  # runs `python -m typhoon reproduce` with notebook kernels
 def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):
     """The real grid: the first cell's kernel meets ENOSPC while publishing its record."""
     out = tmp_path / "out"

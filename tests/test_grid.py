@@ -64,10 +64,17 @@ def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path)
 def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
     seen = []
     _stop_at_the_grid(monkeypatch, seen)
-    with pytest.raises(_Stop):
-        grid.reproduce("smoke", tmp_path, overrides={"p": 0.3}, analysis=False)
-    configs = seen[0][0]
-    assert configs == get_profile("smoke").grid({"p": 0.3}) and all(c.p == 0.3 for c in configs)
+    for overrides in (None, {"p": 0.3}):
+        with pytest.raises(_Stop):
+            grid.reproduce("smoke", tmp_path, overrides=overrides, analysis=False)
+    plain, overridden = (configs for configs, _ in seen)
+    # profiles.toml's smoke grid: mrpc x tiny-random x 3 strategies x seeds 0-1, and one minilm-l6 cell
+    cells = {(c.task, c.backbone, c.strategy, c.seed) for c in overridden}
+    assert cells == {("mrpc", "tiny-random", s, seed) for s in ("random", "whole_word", "typhoon") for seed in (0, 1)} \
+        | {("mrpc", "minilm-l6", "typhoon", 0)} and len(overridden) == 7
+    assert all(c.p == 0.3 and c.max_train_examples == 192 for c in overridden)  # the override, the profile's own
+    assert all(c.p == 0.15 for c in plain)  # RunConfig's default rate when nothing overrides it
+    assert overridden == [c.replace(p=0.3) for c in plain]  # the override changes p and nothing else
 
 
 def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path):
@@ -117,6 +124,7 @@ def _in_process_cell(config, out_dir, nb_dir, device=None, threads=None):
     return result_rows.status_row(config, "ok")
 
 
+@pytest.mark.slow  # trains tiny cells in process
 def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp_path):
     import json
 

@@ -5,17 +5,8 @@ import itertools
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-from transformers import (
-    BertConfig,
-    BertForMaskedLM,
-    BertForSequenceClassification,
-    DistilBertConfig,
-    DistilBertForMaskedLM,
-    DistilBertForSequenceClassification,
-)
 
 from typhoon import machine
-from typhoon.models.mlm_head import MaskedLM
 from typhoon.training import device_settings, flops
 
 SAPPHIRE_RAPIDS_VM = """processor\t: 0
@@ -137,6 +128,14 @@ def random_inputs(rows: int, width: int, lengths=None):
 
 @pytest.mark.parametrize("family", ["bert", "distilbert"])
 def test_mlm_step_flops_match_torch_flop_counter(family):
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        DistilBertConfig,
+        DistilBertForMaskedLM,
+    )
+
+    from typhoon.models.mlm_head import MaskedLM
     cls, kwargs = (BertForMaskedLM, BERT) if family == "bert" else (DistilBertForMaskedLM, DISTILBERT)
     config_cls = BertConfig if family == "bert" else DistilBertConfig
     config = config_cls(**kwargs, attn_implementation="eager")
@@ -155,6 +154,12 @@ def test_mlm_step_flops_match_torch_flop_counter(family):
 
 @pytest.mark.parametrize("family", ["bert", "distilbert"])
 def test_classifier_step_flops_match_torch_flop_counter(family):
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        DistilBertConfig,
+        DistilBertForSequenceClassification,
+    )
     cls, kwargs = (BertForSequenceClassification, BERT) if family == "bert" else (DistilBertForSequenceClassification, DISTILBERT)
     config = (BertConfig if family == "bert" else DistilBertConfig)(**kwargs, num_labels=3, attn_implementation="eager")
     torch.manual_seed(0)
@@ -170,6 +175,10 @@ def test_classifier_step_flops_match_torch_flop_counter(family):
 
 def test_useful_flops_of_real_lengths_equal_the_rows_run_unpadded():
     """Given the real lengths, the count is the work of the rows without their padding."""
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+    )
     config = BertConfig(**BERT, num_labels=2, attn_implementation="eager")
     torch.manual_seed(0)
     model = BertForSequenceClassification(config).eval()
@@ -193,6 +202,9 @@ def test_minilm_encoder_has_the_issue_s_10_6_m_matmul_parameters():
 
 
 def test_phase_meter_counts_useful_and_executed_work():
+    from transformers import (
+        BertConfig,
+    )
     config = BertConfig(**BERT)
     meter = flops.PhaseMeter(config).start()
     mask = random_inputs(3, 16, [16, 9, 4])[1]

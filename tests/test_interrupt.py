@@ -83,6 +83,7 @@ def leftovers(out: Path) -> list[str]:
     return sorted({p.relative_to(out).as_posix() for pattern in patterns for p in out.rglob(pattern)})
 
 
+@pytest.mark.slow  # runs `python -m typhoon reproduce` and signals it
 def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_path):
     out = tmp_path / "out"
     argv = ["reproduce", "--profile", "smoke", "--out", str(out), "--no-analysis", "--no-estimate", *SMALL]
@@ -107,6 +108,7 @@ def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_
     print(f"reproduce: SIGINT to exit {seconds:.2f} s")
 
 
+@pytest.mark.slow  # runs `python -m typhoon run` and signals it
 def test_sigterm_stops_run_and_leaves_no_lock_record_or_folder(tmp_path):
     out = tmp_path / "out"
     argv = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke", "--out", str(out), *SMALL]
@@ -150,6 +152,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a second interpreter holds the lock
 def test_stale_lock_of_a_killed_holder_is_removed_a_live_one_kept(tmp_path):
     lock = tmp_path / ".seed0.lock"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, text=True,

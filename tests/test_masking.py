@@ -14,7 +14,6 @@ from typhoon.data.batching import collate
 from typhoon.masking import (
     STRATEGIES,
     MaskingStrategy,
-    calibrate,
     get_strategy,
     load_state,
     maskable_positions,
@@ -296,9 +295,21 @@ def test_typhoon_samples_with_its_probabilities(big_batch, counts):
     corr = np.corrcoef(expected.numpy(), observed.numpy())[0, 1]
     assert corr > 0.7
     assert abs(observed.mean() - expected.mean()) < 0.005
-    # a per-row rate uses the same preferences re-solved (water-filled) for that budget
-    at_rate = calibrate(strategy.weights, strategy.counts, 0.4, delta=1.0)
-    np.testing.assert_allclose(strategy.probs_for_rate(0.4), at_rate, rtol=1e-12)
+    # a per-row rate uses the same preferences re-solved (water-filled, pi_v = min(1, beta b_v)) for that
+    # budget; checked by hand: the solution at a rate spends exactly that share of the token mass, wherever
+    # neither solution is capped at 1 it is the solution at the configured rate times one common factor, and
+    # the types capped at 1 are the most preferred ones (at 0.9 some are)
+    base = np.asarray(strategy.probs, dtype=float)
+    token_mass = np.asarray(strategy.counts, dtype=float)
+    for rate in (0.4, 0.9):
+        at_rate = np.asarray(strategy.probs_for_rate(rate), dtype=float)
+        assert (token_mass * at_rate).sum() == pytest.approx(rate * token_mass.sum(), rel=1e-12)
+        free = (token_mass > 0) & (base > 0) & (at_rate < 1)
+        factor = at_rate[free] / base[free]
+        assert free.sum() >= 10 and factor.min() > 1
+        np.testing.assert_allclose(factor, factor[0], rtol=1e-9)
+    capped = (token_mass > 0) & (at_rate == 1)
+    assert capped.any() and base[capped].min() >= base[free].max()
     assert strategy.probs_for_rate(1.0).min() == 1.0 and strategy.probs_for_rate(0.0).max() == 0.0
     # the batched per-row solution equals solving each row's budget on its own
     rates = torch.linspace(0.0, 1.0, ids.shape[0], dtype=torch.float64)

@@ -8,12 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import FAMILY_NAMES
-from family_backbones import family_config
-from transformers import AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 from typhoon.masking import SaliencyProbe, get_strategy
-from typhoon.models.backbones import BACKBONES, load_backbone, minilm_dir
-from typhoon.models.mlm_head import FAMILIES, MaskedLM
 
 
 def masked_inputs(backbone, batch, seed: int = 0):
@@ -32,10 +28,12 @@ def stock_loss(model, inputs, labels):
 
 
 def test_every_family_is_tested():
+    from typhoon.models.mlm_head import FAMILIES
     assert sorted(FAMILIES) == sorted(FAMILY_NAMES)
 
 
 def test_load_by_path_and_gathered_head_equals_stock_head(saved_backbone, family_batch):
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     assert backbone.family == saved_backbone.family
     mlm = backbone.mlm_model()
@@ -56,6 +54,7 @@ def test_load_by_path_and_gathered_head_equals_stock_head(saved_backbone, family
 def test_a_bf16_autocast_training_step_runs(saved_backbone, family_batch, attention):
     """What the cpu profile does on CPUs with bf16 (and GPUs do): a phase-1 step with the saliency probe,
     and the classifier on the adapted encoder, under bf16 autocast; the loss comes back in fp32."""
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     inputs, labels = masked_inputs(backbone, family_batch)
     mlm = backbone.mlm_model(attention=attention, fast_dropout=attention == "eager").train()
@@ -74,6 +73,12 @@ def test_a_bf16_autocast_training_step_runs(saved_backbone, family_batch, attent
 @pytest.mark.parametrize("legacy", [True, False])
 def test_both_deberta_v2_head_layouts_equal_the_stock_head(legacy, tokenizer, mrpc_batch):
     """DeBERTa-v2's config flag ``legacy`` picks ``cls`` or ``lm_predictions`` (checkpoints carry either)."""
+    from family_backbones import family_config
+    from transformers import (
+        AutoModelForMaskedLM,
+    )
+
+    from typhoon.models.mlm_head import MaskedLM
     torch.manual_seed(0)
     model = AutoModelForMaskedLM.from_config(family_config("deberta-v2", tokenizer, legacy=legacy)).double().eval()
     assert hasattr(model, "cls" if legacy else "lm_predictions")
@@ -88,6 +93,7 @@ def test_both_deberta_v2_head_layouts_equal_the_stock_head(legacy, tokenizer, mr
 
 def test_token_type_ids_reach_only_models_that_use_them(saved_backbone, family_batch, mrpc_batch):
     """RoBERTa has one token type and DeBERTa-v3 none: a pair's segment ids (from any tokenizer) stay out."""
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     uses_them = saved_backbone.family in ("bert", "electra")
     assert backbone.takes_token_type_ids == uses_them
@@ -101,6 +107,7 @@ def test_eager_and_sdpa_attention_compute_the_same_model(saved_backbone, family_
 
     DeBERTa-v2 has its own attention code: asking it for SDPA falls back to its eager kernel.
     """
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     inputs, labels = masked_inputs(backbone, family_batch)
     results = {}
@@ -121,6 +128,7 @@ def test_eager_and_sdpa_attention_compute_the_same_model(saved_backbone, family_
 
 
 def test_classifier_takes_the_adapted_encoder(saved_backbone):
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     mlm = backbone.mlm_model()
     with torch.no_grad():
@@ -140,12 +148,20 @@ def test_classifier_takes_the_adapted_encoder(saved_backbone):
 
 
 def test_encoder_state_from_another_model_is_refused(saved_backbone):
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     with pytest.raises(ValueError, match="does not fit"):
         backbone.classifier(2, encoder_state={"nonsense.weight": torch.zeros(1)})
 
 
 def test_unsupported_families_are_refused_naming_the_supported(tmp_path):
+    from transformers import (
+        AlbertConfig,
+        AlbertForMaskedLM,
+    )
+
+    from typhoon.models.backbones import load_backbone
+    from typhoon.models.mlm_head import MaskedLM
     AlbertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
                  intermediate_size=16).save_pretrained(tmp_path)
     supported = r"supported families: \['bert', 'deberta-v2', 'distilbert', 'electra', 'modernbert', 'roberta'\]"
@@ -156,6 +172,11 @@ def test_unsupported_families_are_refused_naming_the_supported(tmp_path):
 
 
 def test_a_tokenizer_larger_than_the_model_is_refused(tmp_path, tokenizer):
+    from transformers import (
+        BertConfig,
+    )
+
+    from typhoon.models.backbones import load_backbone
     BertConfig(vocab_size=1000, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
                intermediate_size=16).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
@@ -164,6 +185,12 @@ def test_a_tokenizer_larger_than_the_model_is_refused(tmp_path, tokenizer):
 
 
 def test_pickle_checkpoints_are_not_loaded(tmp_path, tokenizer):
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+    )
+
+    from typhoon.models.backbones import load_backbone
     model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
                                        num_attention_heads=1, intermediate_size=16))
     model.config.save_pretrained(tmp_path)
@@ -175,6 +202,7 @@ def test_pickle_checkpoints_are_not_loaded(tmp_path, tokenizer):
 
 
 def test_embedded_default_loads_offline():
+    from typhoon.models.backbones import load_backbone, minilm_dir
     backbone = load_backbone("minilm-l6")
     assert backbone.source == str(minilm_dir())
     assert backbone.config.hidden_size == 384 and backbone.config.num_hidden_layers == 6
@@ -182,6 +210,7 @@ def test_embedded_default_loads_offline():
 
 
 def test_tiny_random_is_fixed_across_runs():
+    from typhoon.models.backbones import load_backbone
     a, b = load_backbone("tiny-random").mlm_model(seed=1), load_backbone("tiny-random").mlm_model(seed=2)
     assert torch.equal(a.input_embeddings().weight, b.input_embeddings().weight)
     assert a.model.config.num_hidden_layers == 2 and a.model.config.vocab_size == 30522
@@ -190,6 +219,7 @@ def test_tiny_random_is_fixed_across_runs():
 @pytest.mark.parametrize("name", ["bert-base", "distilbert", "tinybert", "roberta-base", "deberta-v3-base",
                                   "modernbert-base", "electra-base-generator"])
 def test_hub_backbone_offline_names_the_offline_choices(name, monkeypatch):
+    from typhoon.models.backbones import BACKBONES, load_backbone
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not BACKBONES[name].offline
     with pytest.raises(FileNotFoundError, match=r"Offline choices: \['minilm-l6', 'minilm-l6-mlm', 'tiny-random'\]"):
@@ -197,6 +227,7 @@ def test_hub_backbone_offline_names_the_offline_choices(name, monkeypatch):
 
 
 def test_unknown_names_and_missing_folders():
+    from typhoon.models.backbones import load_backbone
     with pytest.raises(ValueError, match="unknown backbone 'robertta'"):
         load_backbone("robertta")
     with pytest.raises(FileNotFoundError, match="backbone folder not found"):

@@ -18,7 +18,6 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import nbformat
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +39,7 @@ def test_every_expected_notebook_exists():
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_is_stored_clean(path):
+    import nbformat
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert nb.cells and nb.cells[0].cell_type == "markdown" and nb.cells[0].source.strip().startswith("#"), \
@@ -216,6 +216,7 @@ async def _run_cells(lab: Lab, kernel_id: str, cells: list[str]) -> list[dict]:
 
 @pytest.mark.slow
 def test_jupyterlab_serves_and_runs_the_setup_notebook(lab, tmp_path):
+    import nbformat
     status, _ = lab.request("GET", "/api/status")
     assert status == 200
     status, page = lab.request("GET", "/lab")

@@ -24,6 +24,7 @@ def test_build_backend_admits_the_spdx_license_string():
     assert not setuptools.specifier.contains("76.9") and setuptools.specifier.contains("77.0")
 
 
+@pytest.mark.slow  # pip builds and installs the wheel
 def test_wheel_carries_the_bundled_data_and_the_metric(tmp_path):
     """A non-editable install (a wheel) finds the bundled GLUE data and the evaluate module inside itself."""
     source = tmp_path / "src"
@@ -59,6 +60,7 @@ def test_wheel_carries_the_bundled_data_and_the_metric(tmp_path):
     assert (int(dev_size), float(f1)) == (408, 0.8)
 
 
+@pytest.mark.slow  # a fresh interpreter that imports the whole package
 def test_importable_without_fcntl():
     """Windows has no fcntl: the package (its locks included) must not need it."""
     code = ("import sys; sys.modules['fcntl'] = None\n"  # `import fcntl` now raises ImportError

@@ -23,6 +23,7 @@ def test_each_profile_has_its_own_output_folder_in_the_repository():
             paths.output_dir(bad)
 
 
+@pytest.mark.slow  # a fresh interpreter per folder
 @pytest.mark.parametrize("cwd", ["notebooks", "tests", None])
 def test_the_default_does_not_depend_on_the_working_directory(cwd, tmp_path):
     """A notebook opened in JupyterLab from notebooks/ resolves out_dir=None as `make reproduce` does."""

@@ -11,7 +11,6 @@ from conftest import REPO
 
 from typhoon.config import resolve
 from typhoon.records import locks, result_rows, run_record, schema
-from typhoon.training.run import run
 
 SMOKE = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1)
 
@@ -24,11 +23,13 @@ def cli_run(out, *args):
 
 @pytest.fixture(scope="module")
 def typhoon_run(tmp_path_factory):
+    from typhoon.training.run import run
     out = tmp_path_factory.mktemp("out")
     config = resolve("smoke", dict(task="mrpc", strategy="typhoon", seed=0, **SMOKE))
     return out, config, run(config, out, progress=False)
 
 
+@pytest.mark.slow  # trains a tiny model (module fixture)
 def test_record_layout(typhoon_run):
     out, config, result = typhoon_run
     run_dir = out / "runs" / "mrpc" / "tiny-random" / "typhoon" / "seed0"
@@ -62,7 +63,9 @@ def test_record_layout(typhoon_run):
         assert str(out) not in text and "/root" not in text and "/home/" not in text
 
 
+@pytest.mark.slow  # trains a tiny model
 def test_complete_record_is_reused_not_recomputed(typhoon_run):
+    from typhoon.training.run import run
     out, config, result = typhoon_run
     stamp = (result.run_dir / "metrics.json").stat().st_mtime_ns
     again = run(config, out, progress=False)
@@ -70,6 +73,7 @@ def test_complete_record_is_reused_not_recomputed(typhoon_run):
     assert not run(config.replace(ft_epochs=2, max_eval_examples=16), out, progress=False).skipped  # other config: rerun
 
 
+@pytest.mark.slow  # reads the trained tiny model's record (module fixture)
 def test_results_table_from_records(typhoon_run):
     out, config, _ = typhoon_run
     table = result_rows.collect_results(out, [config])
@@ -79,6 +83,7 @@ def test_results_table_from_records(typhoon_run):
     assert row.primary_value == run_record.read_record(out / row.record_path).final["dev_f1"]
 
 
+@pytest.mark.slow  # three `python -m typhoon run` processes
 def test_same_seed_bit_identical_across_processes_and_seeds_differ(tmp_path):
     a, b, c = (cli_run(tmp_path / name, "--strategy", "typhoon", "--seed", seed)
                for name, seed in (("a", "0"), ("b", "0"), ("c", "1")))
@@ -96,7 +101,9 @@ def test_same_seed_bit_identical_across_processes_and_seeds_differ(tmp_path):
     assert not la["loss"].equals(lc["loss"])
 
 
+@pytest.mark.slow  # trains a tiny model
 def test_failed_run_is_recorded_and_retried(tmp_path, monkeypatch):
+    from typhoon.training.run import run
     config = resolve("smoke", dict(task="mrpc", strategy="random", seed=0, **SMOKE))
     monkeypatch.setenv("TYPHOON_FAULT_INJECT", json.dumps({"stage": "train", "match": "random/seed0"}))
     with pytest.raises(RuntimeError, match="injected fault"):

@@ -2,7 +2,6 @@
 notebook stores), no stderr frames, no IProgress warning (not even from the libraries' tqdm.auto);
 elsewhere tqdm's text bar."""
 
-import nbformat
 import pytest
 from conftest import REPO
 
@@ -19,6 +18,7 @@ def test_outside_a_kernel_it_is_tqdms_text_bar(capsys):
 
 @pytest.mark.slow
 def test_an_executed_notebook_stores_one_line_per_bar(tmp_path):
+    import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()

@@ -22,6 +22,8 @@ REFERENCES = sorted(p.parent for p in (REPO / "results").glob("*/results.csv"))
 ANALYSIS = ("20_statistics.ipynb", "30_budget_spread.ipynb")
 # Float rounding between CPUs (numpy's SIMD paths differ in the last bit) is all that may differ.
 RTOL = 1e-12
+# every test here checks a committed run, not the code (`make test-results`)
+pytestmark = pytest.mark.results
 
 
 @pytest.fixture(params=REFERENCES or [None], ids=lambda p: p.name if p else "none")

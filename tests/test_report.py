@@ -9,7 +9,6 @@ import re
 from datetime import UTC, datetime, timedelta
 from html import escape
 
-import nbformat
 import pandas as pd
 import pytest
 from test_findings import make_output, schedule_folder, sequential_folder
@@ -26,6 +25,7 @@ LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
 def executed_notebook(out, name="20_statistics.ipynb"):
     """An executed notebook as papermill leaves it: markdown with math, parameters, stderr, progress,
     a figure made by typhoon.report.figures, a wide table, stdout naming the output folder."""
+    import nbformat
     fig = figures.new_figure(4, 3)
     fig.subplots().plot([0, 1], [0, 1])
     png = figures.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
@@ -120,6 +120,7 @@ def test_figures_carry_their_caption_and_tables_scroll(page):
     assert re.search(r'<div class="table-wrap rendered-html">\s*<table border="1" class="dataframe">', html)
 
 
+@pytest.mark.slow  # starts headless Chromium
 def test_the_browser_sees_a_clean_page(page):
     chromium = browser.find_chromium()
     if chromium is None:
@@ -162,6 +163,7 @@ def test_the_browser_finds_squeezed_rows_and_printed_lists(tmp_path):
     assert seen["tall_rows"] == [] and seen["python_lists"] == []
 
 
+@pytest.mark.slow  # starts headless Chromium
 def test_the_browser_check_can_fail(tmp_path):
     """The check finds raw TeX, a page wider than the window, and images missing or without alt text."""
     chromium = browser.find_chromium()
@@ -192,6 +194,7 @@ def test_the_wall_time_covers_the_analysis(tmp_path):
 
 def test_redacted_paths_and_every_interpolated_string_are_escaped(tmp_path):
     """A committed notebook's table names <site-packages>/... (paths.redact); unescaped, a browser hides it."""
+    import nbformat
     out = tmp_path / "out"
     make_output(out)
     nb = nbformat.v4.new_notebook()

@@ -6,22 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
 
 from typhoon.masking import SaliencyProbe, batch_weight_estimate, ema_update, get_strategy
 from typhoon.masking.calibration import calibrate
-from typhoon.models.backbones import load_backbone
 
 VOCAB, MASK_ID, CLS_ID, SEP_ID, PAD_ID = 257, 4, 2, 3, 0
 
 
 def tiny_bert():
+    from transformers import BertConfig, BertForMaskedLM
     config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64, pad_token_id=PAD_ID)
     return BertForMaskedLM(config)
 
 
 def tiny_distilbert():
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
     config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
                               max_position_embeddings=64, pad_token_id=PAD_ID)
     return DistilBertForMaskedLM(config)
@@ -74,6 +74,7 @@ def test_hook_saliency_equals_one_hot_autograd(make_model):
 def test_probe_through_masked_lm_equals_one_hot_autograd(saved_backbone, family_batch):
     """Every family, through ``MaskedLM``'s gathered head, in fp64. The explicit reference feeds
     ``one_hot @ W`` in place of the embedding lookup and reads the gradient of the one-hot itself."""
+    from typhoon.models.backbones import load_backbone
     backbone = load_backbone(str(saved_backbone.folder))
     mlm = backbone.mlm_model().double().eval()
     batch = {k: v[:4] for k, v in family_batch.items()}  # the one-hot is (B, L, V): keep B small
@@ -244,6 +245,7 @@ def test_task_saliency_equals_one_hot_autograd_of_the_task_loss_and_reaches_no_p
 def test_task_saliency_through_every_family(saved_backbone, family_batch):
     """Every backbone family's own classifier: the hook equals the one-hot autograd of the task loss."""
     from typhoon.masking.task_saliency import task_saliency
+    from typhoon.models.backbones import load_backbone
 
     backbone = load_backbone(str(saved_backbone.folder))
     classifier = backbone.classifier(2, seed=3).double().eval()

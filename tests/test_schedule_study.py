@@ -12,7 +12,6 @@ from scipy import stats as st
 from typhoon.analysis import schedule_study
 from typhoon.config import Profile, get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record, schema
-from typhoon.training import run as training_run
 
 HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")
 
@@ -155,6 +154,7 @@ def test_a_record_without_the_full_mask_loss_is_not_reused_for_the_schedules_gri
 
 
 def test_the_full_mask_loss_is_the_mean_cross_entropy_with_every_token_masked():
+    from typhoon.training import run as training_run
     config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="random", seed=0, max_eval_examples=12))
     ctx = training_run.set_up(config, progress=False)
     mlm = ctx.backbone.mlm_model(seed=0, **ctx.kernels).eval()

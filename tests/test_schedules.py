@@ -121,9 +121,16 @@ def test_named_rates_are_bit_identical_to_the_formulas_they_replaced():
 
 
 def test_named_schedules_are_members_of_the_family():
-    assert training_schedule("fixed", 0.15, 0.0) == FixedMaskingRatio(0.15)
-    assert training_schedule("uniform", 0.15, 0.0) == UniformMaskingRatio(0.0, 1.0)
-    assert training_schedule("mixture", 0.15, 0.1) == with_full_mask(FixedMaskingRatio(0.15), 0.1)
+    # each name's law on the visible count of a 20-token sequence, by hand: fixed 0.15 masks round(3.0) = 3
+    # tokens (17 visible); uniform masks 1..20 tokens with probability 1/20 each; the mixture masks all 20
+    # with probability 0.1 and 3 otherwise
+    fixed, uniform, full = np.zeros(21), np.zeros(21), np.zeros(21)
+    fixed[17] = 1.0
+    uniform[:20] = 1 / 20
+    full[[0, 17]] = [0.1, 0.9]
+    np.testing.assert_allclose(training_schedule("fixed", 0.15, 0.0).visible_count_pmf(20), fixed, atol=1e-15)
+    np.testing.assert_allclose(training_schedule("uniform", 0.15, 0.0).visible_count_pmf(20), uniform, atol=1e-15)
+    np.testing.assert_allclose(training_schedule("mixture", 0.15, 0.1).visible_count_pmf(20), full, atol=1e-15)
     assert set(SCHEDULES) == {"fixed", "uniform", "mixture"}
     # the full-mask component is the fully-masked context of the theory
     assert np.array_equal(FixedMaskingRatio(1.0).visible_count_pmf(9), FixedVisibleCount(0).visible_count_pmf(9))

@@ -42,6 +42,7 @@ print(json.dumps({"default": default, "tuned": losses(), "choice": choice}))
 """
 
 
+@pytest.mark.slow  # a fresh interpreter trains a tiny BERT twice
 def test_tuned_malloc_gives_bit_identical_training():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -11,7 +11,6 @@ import pandas as pd
 import pingouin as pg
 import pytest
 from scipy import stats as st
-from statsmodels.stats.multitest import multipletests
 
 from typhoon.analysis import pairwise, run_summary, seed_budget, significance, stats_tables, verdict_text
 
@@ -114,25 +113,36 @@ def test_reference_is_strategy_a_and_families(results):
     assert len(other) == 1 and {other.strategy_a.iloc[0], other.strategy_b.iloc[0]} == {"typhoon", "random"}
 
 
-def test_holm_matches_statsmodels_and_hand(grid):
+def holm_by_hand(p) -> np.ndarray:
+    """Holm's step-down adjustment written out: sorted ascending, the i-th smallest p (from 0) times m - i,
+    a running maximum, capped at 1. (The package wraps statsmodels' multipletests, so statsmodels is no
+    independent reference here.)"""
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, (m - rank) * p[i])
+        adjusted[i] = min(1.0, running)
+    return adjusted
+
+
+def test_holm_by_hand_on_four_p_values():
+    # sorted 0.005, 0.01, 0.03, 0.04 -> 4 x 0.005 = 0.02, 3 x 0.01 = 0.03, 2 x 0.03 = 0.06, max(1 x 0.04, 0.06)
+    np.testing.assert_allclose(significance.holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02], atol=1e-15)
+    np.testing.assert_allclose(significance.holm([0.5, 0.4, 0.9]), [1.0, 1.0, 1.0])  # capped at 1
+    # a NaN p is outside the family: the other two are adjusted over m = 2
+    np.testing.assert_allclose(significance.holm([0.01, np.nan, 0.04]), [0.02, np.nan, 0.04], atol=1e-15)
+
+
+def test_holm_is_adjusted_within_each_family(grid):
     c = pairwise.paired_comparisons(grid)
     fam = c[c.family == "vs_reference"]
     assert len(fam) == 12  # 2 tasks x 3 backbones x 2 other strategies
-    expected = multipletests(fam["p"].to_numpy(), method="holm")[1]
-    np.testing.assert_allclose(fam["p_holm"].to_numpy(), expected, atol=1e-12)
-    # by hand: sorted step-down with running max, capped at 1
-    p = fam["p"].to_numpy()
-    m = len(p)
-    order = np.argsort(p)
-    adj = np.empty(m)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, (m - rank) * p[i])
-        adj[i] = min(1.0, running)
-    np.testing.assert_allclose(fam["p_holm"].to_numpy(), adj, atol=1e-12)
-    # the 'other' family is corrected separately
+    np.testing.assert_allclose(fam["p_holm"].to_numpy(), holm_by_hand(fam["p"]), atol=1e-12)
+    # the 'other' family is corrected separately, over its own members only
     oth = c[c.family == "other"]
-    np.testing.assert_allclose(oth["p_holm"], multipletests(oth["p"], method="holm")[1], atol=1e-12)
+    np.testing.assert_allclose(oth["p_holm"].to_numpy(), holm_by_hand(oth["p"]), atol=1e-12)
     assert (c["significant"] == (c["p_holm"] < 0.05)).all()
 
 
@@ -488,7 +498,9 @@ def test_expected_max_performance_table(results):
     t = seed_budget.expected_max_performance(results, ks=[1, 3, 10])
     assert len(t) == 3 * 3
     row = t[(t.strategy == "wwm") & (t.k == 3)].iloc[0]
-    assert row["expected_max"] == pytest.approx(seed_budget.expected_max(WW, 3))
+    # the mean of the best of every one of the 5^3 equally likely ordered draws of 3 of WW's seeds
+    brute = np.mean([max(draw) for draw in itertools.product(WW, repeat=3)])
+    assert row["expected_max"] == pytest.approx(brute, abs=1e-12)
     assert bool(t[t.k == 10]["extrapolated"].all()) and not bool(t[t.k == 3]["extrapolated"].any())
     assert seed_budget.expected_max_performance(results)["k"].max() == 5
 

@@ -14,8 +14,6 @@ from typhoon.config import RunConfig, resolve
 from typhoon.masking import TyphoonMasking
 from typhoon.masking.task_saliency import TaskHeadAtChance, label_entropy, require_learned, task_head_report
 from typhoon.records import result_rows
-from typhoon.training import run as training_run
-from typhoon.training import step as training_step
 
 TINY = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1, num_threads=1,
             precision="fp32", task_head_warmup=40, ft_lr=1e-3)
@@ -41,6 +39,7 @@ def learnable(data: dict[str, list[dict]], marker: int) -> dict[str, list[dict]]
 @pytest.fixture
 def learnable_data(monkeypatch):
     """training_run.prepare_data returns the learnable relabelling of the real (capped) MRPC examples."""
+    from typhoon.training import run as training_run
     original = training_run.prepare_data
 
     def prepare(config, tokenizer):
@@ -61,9 +60,12 @@ def test_report_against_an_independent_count():
         require_learned(at_majority, "mrpc")
 
 
+@pytest.mark.slow  # trains phase 1
 def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, monkeypatch):
     """Every phase-1 step's encoder gradient equals an explicit autograd of the MLM loss alone on the same
     masked batch (same parameters, same dropout draws). The first version added the task loss's gradient."""
+    from typhoon.training import run as training_run
+    from typhoon.training import step as training_step
     config = task_config()
     ctx = training_run.set_up(config, progress=False)
     steps = []
@@ -107,7 +109,9 @@ def test_the_encoders_phase_one_gradient_is_the_mlm_losss_alone(learnable_data, 
                 torch.testing.assert_close(step["grads"][name], grad, rtol=1e-5, atol=1e-7, msg=name)
 
 
+@pytest.mark.slow  # trains a task model
 def test_a_task_model_that_learned_is_checked_and_stored(learnable_data, tmp_path):
+    from typhoon.training import run as training_run
     config = task_config()
     record = training_run.run(config, tmp_path, progress=False)
     head = record.metrics["task_head"]
@@ -130,8 +134,10 @@ def test_a_task_model_that_learned_is_checked_and_stored(learnable_data, tmp_pat
     assert table.loc["typhoon", "task_head_learned"] is None
 
 
+@pytest.mark.slow  # trains a task model
 def test_a_task_model_at_chance_is_refused(learnable_data, tmp_path, monkeypatch):
     """The dev check sees the majority class's accuracy: the run fails, naming why, before phase 1."""
+    from typhoon.training import run as training_run
     monkeypatch.setattr(training_run, "evaluate", lambda ctx, classifier, batches: {"dev_accuracy": 0.5})
     monkeypatch.setattr(training_run, "adapt_mlm", lambda *a, **k: pytest.fail("phase 1 ran after a head at chance"))
     with pytest.raises(TaskHeadAtChance, match="not above the majority class's 0.5000"):
@@ -141,6 +147,7 @@ def test_a_task_model_at_chance_is_refused(learnable_data, tmp_path, monkeypatch
 
 
 def test_no_warm_up_is_refused_before_anything_is_loaded(tmp_path, monkeypatch):
+    from typhoon.training import run as training_run
     monkeypatch.setattr(training_run, "load_backbone", lambda name: pytest.fail("loaded a backbone"))
     with pytest.raises(ValueError, match="set task_head_warmup"):
         training_run.run(task_config(task_head_warmup=0), tmp_path, progress=False)

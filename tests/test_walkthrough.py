@@ -12,7 +12,6 @@ import torch
 from typhoon.data.batching import collate
 from typhoon.masking import kl_to_uniform, maskable_positions
 from typhoon.report import masking_figures
-from typhoon.report import masking_walkthrough as W
 
 torch.set_num_threads(1)
 
@@ -22,6 +21,7 @@ torch.set_num_threads(1)
 
 
 def test_token_table_single_sentence_matches_tokenizer(cola_tokenized, tokenizer):
+    from typhoon.report import masking_walkthrough as W
     example = cola_tokenized["train"][3]
     table = W.token_table(example, tokenizer)
     enc = tokenizer(example["sentence"], truncation=True, max_length=128)
@@ -32,6 +32,7 @@ def test_token_table_single_sentence_matches_tokenizer(cola_tokenized, tokenizer
 
 
 def test_token_table_pair_continues_word_ids(mrpc_tokenized, tokenizer):
+    from typhoon.report import masking_walkthrough as W
     example = mrpc_tokenized["train"][0]
     table = W.token_table(example, tokenizer)
     enc = tokenizer(example["sentence1"], example["sentence2"], truncation=True, max_length=128)
@@ -74,6 +75,7 @@ class _Spans(HTMLParser):
 
 
 def test_selection_html_marks_exactly_the_selected_tokens(mrpc_tokenized, tokenizer):
+    from typhoon.report import masking_walkthrough as W
     examples = [mrpc_tokenized["train"][i] for i in range(8)]
     batch = collate(examples, tokenizer.pad_token_id)
     row_index = int(batch["attention_mask"].sum(1).argmin())  # the shortest row: it has padding
@@ -96,6 +98,7 @@ def test_selection_html_marks_exactly_the_selected_tokens(mrpc_tokenized, tokeni
 
 
 def test_selection_html_escapes_and_checks_length(tokenizer, mrpc_batch):
+    from typhoon.report import masking_walkthrough as W
     row = W.batch_row(mrpc_batch, 0)
     with pytest.raises(ValueError, match="positions"):
         W.selection_html(row, {"random": torch.zeros(3, dtype=torch.bool)}, tokenizer)
@@ -109,6 +112,7 @@ def test_selection_html_escapes_and_checks_length(tokenizer, mrpc_batch):
 
 @pytest.mark.parametrize("p", [0.15, 0.4])
 def test_rate_table_rates_near_p(mrpc_tokenized, tokenizer, p):
+    from typhoon.report import masking_walkthrough as W
     examples = [mrpc_tokenized["train"][i] for i in range(64)]
     batch = collate(examples[:32], tokenizer.pad_token_id)
     names = ["random", "whole_word", "span", "typhoon"]
@@ -123,6 +127,7 @@ def test_rate_table_rates_near_p(mrpc_tokenized, tokenizer, p):
 
 
 def test_rate_table_counts_maskable_tokens_only(mrpc_batch, tokenizer):
+    from typhoon.report import masking_walkthrough as W
     class Everything:  # selects every position, special and padding included, without the base class filter
         name, p = "everything", 1.0
 
@@ -142,9 +147,11 @@ def test_rate_table_counts_maskable_tokens_only(mrpc_batch, tokenizer):
 
 @pytest.fixture(scope="module")
 def demo():
+    from typhoon.report import masking_walkthrough as W
     return W.saliency_demo("tiny-random", "mrpc", steps=2, seed=0, batch_size=8, max_length=48, example=1)
 
 
+@pytest.mark.slow  # trains Typhoon for the demo
 def test_saliency_demo_trains_typhoon_and_explains_one_sentence(demo, tokenizer):
     strategy, tokens = demo.strategy, demo.tokens
     train_rows = demo.mlm_loss[demo.mlm_loss.split == "train"]
@@ -175,11 +182,13 @@ def test_saliency_demo_kl_moves_away_from_uniform(demo):
 
 
 def test_saliency_demo_rejects_an_example_outside_the_training_slice():
+    from typhoon.report import masking_walkthrough as W
     with pytest.raises(ValueError, match="example"):
         W.saliency_demo("tiny-random", "mrpc", steps=1, batch_size=4, example=4)
 
 
 def test_plots_write_png_and_svg(demo, tmp_path, mrpc_batch, mrpc_tokenized, tokenizer):
+    from typhoon.report import masking_walkthrough as W
     paths = masking_figures.plot_saliency(demo.tokens, demo.strategy.p, tmp_path / "saliency")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
     examples = [mrpc_tokenized["train"][i] for i in range(32)]

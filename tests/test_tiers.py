@@ -1,0 +1,31 @@
+"""The test tiers mean what they say: conftest's guard tells a process that does real work (which makes a test
+slow) from a millisecond command, and the Makefile's targets select the markers pyproject.toml declares."""
+
+import re
+import sys
+import tomllib
+
+from conftest import REPO, _heavy_program
+
+
+def test_an_interpreter_or_a_browser_is_heavy_and_git_or_make_n_is_not():
+    assert _heavy_program([sys.executable, "-m", "typhoon", "run"]).startswith(sys.executable)
+    assert _heavy_program(["/usr/bin/python3", "-c", "pass"]) is not None
+    assert _heavy_program("python3 -c pass") is not None  # a shell command line
+    assert _heavy_program(["/usr/bin/chromium", "--headless"]) is not None
+    assert _heavy_program(["git", "rev-parse", "HEAD"]) is None
+    assert _heavy_program(["make", "-n", "lab"]) is None
+    assert _heavy_program(["bash", "scripts/install_torch.sh", "/tmp/fake-python"]) is None
+    assert _heavy_program([]) is None and _heavy_program("") is None
+
+
+def test_the_make_targets_select_the_declared_markers():
+    declared = {line.split(":")[0] for line in tomllib.loads((REPO / "pyproject.toml").read_text())
+                ["tool"]["pytest"]["ini_options"]["markers"]}
+    assert declared == {"slow", "results"}
+    makefile = (REPO / "Makefile").read_text()
+    recipes = {target: re.search(rf"^{target}:.*\n\t(.*)$", makefile, re.M).group(1)
+               for target in ("test", "test-fast", "test-results")}
+    assert recipes["test"].split()[3:].count("-m") == 0  # after `python -m pytest`: CI's `make test` runs every tier
+    assert '-m "not slow and not results"' in recipes["test-fast"]
+    assert "-m results" in recipes["test-results"]
