@@ -15,11 +15,19 @@ BACKBONE_NAMES = ("bert-base", "deberta-v3-base", "distilbert", "electra-base-ge
                   "minilm-l6-mlm", "modernbert-base", "roberta-base", "tiny-random", "tinybert")
 
 
-def check_task(task: str) -> None:
-    """ValueError naming ``task`` and the choices when it is no GLUE task (as ``data.get_task`` would)."""
+def canonical_task(task: str) -> str:
+    """The registry's name of ``task`` (any case, an alias); ValueError naming it and the choices when it
+    is no GLUE task (as ``data.get_task`` would)."""
     key = str(task).strip().lower()
-    if TASK_ALIASES.get(key, key) not in GLUE_TASK_NAMES:
+    key = TASK_ALIASES.get(key, key)
+    if key not in GLUE_TASK_NAMES:
         raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASK_NAMES)}")
+    return key
+
+
+def check_task(task: str) -> None:
+    """ValueError naming ``task`` and the choices when it is no GLUE task."""
+    canonical_task(task)
 
 
 def check_backbone(name: str) -> None:
