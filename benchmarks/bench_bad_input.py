@@ -5,7 +5,9 @@
 ``--repo`` times another checkout's ``typhoon`` (e.g. ``git archive`` of the commit before the checks
 moved ahead of the imports). Prints one row per case: its name, the exit status, the first line of
 stderr, the wall time and whether anything appeared in the case's scratch folder (a refused command
-must write nothing). Issue 37 asks for every case to be refused, exit 2, in under 2 s.
+must write nothing). Issue 37 asks for every case to be refused, exit 2, in under 2 s. It prints the
+load average and the time of a bare interpreter first: on a loaded machine that floor is a large part of
+each case's time.
 """
 
 from __future__ import annotations
@@ -75,7 +77,11 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--only", help="run only the cases whose name contains this")
     args = parser.parse_args()
-    print(f"typhoon from {args.repo}, python {sys.executable}, {os.cpu_count()} CPUs")
+    print(f"typhoon from {args.repo}, python {sys.executable}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    print(f"the floor on this machine now: `python -c pass` takes {time.perf_counter() - start:.2f} s")
     print("| case | exit | stderr (first error line) | seconds | wrote |\n|---|---|---|---|---|")
     slow = 0
     for name, argv in CASES:
