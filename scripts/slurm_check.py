@@ -216,7 +216,8 @@ def reproduce_command(out: Path, cluster: dict | None) -> list[str]:
 
 
 def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -> dict:
-    """One grid; returns its time and its results table. Job logs (slurm-*.out) go to ``root/jobs``."""
+    """One grid; returns its time and its results table. It runs from ``root/jobs``: the jobs' output files must
+    land under the grid's output folder (``<out>/logs/slurm``), none in that working folder."""
     out = root / f"out-{mode}"
     # walltime: one job at a time, so the cells run one after another and the grid outlives a 1-minute job
     # even on a fast machine (with two jobs it finished in 65 s on an idle 2-core CPU and lost no job)
@@ -243,6 +244,12 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
         problems.append("no job was cancelled mid-cell")
     if mode in ("scancel", "walltime") and "cluster: lost worker" not in text:
         problems.append("no worker was lost (the mode did not exercise a lost job)")
+    if cluster is not None:
+        stray = sorted(p.name for p in (root / "jobs").iterdir())
+        if stray:
+            problems.append(f"files in the working folder (job logs belong under the output folder): {stray}")
+        if not any((out / "logs" / "slurm").glob("*.out")):
+            problems.append("no job output file under <out>/logs/slurm")
     leftovers = sorted(str(p.relative_to(out)) for p in out.rglob("*") if ".tmp-" in p.name or ".old-" in p.name)
     if leftovers:
         problems.append(f"temp files left: {leftovers}")

@@ -14,6 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 # unless TYPHOON_GLUE_DIR points elsewhere.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# The estimate keeps its calibration for a restart (typhoon.runner.calibration_cache): a test must calibrate
+# for itself, never reuse what an earlier test or a user's run kept. One fresh cache per test session.
+if "TYPHOON_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["TYPHOON_CACHE_DIR"] = tempfile.mkdtemp(prefix="typhoon-test-cache-")
 # Every supported family (typhoon.models.mlm_head.FAMILIES; test_models checks the two agree), listed here so
 # that collecting the tests does not import transformers.
 FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "electra"]

@@ -42,10 +42,26 @@ def test_bad_cluster_settings_are_named(table, message):
         cluster.ClusterSpec.from_settings(table)
 
 
-def test_cli_prints_the_job_script(capsys):
+def test_cli_prints_the_job_script_with_its_logs_under_the_output_folder(capsys, tmp_path):
     assert cli.main(["reproduce", "--profile", "paper", "--cluster", "slurm", "--job-script", "--jobs", "3",
-                     "--partition", "short"]) == 0
-    assert "#SBATCH -p short" in capsys.readouterr().out
+                     "--partition", "short", "--out", str(tmp_path / "run")]) == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH -p short" in script
+    logs = tmp_path / "run" / "logs" / "slurm"
+    assert f"#SBATCH -o {logs}/" in script and f"#SBATCH -e {logs}/" in script  # never the working folder
+
+
+@pytest.mark.parametrize("walltime, seconds", [("90", 90 * 60), ("5:30", 330), ("02:00:00", 7200),
+                                               ("1-12", 36 * 3600), ("1-12:30", 36 * 3600 + 1800),
+                                               ("2-00:00:10", 48 * 3600 + 10)])
+def test_walltime_is_read_as_sbatch_reads_it(walltime, seconds):
+    assert cluster.walltime_seconds(walltime) == seconds
+
+
+@pytest.mark.parametrize("walltime", ["two hours", "1:2:3:4", "-5", "1-"])
+def test_a_walltime_sbatch_would_refuse_is_refused_by_name(walltime):
+    with pytest.raises(ValueError, match=f"walltime must be a SLURM time limit .* got '{walltime}'"):
+        cluster.ClusterSpec(walltime=walltime)
 
 
 # The fake cell runner lives at module level: Dask pickles what it runs (by reference, so the in-process
@@ -342,3 +358,41 @@ def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkey
             stop.clear_stop()
         assert sorted(STOPPED_ON) == sorted(executor.alive) and len(STOPPED_ON) == 2  # each worker was told
         assert all(cell.future.cancelled() for cell in executor.cells)
+
+
+def lost_at(walltime_s, worker_seen, cell_started, lost, retries=2):
+    """A cell handed to a worker at ``cell_started`` on a worker first seen at ``worker_seen``, the worker
+    gone at ``lost``: the executor's view of it (its future, what it said, whether the cell waits again)."""
+    now = [worker_seen]
+    said, client = [], FakeClient()
+    executor = cluster.CellExecutor(client, retries=retries, check_s=0, clock=lambda: now[0], say=said.append,
+                                    walltime_s=walltime_s)
+    client.workers = {"tcp://127.0.0.1:1": ()}
+    executor.poll()  # the worker is seen
+    now[0] = cell_started
+    future = executor.submit(sum, [1])
+    executor.poll()  # handed to it
+    now[0] = lost
+    client.workers = {}
+    executor.poll()
+    return future, said, bool(executor.waiting)
+
+
+def test_a_cell_that_outlasts_a_whole_walltime_fails_at_once_with_the_fix():
+    future, said, waits = lost_at(3600, worker_seen=0, cell_started=5, lost=3590)
+    assert not waits and future.done()
+    message = str(future.exception())
+    assert "reached its walltime (60.0 min) with the cell running for 59.8 min" in message
+    assert "raise the walltime" in message and "--cpus" in message and "retries" not in message
+    assert said and "it fails" in said[-1]
+
+
+def test_a_cell_started_late_in_its_job_runs_again_when_the_walltime_ends_the_job():
+    future, said, waits = lost_at(3600, worker_seen=0, cell_started=3000, lost=3590)
+    assert waits and not future.done()
+    assert "its job reached its walltime (60.0 min) 9.8 min into the cell; it runs again" in said[-1]
+
+
+def test_a_worker_lost_long_before_its_walltime_is_not_blamed_on_it():
+    future, said, waits = lost_at(3600, worker_seen=0, cell_started=5, lost=600)
+    assert waits and "walltime" not in said[-1]

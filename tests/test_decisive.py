@@ -115,6 +115,23 @@ def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
     decisive.check_seed_numerics([configs[("mrpc", "typhoon", 4)]], configs, tmp_path)  # seed 4 has no records
 
 
+def test_a_stopped_study_says_which_looks_are_done_what_the_next_needs_and_the_verdicts(study):
+    """Seeds 0-2 of every arm, noisy (sd 0.03, three times the larger margin): the first look is done;
+    nothing is decided at 3 seeds (O'Brien-Fleming spends almost nothing there), so the next look needs seeds
+    3-5 of every arm: 5 strategies x 3 seeds x 2 tasks = 30 cells. Before any record: no look, the first 30."""
+    spec = get_profile("decisive")
+    noise = np.random.default_rng(7).normal(0, 0.03, size=(2, len(spec.strategies), 3))
+    rows = [{"task": t, "strategy": s, "seed": seed, "status": "ok", "primary_value": 0.8 + noise[i, j, seed]}
+            for i, t in enumerate(("mrpc", "cola")) for j, s in enumerate(spec.strategies) for seed in range(3)]
+    text = decisive.where_it_stands(pd.DataFrame(rows), study)
+    assert text.startswith("looks done at 3 seeds (of 3, 6, 10, 13, 16)")
+    assert "the next look needs 30 more cell(s), seeds up to 5" in text
+    assert "verdicts so far: mrpc (margin ±0.01, 3 seeds): 5 continue; the next look is at 6 seeds" in text
+    empty = pd.DataFrame(columns=["task", "strategy", "seed", "status", "primary_value"])
+    assert decisive.where_it_stands(empty, study) == ("no look done yet (looks at 3, 6, 10, 13, 16 seeds); the next "
+                                                      "look needs 30 more cell(s), seeds up to 2")
+
+
 def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkeypatch):
     """reproduce_decisive with the training replaced by synthetic records (equal arms): it trains the
     first look's seeds, then the next look's, stops when all comparisons are equivalent, and writes

@@ -227,3 +227,53 @@ def test_the_estimate_calibrates_in_a_kernel_started_as_a_cells(tmp_path):
                                            + plan.cell_start_s)
     assert plan.grid_s == pytest.approx(cell["total_s"]) and plan.analysis_s == 0.0
     assert "fp32 (requested)" in plan.kernels
+
+
+# --------------------------------------------------------------------------------------------------
+# The calibration kept for a restart (typhoon.runner.calibration_cache)
+
+def _measured(configs, seconds=1.0):
+    """What run_calibration returns for one process: a price per cell, the kinds, the start cost."""
+    cells = {c.relative_dir().as_posix(): {"warmup_s": 0.0, "mlm_s": seconds, "ft_s": seconds, "eval_s": 0.5,
+                                          "setup_s": 0.5} for c in configs}
+    return [{"cells": cells, "kinds": [{"precision": "fp32", "precision_reason": "requested", "attention": "eager",
+                                        "dropout": "fast", "device": "cpu", "threads": 1}],
+             "start_s": 2.0, "core_share": 1.0}]
+
+
+def test_a_kept_calibration_is_used_only_for_the_same_cells_code_and_age(tmp_path, monkeypatch):
+    from typhoon.runner import calibration_cache as cache
+
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path))
+    grid_configs = get_profile("smoke").grid()
+    assert cache.load("smoke", grid_configs, 1, 2) is None  # nothing kept yet
+    assert cache.last_duration("smoke", 1, 2) is None
+    cache.save("smoke", grid_configs, 1, 2, _measured(grid_configs), calibration_s=95.0)
+    made = cache.load("smoke", grid_configs, 1, 2)
+    assert made.results == _measured(grid_configs) and made.calibration_s == 95.0 and 0 <= made.age_s < 5
+    assert cache.load("smoke", grid_configs[2:], 1, 2) is not None  # a restart: fewer cells left, all priced
+    assert cache.load("smoke", get_profile("smoke").grid({"p": 0.2}), 1, 2) is None  # other configs
+    assert cache.load("smoke", grid_configs, 2, 2) is None and cache.load("cpu", grid_configs, 1, 2) is None
+    import time as clock
+
+    assert cache.load("smoke", grid_configs, 1, 2, now=clock.time() + cache.MAX_AGE_S + 1) is None  # too old
+    assert cache.last_duration("smoke", 1, 2) == 95.0  # what the next calibration announces, whatever its age
+    monkeypatch.setattr(cache, "code_version", lambda package=None: "another-commit")
+    assert cache.load("smoke", grid_configs, 1, 2) is None  # the code changed
+
+
+def test_a_restarted_estimate_reuses_the_calibration_and_says_how_old_it_is(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "cache"))
+    configs = get_profile("smoke").grid()[:2]
+    calls = []
+
+    def fake_calibration(todo, threads, processes, expected_s=None):
+        calls.append(expected_s)
+        return _measured(todo) * processes
+
+    monkeypatch.setattr(estimate, "run_calibration", fake_calibration)
+    first = estimate.estimate_grid("smoke", configs, tmp_path / "out", workers=1, analysis=False)
+    again = estimate.estimate_grid("smoke", configs, tmp_path / "out", workers=1, analysis=False)
+    assert len(calls) == 1 and calls[0] is None  # calibrated once, with nothing to expect from
+    assert again.grid_s == first.grid_s == pytest.approx(2 * (1 + 1 + 0.5 + 0.5 + 2.0))
+    assert "is reused" in capsys.readouterr().out

@@ -174,6 +174,18 @@ def test_the_report_says_which_commit_trained_the_records(tmp_path):
     assert "18 records trained: 12 at abababa, 6 at cdcdcdc; tables made at " in html
 
 
+def test_the_report_names_the_model_its_runs_used_not_the_profiles_default(tmp_path):
+    """A cpu folder trained on minilm-l6 says so (and that its MLM head was fresh) though the cpu profile's
+    default is now minilm-l6-mlm: the Model line comes from results.csv."""
+    out = tmp_path / "out"
+    make_output(out)  # its runs: minilm-l6
+    provenance.write_manifest(out, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
+    html = report_html.build_report(out, [], "cpu")
+    model = re.search(r"<dt>Model</dt><dd>(.*?)</dd>", html).group(1)
+    assert model.startswith("minilm-l6: MiniLM-L6") and "no MLM head: each run trains a fresh one" in model
+    assert "minilm-l6-mlm" not in model
+
+
 def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
     """A decisive study's folder (its committed tables) gets the verdict table, the numerics by seed and the
     runs as its summary, not the paper's claims (which it has no tables for)."""

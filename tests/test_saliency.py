@@ -264,5 +264,10 @@ def test_the_alias_asks_for_task_saliency():
     strategy = get_strategy("typhoon_task")
     assert strategy.saliency == "task" and strategy.calibration == "minmax" and strategy.name == "typhoon_task"
     assert get_strategy("typhoon", saliency="task", calibration="rank").name == "typhoon_rank_task"
+    for calibration in ("minmax", "rank", "softmax"):  # every name a strategy gives is one get_strategy takes
+        for saliency in ("mlm", "task"):
+            name = get_strategy("typhoon", saliency=saliency, calibration=calibration).name
+            again = get_strategy(name)
+            assert (again.calibration, again.saliency, again.name) == (calibration, saliency, name)
     with pytest.raises(ValueError, match="saliency must be one of"):
         get_strategy("typhoon", saliency="loss")

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 from typhoon.config import (
-    Profile,
     RunConfig,
     allowed_of,
     get_profile,
@@ -24,7 +23,7 @@ from typhoon.config import (
     parse_overrides,
     resolve,
 )
-from typhoon.masking.params import strategy_help
+from typhoon.masking.params import strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
@@ -35,6 +34,7 @@ from typhoon.paths import (
     resolve_out_dir,
 )
 from typhoon.runner import stop
+from typhoon.runner.options import ReproduceOptions  # light: it imports the runners when it runs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one cell: MLM adaptation, fine-tuning, dev metrics, run record",
                          epilog=strategy_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
-    run.add_argument("--backbone", default="minilm-l6", help="registry name, local folder or hub id")
-    run.add_argument("--strategy", default="random", help="random | whole_word | span | typhoon | typhoon_rank | typhoon_softmax | typhoon_task")
+    run.add_argument("--backbone", help="registry name, local folder or hub id (default: the profile's first backbone)")
+    run.add_argument("--strategy", default="random", help=" | ".join(strategy_names()))
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from (default cpu: the main job's settings)")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
@@ -144,24 +144,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def reproduce_on_cluster(args: argparse.Namespace, overrides: dict) -> int:
-    """``reproduce --cluster``: the grid's cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`)."""
+def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
+    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
+    or a sequential design alike (:class:`typhoon.runner.options.ReproduceOptions`)."""
     from typhoon.runner import cluster
-    from typhoon.runner.grid import remove_cell_leftovers, reproduce
+    from typhoon.runner.grid import remove_cell_leftovers
 
     flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
                                                     "interface", "retries", "no_worker_timeout_s")}
     flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
+    flags["log_dir"] = str(resolve_out_dir(args.out, args.profile) / "logs" / "slurm")  # not the working folder
     spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
     if args.job_script:
         print(cluster.job_script(spec))
         return 0
     print(cluster.describe(spec), flush=True)
     with cluster.cluster_executor(spec, on_lost=remove_cell_leftovers) as executor:  # the cells choose threads and device on their node
-        summary = reproduce(args.profile, args.out, workers=1, overrides=overrides, analysis=not args.no_analysis,
-                            executor=executor, allow_mixed_precision=args.allow_mixed_precision,
-                            commit_records=args.commit_records, reuse=not args.no_reuse, reuse_from=args.reuse_from,
-                            estimate=False)
+        summary = options.on_cluster().run(executor)
     return 0 if summary.ok else 1
 
 
@@ -233,7 +232,8 @@ def _run(args: argparse.Namespace, overrides: dict) -> int:
     it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
     from typhoon.training.run import run
 
-    cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
+    backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
+    cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
     config = resolve(args.profile, cell, overrides)
     out = resolve_out_dir(args.out, config.profile)
     existed = out.exists()
@@ -274,8 +274,7 @@ def check_input(args: argparse.Namespace) -> None:
     """Refuse bad input before any work: every name (task, backbone, strategy, profile, cause), every
     configuration value against what its field allows, and the output folder. Only light modules are
     imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
-    written (:func:`typhoon.paths.check_can_write` removes the folders it probes). The commands repeat
-    none of these checks."""
+    written (:func:`typhoon.paths.check_can_write` removes the folders it probes)."""
     if args.command in ("run", "reproduce"):
         overrides = parse_overrides(args.set)
         for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
@@ -283,7 +282,8 @@ def check_input(args: argparse.Namespace) -> None:
         for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
             check_backbone(backbone)
     if args.command == "run":
-        cell = dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)
+        backbone = args.backbone or get_profile(args.profile).backbones[0]
+        cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
         config = resolve(args.profile, cell, overrides)  # RunConfig.validate: every field, the strategy's parameters
         check_can_write(resolve_out_dir(args.out, config.profile))
     elif args.command == "reproduce":
@@ -292,8 +292,7 @@ def check_input(args: argparse.Namespace) -> None:
             raise ValueError("give --cluster or --scheduler, not both")
         if args.job_script and args.cluster != "slurm":
             raise ValueError("--job-script needs --cluster slurm")
-        if args.workers is not None:
-            allowed_of(Profile, "workers").check("--workers", args.workers)
+        ReproduceOptions.from_args(args, overrides).check()  # --workers, and the flags a design cannot honour
         profile.grid(overrides)  # every cell resolved and validated
         for folder in args.reuse_from:
             check_reuse_source(folder)
@@ -353,28 +352,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "run":
             return _run(args, overrides)
         if args.command == "reproduce":
-            from typhoon.runner.grid import dask_executor, reproduce
+            from typhoon.runner.grid import dask_executor
 
-            if args.estimate:
-                from typhoon.runner.estimate import estimate_only
-
-                print(estimate_only(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                    analysis=not args.no_analysis).text(max_cells=10**6))
+            options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
+            if options.estimate_only:
+                print(options.run().text(max_cells=10**6))
                 return 0
             if args.cluster:
-                return reproduce_on_cluster(args, overrides)
-            executor = dask_executor(args.scheduler) if args.scheduler else None
-            if load_profiles().get(args.profile) and load_profiles()[args.profile].design:
-                from typhoon.runner.sequential_grid import reproduce_decisive
-
-                summary = reproduce_decisive(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                             analysis=not args.no_analysis, executor=executor,
-                                             commit_records=args.commit_records)
-                return 0 if summary.ok else 1
-            summary = reproduce(args.profile, args.out, workers=args.workers, overrides=overrides,
-                                analysis=not args.no_analysis, executor=executor,
-                                allow_mixed_precision=args.allow_mixed_precision, commit_records=args.commit_records,
-                                reuse=not args.no_reuse, reuse_from=args.reuse_from, estimate=not args.no_estimate)
+                return reproduce_on_cluster(args, options)
+            summary = options.run(dask_executor(args.scheduler) if args.scheduler else None)
             return 0 if summary.ok else 1
         if args.command == "results-readme":
             from typhoon.report.results_readme import update_answer, update_readme

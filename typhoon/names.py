@@ -13,6 +13,12 @@ GLUE_TASK_NAMES = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "wnli")
 TASK_ALIASES = {"sst-2": "sst2", "mnli-m": "mnli", "mnli_matched": "mnli"}
 BACKBONE_NAMES = ("bert-base", "deberta-v3-base", "distilbert", "electra-base-generator", "minilm-l6",
                   "minilm-l6-mlm", "modernbert-base", "roberta-base", "tiny-random", "tinybert")
+# What the MLM phase starts from, per backbone: a reader of a report must know whether the saliency came through a
+# model that predicts masked words. Every other backbone brings its pretrained MLM head.
+MLM_HEAD = {"minilm-l6": "MiniLM-L6 (a sentence-embedding model) with no MLM head: each run trains a fresh one",
+            "minilm-l6-mlm": "MiniLM-L6 with its encoder and MLM head adapted on English prose (shipped, hash-checked)",
+            "tiny-random": "random weights: a pipeline check"}
+PRETRAINED_MLM_HEAD = "its pretrained MLM head"
 
 
 def canonical_task(task: str) -> str:

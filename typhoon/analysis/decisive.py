@@ -412,6 +412,20 @@ def verdict_counts(verdicts: pd.DataFrame) -> list[str]:
     return lines
 
 
+def where_it_stands(results: pd.DataFrame, study: StudyDesign) -> str:
+    """Where a study stopped: the looks analysed, what the next look still needs, and the verdicts so far
+    (what a stopped ``reproduce`` and a session's closing line say)."""
+    history, verdicts = analyse(results, study)
+    done = sorted({int(n) for n in history["n_seeds"]}) if len(history) else []
+    plan = plan_next_look(results, study)
+    looks = ", ".join(str(n) for n in study.design.looks)
+    text = (f"looks done at {', '.join(map(str, done))} seeds (of {looks})" if done
+            else f"no look done yet (looks at {looks} seeds)")
+    text += (f"; the next look needs {len(plan)} more cell(s), seeds up to {int(plan['seed'].max())}" if len(plan)
+             else "; no cell left to train")
+    return text + (f"; verdicts so far: {'; '.join(verdict_counts(verdicts))}" if done else "")
+
+
 def answer(verdicts: pd.DataFrame) -> list[str]:
     """One sentence per task that answers the paper's question (does the masking strategy matter?)."""
     sentences = []

@@ -68,6 +68,10 @@ STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     **{f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS},
     "typhoon_task": ("typhoon", {"saliency": "task"}),
+    # every calibration with task saliency has its name too, so that a strategy's ``name`` is always one
+    # get_strategy accepts (typhoon.masking.saliency.TyphoonMasking.name)
+    **{f"typhoon_{method}_task": ("typhoon", {"calibration": method, "saliency": "task"})
+       for method in CALIBRATIONS if method != "minmax"},
 }
 
 

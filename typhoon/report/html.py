@@ -226,6 +226,7 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
     if manifest.get("dirty"):
         commit += " (with local changes)"
     items = [("Profile", f"{profile}: {spec.description}" if spec else profile),
+             ("Model", _models_line(out_dir)),
              ("Date", (manifest.get("finished") or provenance.now()).replace("T", " ")),
              ("Commit", commit), ("Trained at", provenance.trained_at_line(out_dir, manifest)), ("Machine", machine),
              ("Numerics", ", ".join(f"{k} ({v} runs)" for k, v in sorted(manifest.get("numerics", {}).items()))
@@ -243,6 +244,20 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
         parts.append('<div class="banner mixed"><b>Mixed numerics.</b> The runs of this folder were trained with '
                      "different precisions or devices (above); the per-run precision is in results.csv.</div>")
     return title, "\n".join(parts), pipeline_check
+
+
+def _models_line(out_dir: Path) -> str:
+    """The backbones this folder's runs used, each with what its MLM phase started from, read from results.csv:
+    a profile's default backbone may have changed since (the cpu profile's did)."""
+    import pandas as pd
+
+    from typhoon.names import MLM_HEAD, PRETRAINED_MLM_HEAD
+
+    table = out_dir / "results.csv"
+    if not table.is_file():
+        return "not recorded"
+    names = sorted(set(pd.read_csv(table, usecols=["backbone"])["backbone"]))
+    return "; ".join(f"{n}: {MLM_HEAD.get(n, PRETRAINED_MLM_HEAD)}" for n in names)
 
 
 def wall_time(manifest: dict, now: datetime | None = None) -> str:

@@ -41,6 +41,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from typhoon import paths
+
 KINDS = ("slurm", "local")
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
@@ -67,6 +69,9 @@ class ClusterSpec:
     scheduler_options: dict = field(default_factory=dict)  # the Dask scheduler's: host, port, dashboard_address
     retries: int = 2  # times a cell whose job was lost runs again before it is recorded failed
     no_worker_timeout_s: float = 3600.0  # stop the grid when no worker has been alive this long (jobs queued?)
+    # where each job's output file (slurm-<id>.out) goes; the CLI sets <out>/logs/slurm, so that no job writes
+    # into the folder the command was started from. None: dask-jobqueue's default (the working folder)
+    log_dir: str | None = None
 
     def __post_init__(self):
         problems = []
@@ -88,6 +93,10 @@ class ClusterSpec:
         if not isinstance(self.scheduler_options, dict) or not all(isinstance(k, str) for k in self.scheduler_options):
             problems.append(f"scheduler_options must be a table of the Dask scheduler's options, got "
                             f"{self.scheduler_options!r}")
+        try:
+            walltime_seconds(self.walltime)
+        except ValueError as err:
+            problems.append(str(err))
         if problems:
             raise ValueError("bad cluster settings: " + "; ".join(problems))
 
@@ -122,6 +131,31 @@ class ClusterSpec:
         return {"distributed.deploy.lost-worker-timeout": "2s"}
 
 
+def walltime_seconds(walltime: str) -> int:
+    """A SLURM time limit in seconds: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+    "days-hours:minutes" or "days-hours:minutes:seconds" (sbatch's --time formats)."""
+    text = str(walltime).strip()
+    days, _, rest = text.rpartition("-") if "-" in text else ("0", "", text)
+    parts = rest.split(":")
+    try:
+        numbers = [int(days), *(int(x) for x in parts)]
+    except ValueError:
+        numbers = []
+    if not numbers or len(parts) > 3 or min(numbers) < 0:
+        raise ValueError(f"walltime must be a SLURM time limit such as 02:00:00, 90 or 1-12:00, got {walltime!r}")
+    d, rest = numbers[0], numbers[1:]
+    if "-" in text:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = (rest + [0, 0])[:3]
+    else:  # minutes | minutes:seconds | hours:minutes:seconds
+        hours, minutes, seconds = {1: (0, rest[0], 0), 2: (0, *rest), 3: tuple(rest)}[len(rest)]
+    return ((d * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+# A worker lost after this share of its job's walltime was ended by the walltime (the worker connects some
+# seconds after its job starts, so it is seen for a little less than the whole limit).
+WALLTIME_SHARE = 0.9
+
+
 # Each cell asks for one unit of this worker resource, and each worker has one: one cell per job at a time.
 CELL_RESOURCE = {"cell": 1}
 
@@ -140,7 +174,8 @@ def slurm_cluster(spec: ClusterSpec):
                         queue=spec.partition, account=spec.account, job_name="typhoon-cell",
                         job_extra_directives=spec.directives(), job_script_prologue=spec.job_prologue(),
                         worker_extra_args=["--resources", "cell=1"], python=sys.executable,
-                        interface=spec.interface, scheduler_options=dict(spec.scheduler_options))
+                        interface=spec.interface, scheduler_options=dict(spec.scheduler_options),
+                        log_directory=spec.log_dir)
 
 
 def local_cluster(spec: ClusterSpec):
@@ -191,6 +226,7 @@ class _Cell:
     out_dir: object = None
     losses: list[str] = field(default_factory=list)  # labels of the workers lost while it ran
     worker: str | None = None  # the worker of the attempt in flight
+    started: float | None = None  # the executor's clock when the attempt in flight was handed to its worker
     task: object = None  # that attempt's Dask future
 
 
@@ -208,8 +244,10 @@ class CellExecutor(Executor):
 
     def __init__(self, client, cluster=None, *, jobs: int | None = None, retries: int = 2,
                  no_worker_timeout_s: float = 3600.0, on_lost: Callable | None = None, check_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] = print):
+                 clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] = print,
+                 walltime_s: float | None = None):
         self.client, self.cluster, self.jobs, self.retries = client, cluster, jobs, retries
+        self.walltime_s = walltime_s  # each job's time limit: a worker lost at it was ended by it
         self.no_worker_timeout_s, self.on_lost, self.check_s = no_worker_timeout_s, on_lost, check_s
         self.clock, self.say = clock, say
         self.cells: list[_Cell] = []
@@ -217,6 +255,7 @@ class CellExecutor(Executor):
         self.labels: dict[str, str] = {}  # worker address -> "worker ADDRESS (SLURM job ID)"
         self.alive: set[str] = set()  # the workers at the last check
         self.seen_jobs: set[str] = set()  # SLURM job ids whose worker connected
+        self.worker_since: dict[str, float] = {}  # worker address -> the clock when it was first seen
         self.last_check: float | None = None
         self.no_worker_since: float | None = self.clock()
 
@@ -277,12 +316,15 @@ class CellExecutor(Executor):
             task = self.client.submit(cell.fn, *cell.args, key=f"cell-{name}-{uuid.uuid4().hex[:8]}", pure=False,
                                       workers=[address], allow_other_workers=False, resources=CELL_RESOURCE,
                                       **cell.kwargs)
-            cell.worker, cell.task = address, task
+            cell.worker, cell.task, cell.started = address, task, self.clock()
             task.add_done_callback(lambda done, cell=cell: _settle(cell, done))  # called in a thread of its own
 
     def _note_workers(self, new: set[str]) -> None:
         if not new:
             return
+        now = self.clock()
+        for address in new:
+            self.worker_since.setdefault(address, now)
         info = self.client.scheduler_info(n_workers=-1).get("workers", {})
         jobs = getattr(self.cluster, "workers", {}) if self.cluster is not None else {}
         for address in new:
@@ -308,15 +350,37 @@ class CellExecutor(Executor):
                 self.on_lost(cell.config, cell.out_dir)  # no other run of the cell has started: it was pinned
             cell.losses.append(label)
             what = cell.config.relative_dir().as_posix() if cell.config is not None else "a task"
-            if len(cell.losses) > self.retries:
+            cause = self._walltime_cause(address, cell)
+            if cause and cause[1]:  # the cell alone outlasted a job: another job ends the same way
+                self.say(f"cluster: lost {label} while it ran {what}: {cause[0]}; it fails")
+                cell.future.set_exception(LostCellError(f"{cause[0]}, the last {label}"))
+            elif len(cell.losses) > self.retries:
                 self.say(f"cluster: lost {label} while it ran {what}: lost {len(cell.losses)} times, it fails")
                 cell.future.set_exception(LostCellError(
-                    f"the cell's worker was lost {len(cell.losses)} time(s) while it ran (its job ended: walltime, "
-                    f"preemption, scancel or a crash), the last {label}; retries = {self.retries}"))
+                    f"the cell's worker was lost {len(cell.losses)} time(s) while it ran (its job ended: "
+                    f"{cause[0] if cause else 'walltime, preemption, scancel or a crash'}), the last {label}; "
+                    f"retries = {self.retries}"))
             else:
-                self.say(f"cluster: lost {label} while it ran {what}: it runs again on another worker "
+                self.say(f"cluster: lost {label} while it ran {what}: "
+                         f"{cause[0] + '; ' if cause else ''}it runs again on another worker "
                          f"(retry {len(cell.losses)} of {self.retries})")
                 self.waiting.insert(0, cell)
+
+    def _walltime_cause(self, address: str, cell: _Cell) -> tuple[str, bool] | None:
+        """Whether the walltime ended the worker's job, in words, and whether the cell itself had run for
+        (almost) a whole walltime -- then no job can hold it and a retry is in vain; None otherwise."""
+        if self.walltime_s is None:
+            return None
+        now = self.clock()
+        job_ran, cell_ran = now - self.worker_since.get(address, now), now - (cell.started or now)
+        if job_ran < WALLTIME_SHARE * self.walltime_s:
+            return None
+        limit = _minutes(self.walltime_s)
+        if cell_ran >= WALLTIME_SHARE * self.walltime_s:
+            return (f"its job reached its walltime ({limit}) with the cell running for {_minutes(cell_ran)}: the "
+                    f"cell needs longer than one job may run; raise the walltime (--walltime, or walltime in "
+                    f"[<profile>.cluster]) to at least twice {limit}, or give each job more cores (--cpus)", True)
+        return (f"its job reached its walltime ({limit}) {_minutes(cell_ran)} into the cell", False)
 
     def _keep_jobs(self) -> None:
         """Ask the cluster for ``jobs`` workers again: a job whose worker left is submitted anew. A SLURM job
@@ -395,7 +459,8 @@ def cluster_executor(spec: ClusterSpec, on_lost: Callable | None = None) -> Iter
         try:
             cluster, client = cluster_client(spec)
             yield CellExecutor(client, cluster, jobs=spec.jobs, retries=spec.retries,
-                               no_worker_timeout_s=spec.no_worker_timeout_s, on_lost=on_lost)
+                               no_worker_timeout_s=spec.no_worker_timeout_s, on_lost=on_lost,
+                               walltime_s=walltime_seconds(spec.walltime) if spec.kind == "slurm" else None)
         finally:
             if client is not None:
                 client.close()
@@ -403,10 +468,15 @@ def cluster_executor(spec: ClusterSpec, on_lost: Callable | None = None) -> Iter
                 cluster.close()
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
 def describe(spec: ClusterSpec) -> str:
     where = f"partition {spec.partition}" if spec.partition else "the default partition"
     listen = f"interface {spec.interface}" if spec.interface else "the default interface"
     return (f"{spec.kind} cluster: {spec.jobs} job(s) on {where}, each {spec.cpus} CPU(s), {spec.gpus} GPU(s), "
-            f"{spec.memory}, {spec.walltime}; one cell per job at a time (cwd {os.path.relpath(REPO)}); "
+            f"{spec.memory}, {spec.walltime}; one cell per job at a time (cwd {os.path.relpath(REPO)}"
+            f"{'; job logs in ' + paths.shown(spec.log_dir) if spec.log_dir else ''}); "
             f"scheduler on {listen}; a lost cell is retried {spec.retries} time(s); no worker for "
             f"{spec.no_worker_timeout_s:g} s stops the grid")

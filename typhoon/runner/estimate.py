@@ -51,7 +51,14 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.runner.step_timing import MIN_SAMPLE_BATCHES, SAMPLE_BATCHES, calibrate
+from typhoon.runner import calibration_cache
+from typhoon.runner.step_timing import (
+    CALIBRATION_BUDGET_S,
+    MIN_SAMPLE_BATCHES,
+    SAMPLE_BATCHES,
+    calibrate,
+    calibration_key,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -174,7 +181,8 @@ def calibration_notebook(request: Path, result: Path):
     return notebook
 
 
-def run_calibration(configs: list[RunConfig], threads: int | None, processes: int) -> list[dict]:
+def run_calibration(configs: list[RunConfig], threads: int | None, processes: int,
+                    expected_s: float | None = None) -> list[dict]:
     """``processes`` calibrations at once, each in a papermill kernel started as a cell's kernel is, with
     ``threads`` torch threads. Each result has ``start_s``: what papermill took besides the calibration
     (kernel start, the run notebook's imports, shutdown, writing the notebook: what every cell pays
@@ -204,9 +212,13 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
             measured["start_s"] = total - (measured["calibration_finished"] - measured["calibration_started"])
             return measured
 
+        kinds = len({calibration_key(c) for c in configs})
+        expect = (f"the last one here took {duration(expected_s)}" if expected_s else
+                  f"{kinds} kind(s) of cell, each timed for up to about {duration(CALIBRATION_BUDGET_S + 30)}, "
+                  "longer on a busy or AVX2-only CPU")
         print(f"estimate: calibrating in {processes} kernel(s) at once, {threads or 'all'} thread(s) each: real MLM, "
-              f"fine-tuning and evaluation steps of {len(configs)} cell(s) (about a minute; --no-estimate skips it)",
-              flush=True)
+              f"fine-tuning and evaluation steps of {len(configs)} cell(s) ({expect}; kept "
+              f"{duration(calibration_cache.MAX_AGE_S)} for a restart; --no-estimate skips it)", flush=True)
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=processes) as pool:  # the kernels calibrate at the same time
             futures = [pool.submit(one, i) for i in range(processes)]
@@ -244,7 +256,16 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     processes = 1 if gpus else max(1, min(workers, len(todo)))
     per_cell, kinds, kernels, start_s = {}, [], "nothing to run", 0.0
     if todo:
-        results = run_calibration(todo, threads, processes)
+        cached = calibration_cache.load(profile, todo, threads, processes)
+        if cached is not None:  # a restart: the cells were priced here minutes ago, with this code
+            results = cached.results
+            print(f"estimate: the calibration made {duration(cached.age_s)} ago on this machine is reused (same "
+                  f"code, profile, cells and threads; kept {duration(calibration_cache.MAX_AGE_S)}; it took "
+                  f"{duration(cached.calibration_s)})", flush=True)
+        else:
+            last = calibration_cache.last_duration(profile, threads, processes)
+            results = run_calibration(todo, threads, processes, expected_s=last)
+            calibration_cache.save(profile, todo, threads, processes, results, time.perf_counter() - started)
         start_s = sum(r["start_s"] for r in results) / len(results)
         kinds = results[0]["kinds"]
         for path, first_cell in results[0]["cells"].items():  # numbers: the mean over the concurrent processes

@@ -417,12 +417,14 @@ def against_reference(profile: str, out_dir: Path) -> str | None:
         return f"your run against the reference ({paths.shown(ref_dir)}): not compared: {err}"
 
 
-def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: progress.RunLog) -> BaseException:
+def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: progress.RunLog,
+            standing: Callable[[], str] | None = None) -> BaseException:
     """After the grid or the analysis was cut short: stop what still runs, remove what it left
     (:func:`typhoon.runner.stop.clean_after_stop`), log it, and return the exception to raise.
 
-    Ctrl-C / SIGTERM come back as :class:`typhoon.runner.stop.Interrupted` with ``details`` (what finished);
-    a file-system error as :class:`typhoon.paths.OutputPathError`; anything else as it was.
+    Ctrl-C / SIGTERM come back as :class:`typhoon.runner.stop.Interrupted` with ``details`` (what finished,
+    and ``standing()``'s words: where a sequential study stands); a file-system error as
+    :class:`typhoon.paths.OutputPathError`; anything else as it was.
     """
     stop.request_stop()
     stop.stop_child_processes()  # an analysis kernel; the grid's kernels were stopped by run_grid
@@ -434,6 +436,10 @@ def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: 
                           if complete == len(configs) else
                           f"{complete} of {len(configs)} cells complete (their records are kept); the cells that "
                           "were running were stopped and left no record")
+        try:
+            result.details += f"; {standing()}" if standing is not None else ""
+        except Exception as err:  # never let the summary hide the stop itself
+            result.details += f"; where the study stands could not be read ({type(err).__name__}: {err})"
         message = f"stopped by {result.signal_name}: {result.details}"
     else:
         os_error = as_file_system_error(error)

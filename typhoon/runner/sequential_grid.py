@@ -56,11 +56,12 @@ def write_study_manifest(out_dir: Path, profile: str, started: str, wall_s: floa
 
 def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
                        overrides: dict | None = None, analysis: bool = True, executor=None,
-                       commit_records: bool = False):
+                       commit_records: bool = False, reuse: bool = True):
     """``reproduce --profile <sequential profile>``: look by look, train the cells the next look needs
     (:func:`decisive.plan_next_look`) with :func:`typhoon.runner.grid.run_grid`, re-analyse, and stop when every
     comparison is decided or at its cap; then write the tables, the figure and the notebook. Resumable
-    (the records are the state); ``commit_records`` commits each record as it lands, then the tables."""
+    (the records are the state); ``commit_records`` commits each record as it lands, then the tables;
+    ``reuse`` False trains even the records the design registers for reuse (``[design] reuse_from``)."""
     spec = get_profile(profile)
     study = decisive.study_design(spec)
     configs = decisive.grid_configs(spec, overrides)
@@ -78,7 +79,7 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
     cells = pd.DataFrame(columns=schema.STATUS_COLUMNS)
     with locks.output_folder_lock(out_dir):
         first = [c for c in configs.values() if c.seed < study.design.looks[0]]
-        for copied in decisive.reuse_sources(study, first, out_dir):
+        for copied in decisive.reuse_sources(study, first, out_dir) if reuse else []:
             print(f"reused {copied['record_path']} from {copied['reused_from']}")
             if commit_records:
                 provenance.commit_cell(out_dir, {**copied, "status": "ok", "notebook": None})
@@ -111,7 +112,8 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
             write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, command, cells, code)
             report = write_report(out_dir, spec.name, nb_dir) if analysis else None
         except BaseException as err:
-            raise grid.stopped(err, out_dir, list(configs.values()), log) from None
+            raise grid.stopped(err, out_dir, list(configs.values()), log, standing=lambda: decisive.where_it_stands(
+                decisive.results_table(configs, out_dir), study)) from None
         summary = grid.Summary(cells, out_dir / "results.csv", report)
         for sentence in decisive.answer(tables["verdicts"]):
             print(sentence)

@@ -1,0 +1,96 @@
+"""One ``reproduce``: the options of a study run, built once from the command line, and the one function that
+runs a profile with them, a plain grid or a sequential design, on any executor.
+
+Every flag means the same on every path, or is refused by name before anything runs:
+
+- a plain grid (:func:`typhoon.runner.grid.reproduce`) honours them all;
+- a sequential design (:func:`typhoon.runner.sequential_grid.reproduce_decisive`) trains look by look and
+  reuses only the records its design registers (``[<profile>.design] reuse_from``), so ``--reuse-from`` and
+  ``--allow-mixed-precision`` (a seed's arms must share one kernel family) are refused; ``--no-reuse``
+  skips the registered reuse; it prints no whole-grid estimate (the looks decide how many cells run);
+- on a cluster (``--cluster``, ``--scheduler``) the executor changes, nothing else: a design runs its looks
+  there too; each cell chooses its threads on its own node, and the estimate is skipped (it would calibrate
+  this machine, not the nodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+
+from typhoon.config import Profile, allowed_of, get_profile
+
+
+@dataclass(frozen=True)
+class ReproduceOptions:
+    """What ``reproduce`` was asked to do, whatever runs the cells."""
+
+    profile: str
+    out_dir: str | None = None
+    workers: int | None = None
+    overrides: dict = field(default_factory=dict)
+    analysis: bool = True
+    allow_mixed_precision: bool = False
+    commit_records: bool = False
+    reuse: bool = True
+    reuse_from: tuple[str, ...] = ()
+    estimate: bool = True  # calibrate and print the expected time before running
+    estimate_only: bool = False  # --estimate: only that, then stop
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, overrides: dict) -> ReproduceOptions:
+        return cls(profile=args.profile, out_dir=args.out, workers=args.workers, overrides=dict(overrides),
+                   analysis=not args.no_analysis, allow_mixed_precision=args.allow_mixed_precision,
+                   commit_records=args.commit_records, reuse=not args.no_reuse,
+                   reuse_from=tuple(args.reuse_from or ()), estimate=not args.no_estimate,
+                   estimate_only=args.estimate)
+
+    @property
+    def sequential(self) -> bool:
+        """Whether the profile is a sequential design (seeds added look by look)."""
+        return bool(get_profile(self.profile).design)
+
+    def check(self) -> None:
+        """ValueError naming each flag this profile's path cannot honour (before anything runs)."""
+        if self.workers is not None:
+            allowed_of(Profile, "workers").check("--workers", self.workers)
+        if not self.sequential:
+            return
+        refused = [flag for flag, given in (("--reuse-from", bool(self.reuse_from)),
+                                            ("--allow-mixed-precision", self.allow_mixed_precision)) if given]
+        if refused:
+            raise ValueError(
+                f"{' and '.join(refused)} cannot apply to the sequential design of profile {self.profile!r}: it "
+                f"reuses only the records its design registers ([{self.profile}.design] reuse_from), and every "
+                "arm of a seed must train on one kernel family; drop the flag(s)")
+        if self.estimate_only:
+            raise ValueError(f"--estimate prices a whole grid; profile {self.profile!r} is a sequential design whose "
+                             f"looks decide how many cells run: `python -m typhoon decisive-design --profile "
+                             f"{self.profile}` shows its plan")
+
+    def on_cluster(self) -> ReproduceOptions:
+        """The options for cells that run on other machines: one cell per worker, no estimate of this one."""
+        return dataclasses.replace(self, workers=1, estimate=False)
+
+    def run(self, executor=None):
+        """Run the profile (:meth:`check` first): its design look by look, or its whole grid; the Summary
+        (``estimate_only``: the GridEstimate, nothing run)."""
+        self.check()
+        if self.estimate_only:
+            from typhoon.runner.estimate import estimate_only
+
+            return estimate_only(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
+                                 analysis=self.analysis)
+        if self.sequential:
+            from typhoon.runner.sequential_grid import reproduce_decisive
+
+            return reproduce_decisive(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
+                                      analysis=self.analysis, executor=executor, commit_records=self.commit_records,
+                                      reuse=self.reuse)
+        from typhoon.runner.grid import reproduce
+
+        return reproduce(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
+                         analysis=self.analysis, executor=executor, allow_mixed_precision=self.allow_mixed_precision,
+                         commit_records=self.commit_records, reuse=self.reuse, reuse_from=list(self.reuse_from),
+                         estimate=self.estimate)
