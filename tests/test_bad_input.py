@@ -158,7 +158,7 @@ BEFORE_ANY_WORK = [
      "unknown cause 'weather'; choose one of ['baseline'"),
     (["kl-gap", "--seeds", "0", "-1", "--out", "{out}"], "--seeds must be an integer >= 0, got -1"),
     (["kl-gap", "--out", "{file}"], "a_file is a file, not a folder"),
-    (["results-readme", "{out}"], "no study folder"),
+    (["results-readme", "{out}"], "out is not a finished run of the study: no such folder"),
     (["results-readme"], "name a study folder, or give --answer"),
     (["check-report", "{out}"], "no report at"),
     (["decisive-design", "--profile", "cpu"], "profile 'cpu' has no [cpu.design]: it is not a sequential profile; "

@@ -315,8 +315,8 @@ def check_input(args: argparse.Namespace) -> None:
         if args.answer == (args.reference is not None):
             raise ValueError("results-readme: name a study folder, or give --answer (not both)")
         if args.reference is not None and not Path(args.reference).is_dir():
-            raise FileNotFoundError(f"no study folder {args.reference}: name a study's output folder, "
-                                    "e.g. results/cpu, results/decisive or results/schedules")
+            raise FileNotFoundError(f"{args.reference} is not a finished run of the study: no such folder; name a "
+                                    "study's output folder, e.g. results/cpu, results/decisive or results/schedules")
     elif args.command == "check-report":
         from typhoon.report.browser import report_page  # light: the browser starts in check_page
 
