@@ -120,3 +120,92 @@ def test_check_report_names_a_missing_report_and_takes_an_output_folder(tmp_path
     assert f"no report at {tmp_path / 'report.html'}" in capsys.readouterr().err
     assert main(["check-report", str(tmp_path / "nothing.html")]) == 2
     assert "no report at" in capsys.readouterr().err
+
+
+# Issue 37, item 7: every case below is refused (exit 2, a message naming the bad value) by the checks
+# before any work, so nothing is written; {out} is a folder that does not exist yet, {file} a file.
+BEFORE_ANY_WORK = [
+    (["run", "--task", "mrpc", "--strategy", "typhon", "--out", "{out}"],
+     "unknown masking strategy 'typhon'; choose one of ['random'"),
+    (["run", "--task", "mrpc", "--profile", "gpu-huge", "--out", "{out}"], "unknown profile 'gpu-huge'; choose one of"),
+    (["reproduce", "--profile", "gpu-huge", "--out", "{out}"], "unknown profile 'gpu-huge'; choose one of"),
+    (["run", "--task", "mrpc", "--seed", "-1", "--out", "{out}"], "seed must be an integer >= 0, got -1"),
+    (["reproduce", "--profile", "smoke", "--workers", "0", "--out", "{out}"],
+     "--workers must be an integer >= 1, got 0"),
+    (["run", "--task", "mrpc", "--set", "learning_rate=1e-4", "--out", "{out}"], "unknown key 'learning_rate'"),
+    (["run", "--task", "mrpc", "--set", "p", "--out", "{out}"], "bad --set 'p': expected key=value"),
+    (["run", "--task", "mrpc", "--set", "p=1.5", "--out", "{out}"], "p must lie in (0, 1), got 1.5"),
+    (["run", "--task", "mrpc", "--set", "ft_epochs=0", "--out", "{out}"], "ft_epochs must be an integer >= 1, got 0"),
+    (["run", "--task", "mrpc", "--set", "mlm_epochs=-1", "--out", "{out}"],
+     "mlm_epochs must be an integer >= 0, got -1"),
+    (["run", "--task", "mrpc", "--set", "ft_epochs=two", "--out", "{out}"], "bad value for ft_epochs: 'two'"),
+    (["run", "--task", "mrpc", "--set", "warmup_ratio=1", "--out", "{out}"], "warmup_ratio must lie in [0, 1), got 1.0"),
+    (["run", "--task", "mrpc", "--set", "max_train_examples=0", "--out", "{out}"],
+     "max_train_examples must be an integer >= 1, got 0"),
+    (["run", "--task", "mrpc", "--set", "ft_lr=0", "--out", "{out}"], "ft_lr must be a finite number > 0, got 0.0"),
+    (["run", "--task", "mrpc", "--set", "precision=fp8", "--out", "{out}"],
+     "precision must be one of ['auto', 'fp32', 'bf16'], got 'fp8'"),
+    (["run", "--task", "mrpc", "--strategy", "typhoon", "--set", "tau=-1", "--out", "{out}"],
+     "tau must be a finite number > 0, got -1.0"),
+    (["reproduce", "--profile", "smoke", "--set", "batch_size=0", "--out", "{out}"],
+     "batch_size must be an integer >= 1, got 0"),
+    (["reproduce", "--profile", "smoke", "--reuse-from", "{out}", "--out", "{out}"], "holds no run records"),
+    (["reproduce", "--profile", "smoke", "--cluster", "local", "--scheduler", "tcp://h:8786", "--out", "{out}"],
+     "give --cluster or --scheduler, not both"),
+    (["run", "--task", "mrpc", "--out", "{file}"], "a_file is a file, not a folder"),
+    (["reproduce", "--profile", "smoke", "--out", "{file}"], "a_file is a file, not a folder"),
+    (["run", "--task", "mrpc", "--out", "{file}/sub/out"], "a file is in the way where a folder must be"),
+    (["kl-gap", "--cause", "weather", "--out", "{out}"],
+     "unknown cause 'weather'; choose one of ['baseline'"),
+    (["kl-gap", "--seeds", "0", "-1", "--out", "{out}"], "--seeds must be an integer >= 0, got -1"),
+    (["kl-gap", "--out", "{file}"], "a_file is a file, not a folder"),
+    (["results-readme", "{out}"], "out is not a finished run of the study: no such folder"),
+    (["results-readme"], "name a study folder, or give --answer"),
+    (["check-report", "{out}"], "no report at"),
+    (["decisive-design", "--profile", "cpu"], "profile 'cpu' has no [cpu.design]: it is not a sequential profile; "
+                                              "choose one of ['decisive', 'decisive-mlm']"),
+    (["decisive-tables", "{out}", "--profile", "cpu"], "profile 'cpu' has no [cpu.design]"),
+    (["decisive-tables", "{out}"], "no study folder"),
+]
+
+
+def _argv(template, tmp_path):
+    return [a.format(out=tmp_path / "out", file=tmp_path / "a_file") for a in template]
+
+
+@pytest.mark.parametrize("template, message", BEFORE_ANY_WORK, ids=[" ".join(t[:4]) for t, _ in BEFORE_ANY_WORK])
+def test_bad_input_is_refused_before_any_work_and_writes_nothing(template, message, tmp_path, capsys):
+    (tmp_path / "a_file").write_text("in the way\n")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(_argv(template, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert sorted(tmp_path.rglob("*")) == before, "a refused command must write nothing"
+
+
+def test_a_good_output_folder_is_probed_and_left_as_it_was(tmp_path):
+    from typhoon.paths import check_can_write
+
+    assert check_can_write(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert list(tmp_path.iterdir()) == []  # the folders it made to probe are gone again
+    (tmp_path / "kept").mkdir()
+    check_can_write(tmp_path / "kept")
+    assert [p.name for p in tmp_path.rglob("*")] == ["kept"]
+
+
+ALL_CASES = """
+import json, sys
+from typhoon.cli import main
+codes = [main(argv) for argv in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "heavy": sorted({"torch", "transformers", "datasets", "pandas"} & set(sys.modules))}))
+"""
+
+
+def test_every_case_is_refused_without_importing_torch(tmp_path):
+    (tmp_path / "a_file").write_text("in the way\n")
+    cases = [_argv(template, tmp_path) for template, _ in BEFORE_ANY_WORK]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", ALL_CASES, json.dumps(cases)], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"codes": [2] * len(cases), "heavy": []}, done.stderr

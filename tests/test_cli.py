@@ -35,8 +35,8 @@ def refused(capsys, tmp_path, argv, message):
     ([*RUN, "--strategy", "typhoon", "--set", "lam=0"], "lam must lie in (0, 1], got 0.0"),
     ([*RUN, "--strategy", "span", "--set", "geometric_p=0"], "geometric_p must lie in (0, 1], got 0.0"),
     ([*RUN, "--strategy", "span", "--set", "max_span=0"], "max_span must be an integer >= 1, got 0"),
-    ([*RUN, "--set", "pi0=1"], "pi0 must be in [0, 1)"),
-    ([*RUN, "--set", "pi0=-0.1"], "pi0 must be in [0, 1)"),
+    ([*RUN, "--set", "pi0=1"], "pi0 must lie in [0, 1), got 1.0"),
+    ([*RUN, "--set", "pi0=-0.1"], "pi0 must lie in [0, 1), got -0.1"),
     ([*RUN, "--set", "nonsense=1"], "unknown key 'nonsense'"),
     ([*RUN, "--set", "p=abc"], "bad value for p: 'abc' is not a valid float"),
     ([*RUN, "--set", "seed"], "expected key=value"),
@@ -45,7 +45,7 @@ def refused(capsys, tmp_path, argv, message):
     ([*RUN, "--set", "attention=flash"], "attention must be one of"),
     ([*RUN, "--backbone", "bert-base"], "Offline choices"),
     (["reproduce", "--profile", "smoke", "--set", "p=2"], "p must lie in (0, 1), got 2.0"),
-    (["reproduce", "--profile", "smoke", "--workers", "0"], "--workers must be >= 1"),
+    (["reproduce", "--profile", "smoke", "--workers", "0"], "--workers must be an integer >= 1, got 0"),
 ])
 def test_bad_arguments(capsys, tmp_path, argv, message):
     refused(capsys, tmp_path, argv, message)

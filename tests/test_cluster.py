@@ -123,9 +123,11 @@ def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path,
     assert seen["profile"] == "smoke" and seen["workers"] == 1 and seen["estimate"] is False
     assert seen["analysis"] is False and seen["result"] == 3
     assert "local cluster: 1 job(s)" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="not both"):
-        cli.reproduce_on_cluster(cli.build_parser().parse_args(
-            ["reproduce", "--cluster", "local", "--scheduler", "tcp://x:1"]), {})
+    capsys.readouterr()
+    assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path / "new"), "--cluster", "local",
+                     "--scheduler", "tcp://x:1"]) == 2
+    assert "give --cluster or --scheduler, not both" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
 
 
 # --- jobs that end: replaced, their cells retried then recorded failed, their leftovers removed -----------

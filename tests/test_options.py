@@ -19,7 +19,7 @@ class Done:
 @pytest.mark.parametrize("flags, named", [(["--reuse-from", "results/cpu"], "--reuse-from"),
                                           (["--allow-mixed-precision"], "--allow-mixed-precision"),
                                           (["--estimate"], "decisive-design --profile decisive"),
-                                          (["--workers", "0"], "--workers must be >= 1")])
+                                          (["--workers", "0"], "--workers must be an integer >= 1, got 0")])
 def test_a_flag_the_sequential_path_cannot_honour_is_refused_by_name(flags, named, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sequential_grid, "reproduce_decisive", lambda *a, **k: pytest.fail("nothing may run"))
     started = time.perf_counter()

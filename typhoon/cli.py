@@ -13,11 +13,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from typhoon.config import get_profile, load_profiles, parse_overrides, resolve
+from typhoon.config import (
+    RunConfig,
+    allowed_of,
+    get_profile,
+    load_profiles,
+    parse_overrides,
+    resolve,
+)
 from typhoon.masking.params import strategy_help, strategy_names
-from typhoon.paths import OutputPathError, describe_os_error, is_file_system_error, resolve_out_dir
+from typhoon.names import check_backbone, check_task
+from typhoon.paths import (
+    OutputPathError,
+    check_can_write,
+    check_reuse_source,
+    describe_os_error,
+    is_file_system_error,
+    resolve_out_dir,
+)
 from typhoon.runner import stop
+from typhoon.runner.options import ReproduceOptions  # light: it imports the runners when it runs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,16 +150,12 @@ def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
     from typhoon.runner import cluster
     from typhoon.runner.grid import remove_cell_leftovers
 
-    if args.scheduler:
-        raise ValueError("give --cluster or --scheduler, not both")
     flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
                                                     "interface", "retries", "no_worker_timeout_s")}
     flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
     flags["log_dir"] = str(resolve_out_dir(args.out, args.profile) / "logs" / "slurm")  # not the working folder
     spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
     if args.job_script:
-        if spec.kind != "slurm":
-            raise ValueError("--job-script needs --cluster slurm")
         print(cluster.job_script(spec))
         return 0
     print(cluster.describe(spec), flush=True)
@@ -182,6 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    try:
+        check_input(args)
+    except Exception as err:
+        if not isinstance(err, user_errors()):
+            raise
+        print(f"typhoon: error: {err}", file=sys.stderr)
+        return 2
     if args.command in ("run", "reproduce", "kl-gap"):
         with stop.stop_on_signals():
             return _stoppable(args, argv)
@@ -234,15 +254,9 @@ def _run(args: argparse.Namespace, overrides: dict) -> int:
 
 def _kl_gap(args: argparse.Namespace) -> int:
     """``typhoon kl-gap``: the missing states of the study, then its table (CSV and Markdown) in ``--out``."""
-    from pathlib import Path
-
-    from typhoon.runner.kl_gap import SEEDS, cause_named, run_study
+    from typhoon.runner.kl_gap import SEEDS, run_study
 
     out = Path(args.out)
-    for name in args.cause or []:
-        cause_named(name)  # an unknown cause is refused before anything runs
-    if args.seeds is not None and min(args.seeds) < 0:
-        raise ValueError(f"--seeds must be >= 0, got {args.seeds}")
     if not args.table_only:
         run_study(out, args.cause, seeds=args.seeds or SEEDS)
     from typhoon.analysis.kl_gap import kl_gap_table
@@ -256,15 +270,57 @@ def _kl_gap(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_names(args: argparse.Namespace, overrides: dict) -> None:
-    """Refuse an unknown task or backbone name at once, before torch and transformers are imported
-    (seconds) -- the full checks follow when the run is configured."""
-    from typhoon.names import check_backbone, check_task
+def check_input(args: argparse.Namespace) -> None:
+    """Refuse bad input before any work: every name (task, backbone, strategy, profile, cause), every
+    configuration value against what its field allows, and the output folder. Only light modules are
+    imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
+    written (:func:`typhoon.paths.check_can_write` removes the folders it probes)."""
+    if args.command in ("run", "reproduce"):
+        overrides = parse_overrides(args.set)
+        for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
+            check_task(task)  # before the profile: "unknown task" says more than "bad run config"
+        for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
+            check_backbone(backbone)
+    if args.command == "run":
+        backbone = args.backbone or get_profile(args.profile).backbones[0]
+        cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
+        config = resolve(args.profile, cell, overrides)  # RunConfig.validate: every field, the strategy's parameters
+        check_can_write(resolve_out_dir(args.out, config.profile))
+    elif args.command == "reproduce":
+        profile = get_profile(args.profile)
+        if args.cluster and args.scheduler:
+            raise ValueError("give --cluster or --scheduler, not both")
+        if args.job_script and args.cluster != "slurm":
+            raise ValueError("--job-script needs --cluster slurm")
+        ReproduceOptions.from_args(args, overrides).check()  # --workers, and the flags a design cannot honour
+        profile.grid(overrides)  # every cell resolved and validated
+        for folder in args.reuse_from:
+            check_reuse_source(folder)
+        if not (args.estimate or args.job_script):  # these print and write nothing
+            check_can_write(resolve_out_dir(args.out, profile.name))
+    elif args.command == "kl-gap":
+        from typhoon.runner.kl_gap import cause_named  # light: the study's causes are RunConfig changes
 
-    for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
-        check_task(task)
-    for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
-        check_backbone(backbone)
+        for name in args.cause or []:
+            cause_named(name)
+        for seed in args.seeds or []:
+            allowed_of(RunConfig, "seed").check("--seeds", seed)
+        check_can_write(args.out)
+    elif args.command in ("decisive-design", "decisive-tables"):
+        get_profile(args.profile).require_design()
+        if args.command == "decisive-tables" and not Path(args.out).is_dir():
+            raise FileNotFoundError(f"no study folder {args.out}: name a sequential study's output folder, "
+                                    "e.g. results/decisive")
+    elif args.command == "results-readme":
+        if args.answer == (args.reference is not None):
+            raise ValueError("results-readme: name a study folder, or give --answer (not both)")
+        if args.reference is not None and not Path(args.reference).is_dir():
+            raise FileNotFoundError(f"{args.reference} is not a finished run of the study: no such folder; name a "
+                                    "study's output folder, e.g. results/cpu, results/decisive or results/schedules")
+    elif args.command == "check-report":
+        from typhoon.report.browser import report_page  # light: the browser starts in check_page
+
+        report_page(args.report)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -293,15 +349,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 print(line)
             return 0
         overrides = parse_overrides(getattr(args, "set", None))
-        check_names(args, overrides)
         if args.command == "run":
             return _run(args, overrides)
         if args.command == "reproduce":
             from typhoon.runner.grid import dask_executor
-            from typhoon.runner.options import ReproduceOptions
 
-            options = ReproduceOptions.from_args(args, overrides)
-            options.check()  # a flag this profile's path cannot honour is refused before anything runs
+            options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
             if options.estimate_only:
                 print(options.run().text(max_cells=10**6))
                 return 0
@@ -312,8 +365,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "results-readme":
             from typhoon.report.results_readme import update_answer, update_readme
 
-            if args.answer == (args.reference is not None):
-                raise ValueError("results-readme: name a study folder, or give --answer (not both)")
             changed = (update_answer(args.readme, check=args.check) if args.answer
                        else update_readme(args.reference, args.readme, check=args.check))
             block = "README answer table" if args.answer else "results block"

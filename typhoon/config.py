@@ -21,14 +21,17 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
 from typhoon.masking.params import (
     SCHEDULES,
     STRATEGY_PARAMS,
+    check_params,
     inactive_parameters,
     parameters_of,
     resolve_alias,
@@ -44,6 +47,11 @@ DROPOUTS = ("auto", "native", "fast")
 EXECUTION_FIELDS = ("device", "num_threads")
 
 
+def allows(allowed: Allowed) -> dict:
+    """A RunConfig field's metadata: the values it may take, checked by :meth:`RunConfig.validate`."""
+    return {"allowed": allowed}
+
+
 @dataclass
 class RunConfig:
     """Everything that determines one run. Defaults are the ``cpu`` profile's unless it says otherwise.
@@ -55,7 +63,7 @@ class RunConfig:
     task: str = "mrpc"
     backbone: str = "minilm-l6"
     strategy: str = "random"
-    seed: int = 0
+    seed: int = field(default=0, metadata=allows(IntAtLeast(0)))
     profile: str = "custom"  # a config made by hand (RunConfig(...)), from no profile; resolve() sets the profile it came from
     # masking (phase 1)
     p: float = 0.15  # masking budget: expected share of non-special tokens selected
@@ -67,61 +75,48 @@ class RunConfig:
     saliency: str = "mlm"  # typhoon: gradient of the mlm loss (paper) | of a task loss in phase 1 (typhoon_task)
     geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
     max_span: int = 10  # span: longest span, in words
-    schedule: str = schema.DEFAULT_SCHEDULE  # per-sequence masking rate: fixed | uniform | mixture
-    pi0: float = 0.0  # mixture schedule: probability that a whole sequence is masked
+    schedule: str = field(default=schema.DEFAULT_SCHEDULE, metadata=allows(OneOf(SCHEDULES)))  # per-sequence masking rate: fixed | uniform | mixture
+    pi0: float = field(default=0.0, metadata=allows(Interval(0.0, 1.0, high_open=True)))  # mixture schedule: probability that a whole sequence is masked
     # phase 1: MLM adaptation on the task's own training text
-    mlm_epochs: int = 1
-    mlm_lr: float = 5e-5
+    mlm_epochs: int = field(default=1, metadata=allows(IntAtLeast(0)))  # 0: no adaptation, straight to fine-tuning
+    mlm_lr: float = field(default=5e-5, metadata=allows(Positive()))
     # task-loss saliency only (typhoon_task): steps fine-tuning the task model whose gradient drives the
     # masks, before phase 1 (typhoon.masking.task_saliency); 0 = none, which such a run refuses (a head at chance)
-    task_head_warmup: int = 0
+    task_head_warmup: int = field(default=0, metadata=allows(IntAtLeast(0)))
     # phase 2: fine-tuning
-    ft_epochs: int = 3
-    ft_lr: float = 5e-5
-    batch_size: int = 32
-    eval_batch_size: int = 128
-    max_length: int = 128
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_train_examples: int | None = None  # None = the whole split (first N rows otherwise)
-    max_eval_examples: int | None = None
-    precision: str = "auto"  # auto = bf16 autocast where the hardware has it, else fp32
-    attention: str = "auto"  # attention kernel: auto = eager on CPU, sdpa on GPU (see hardware.resolve_attention)
-    dropout: str = "auto"  # dropout kernel: auto = fast on CPU (typhoon/models/dropout.py), native on GPU
+    ft_epochs: int = field(default=3, metadata=allows(IntAtLeast(1)))
+    ft_lr: float = field(default=5e-5, metadata=allows(Positive()))
+    batch_size: int = field(default=32, metadata=allows(IntAtLeast(1)))
+    eval_batch_size: int = field(default=128, metadata=allows(IntAtLeast(1)))
+    max_length: int = field(default=128, metadata=allows(IntAtLeast(8)))  # [CLS], [SEP] and a few words
+    weight_decay: float = field(default=0.01, metadata=allows(Interval(0.0, math.inf, high_open=True)))
+    warmup_ratio: float = field(default=0.1, metadata=allows(Interval(0.0, 1.0, high_open=True)))
+    max_train_examples: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))  # None = the whole split (first N rows otherwise)
+    max_eval_examples: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))
+    precision: str = field(default="auto", metadata=allows(OneOf(PRECISIONS)))  # auto = bf16 autocast where the hardware has it, else fp32
+    attention: str = field(default="auto", metadata=allows(OneOf(ATTENTIONS)))  # attention kernel: auto = eager on CPU, sdpa on GPU (see hardware.resolve_attention)
+    dropout: str = field(default="auto", metadata=allows(OneOf(DROPOUTS)))  # dropout kernel: auto = fast on CPU (typhoon/models/dropout.py), native on GPU
     device: str = "auto"  # auto = cuda if visible, else cpu
-    num_threads: int | None = None  # None = all cores torch sees
+    num_threads: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))  # None = all cores torch sees
 
     def __post_init__(self):
         self.validate()
 
     def validate(self) -> None:
-        from typhoon.data.glue_files import get_task
-        from typhoon.masking import get_strategy
+        """ValueError naming the first bad name or value: the task, the strategy and its parameters, and
+        every field against what it allows (its ``allows`` metadata). Imports nothing heavy, so that the
+        command line checks a whole configuration before torch is imported or any data tokenized."""
+        from typhoon.names import canonical_task
 
-        self.task = get_task(self.task).name
+        self.task = canonical_task(self.task)
         self._take_alias_values()
-        get_strategy(self.strategy, **self.strategy_params())  # raises on bad names / values
-        checks = [
-            (self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}"),
-            (0.0 <= self.pi0 < 1.0, "pi0 must be in [0, 1)"),
-            (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),
-            (self.attention in ATTENTIONS, f"attention must be one of {ATTENTIONS}"),
-            (self.dropout in DROPOUTS, f"dropout must be one of {DROPOUTS}"),
-            (self.mlm_epochs >= 0 and self.ft_epochs >= 1, "need mlm_epochs >= 0 and ft_epochs >= 1"),
-            (self.batch_size >= 1 and self.eval_batch_size >= 1, "batch sizes must be >= 1"),
-            (self.max_length >= 8, "max_length must be >= 8"),
-            (self.mlm_lr > 0 and self.ft_lr > 0, "learning rates must be > 0"),
-            (0 <= self.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
-            (self.seed >= 0, "seed must be >= 0"),
-            (self.task_head_warmup >= 0, "task_head_warmup must be >= 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"bad run config: {message} (got {self.describe()})")
-        for name in ("max_train_examples", "max_eval_examples"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"bad run config: {name} must be >= 1 or None, got {value}")
+        try:
+            check_params(self.strategy, self.strategy_params())
+            for spec in dataclasses.fields(self):
+                if "allowed" in spec.metadata:
+                    spec.metadata["allowed"].check(spec.name, getattr(self, spec.name))
+        except ValueError as err:
+            raise ValueError(f"{err} (in run {self.describe()})") from None
 
     def _take_alias_values(self) -> None:
         """An alias (``typhoon_rank``, ``typhoon_task``) fixes some parameters: the config holds the fixed
@@ -216,6 +211,12 @@ FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
 STRATEGY_FIELDS = frozenset(param.name for params in STRATEGY_PARAMS.values() for param in params)
 
 
+def allowed_of(cls: type, name: str) -> Allowed:
+    """What field ``name`` of dataclass ``cls`` (RunConfig, Profile) allows: its ``allows`` metadata, so that a
+    command line flag setting the same thing (``--seeds``, ``--workers``) is checked against the same range."""
+    return cls.__dataclass_fields__[name].metadata["allowed"]
+
+
 def coerce(key: str, raw) -> object:
     """``raw`` (a string from the command line, a TOML or JSON value) as the declared type of field ``key``.
 
@@ -273,13 +274,20 @@ class Profile:
     settings: dict = field(default_factory=dict)
     task_settings: dict = field(default_factory=dict)  # per-task overrides of `settings`
     extra_cells: list[dict] = field(default_factory=list)  # single cells added to the grid
-    workers: int = 1  # cells run at once by `reproduce` unless --workers says otherwise
+    workers: int = field(default=1, metadata=allows(IntAtLeast(1)))  # cells run at once by `reproduce` unless --workers says otherwise
     analysis: dict = field(default_factory=dict)  # parameters of the analysis notebooks, e.g. quick = true
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
     cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.runner.cluster)
     design: dict = field(default_factory=dict)  # a sequential design (typhoon.analysis.decisive): seeds added look by look
     hypothesis: dict = field(default_factory=dict)  # a fixed grid's registered hypothesis (typhoon.analysis.schedule_study)
     required_metrics: list[str] = field(default_factory=list)  # record fields its analysis needs: a reused record must hold them
+
+    def require_design(self) -> dict:
+        """The profile's sequential design table; ValueError when it has none (not a sequential profile)."""
+        if not self.design:
+            raise ValueError(f"profile {self.name!r} has no [{self.name}.design]: it is not a sequential profile; "
+                             f"choose one of {sorted(n for n, p in load_profiles().items() if p.design)}")
+        return self.design
 
     def cells(self) -> list[dict]:
         """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""

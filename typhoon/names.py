@@ -21,11 +21,19 @@ MLM_HEAD = {"minilm-l6": "MiniLM-L6 (a sentence-embedding model) with no MLM hea
 PRETRAINED_MLM_HEAD = "its pretrained MLM head"
 
 
-def check_task(task: str) -> None:
-    """ValueError naming ``task`` and the choices when it is no GLUE task (as ``data.get_task`` would)."""
+def canonical_task(task: str) -> str:
+    """The registry's name of ``task`` (any case, an alias); ValueError naming it and the choices when it
+    is no GLUE task (as ``data.get_task`` would)."""
     key = str(task).strip().lower()
-    if TASK_ALIASES.get(key, key) not in GLUE_TASK_NAMES:
+    key = TASK_ALIASES.get(key, key)
+    if key not in GLUE_TASK_NAMES:
         raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASK_NAMES)}")
+    return key
+
+
+def check_task(task: str) -> None:
+    """ValueError naming ``task`` and the choices when it is no GLUE task."""
+    canonical_task(task)
 
 
 def check_backbone(name: str) -> None:

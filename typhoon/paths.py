@@ -13,6 +13,7 @@ Executed notebooks and the report show paths relative to the output folder or th
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -149,6 +150,24 @@ def check_writable(folder: str | os.PathLike) -> Path:
             err.filename = str(probe)
         raise OutputPathError(f"output folder {folder}: " + describe_os_error(err, folder)) from None
     return folder
+
+
+def check_can_write(folder: str | os.PathLike) -> Path:
+    """:func:`check_writable` that leaves nothing behind: the folders it had to make are removed again. The
+    command line asks it before any work (and any import of torch), so that a refused command has written
+    nothing; the work itself makes the folder later."""
+    folder = Path(folder)
+    missing = []  # the folders check_writable will make, the deepest first
+    missing_path = folder
+    while not (missing_path.exists() or missing_path.is_symlink()) and missing_path != missing_path.parent:
+        missing.append(missing_path)
+        missing_path = missing_path.parent
+    try:
+        return check_writable(folder)
+    finally:
+        for made in missing:
+            with contextlib.suppress(OSError):
+                made.rmdir()
 
 
 def _check_profile_name(profile: str) -> None:

@@ -81,10 +81,8 @@ class StudyDesign:
 def study_design(profile: str | Profile) -> StudyDesign:
     """The design of ``profile`` (a name or a Profile), validated; ValueError naming the bad key."""
     spec = get_profile(profile) if isinstance(profile, str) else profile
-    raw = dict(spec.design)
+    raw = dict(spec.require_design())
     where = f"profiles.toml [{spec.name}.design]"
-    if not raw:
-        raise ValueError(f"profile {spec.name!r} has no [{spec.name}.design]: it is not a sequential profile")
     unknown = sorted(set(raw) - DESIGN_KEYS)
     missing = sorted({"comparisons", "looks", "alpha", "margin"} - set(raw))
     if unknown or missing:

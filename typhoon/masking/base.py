@@ -9,7 +9,6 @@ strategies are compared under exactly the same rules.
 from __future__ import annotations
 
 import json
-import math
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,12 @@ import numpy as np
 import torch
 
 # The parameter declarations live in typhoon.masking.params (torch-free, for the CLI and the config).
+from typhoon.allowed import (  # noqa: F401 -- the checks' old home: importable from here as before
+    check_choice,
+    check_in_interval,
+    check_positive,
+    check_positive_int,
+)
 from typhoon.masking.params import BASE_PARAMS, CORRUPTION, CORRUPTIONS, P, Param
 
 IGNORE_INDEX = -100  # label value the MLM loss skips
@@ -25,50 +30,6 @@ IGNORE_INDEX = -100  # label value the MLM loss skips
 # BERT's corruption of the selected tokens: 80% [MASK], 10% a random token, 10% unchanged.
 MASK_REPLACE_PROB = 0.8
 RANDOM_REPLACE_PROB = 0.1
-
-
-# --------------------------------------------------------------------------------------------------
-# Parameter validation: every bad value raises ValueError naming the value and what is allowed.
-
-
-def _as_real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if math.isnan(value):
-        raise ValueError(f"{name} must be a real number, got nan")
-    return value
-
-
-def check_in_interval(name: str, value: Any, low: float, high: float, *, low_open: bool,
-                      high_open: bool) -> float:
-    """``value`` as a float if it lies in the interval, else ValueError naming both."""
-    x = _as_real(name, value)
-    above = x > low if low_open else x >= low
-    below = x < high if high_open else x <= high
-    if not (above and below):
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        raise ValueError(f"{name} must lie in {interval}, got {value!r}")
-    return x
-
-
-def check_positive(name: str, value: Any) -> float:
-    x = _as_real(name, value)
-    if not (0 < x < math.inf):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return x
-
-
-def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,8 +121,8 @@ class MaskingStrategy:
     PARAMS: tuple[Param, ...] = BASE_PARAMS
 
     def __init__(self, p: float = P.default, corruption: str = CORRUPTION.default):
-        self.p = check_in_interval("p", p, 0.0, 1.0, low_open=True, high_open=True)
-        self.corruption = check_choice("corruption", corruption, CORRUPTIONS)
+        self.p = P.check(p)
+        self.corruption = CORRUPTION.check(corruption)
 
     # -- parameters ------------------------------------------------------------------------------
     @property

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
+
 CORRUPTIONS = ("bert", "mask_only")
 CALIBRATIONS = ("minmax", "rank", "softmax")  # typhoon's calibrations (typhoon.masking.calibration)
 SALIENCY_SOURCES = ("mlm", "task")  # which loss typhoon's saliency is the gradient of (typhoon.masking.task_saliency)
@@ -30,25 +32,36 @@ class Param:
     type: type  # float, int or str: what a configuration value is converted to
     default: Any
     doc: str
+    allowed: Allowed  # the values it may take: checked by the strategy and, before torch, by the run config
+
+    def check(self, value: Any) -> Any:
+        """``value`` if allowed (as a float for a real parameter), else ValueError naming it."""
+        return self.allowed.check(self.name, value)
 
 
-P = Param("p", float, 0.15, "masking budget: expected share of non-special tokens selected")
-CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only")
+P = Param("p", float, 0.15, "masking budget: expected share of non-special tokens selected",
+          Interval(0.0, 1.0, low_open=True, high_open=True))
+CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only",
+                   OneOf(CORRUPTIONS))
 BASE_PARAMS = (P, CORRUPTION)
+GEOMETRIC = Param("geometric_p", float, GEOMETRIC_P, "span: parameter of the geometric span-length law, in (0, 1]",
+                  Interval(0.0, 1.0, low_open=True))
+MAX_SPAN = Param("max_span", int, MAX_SPAN_WORDS, "span: longest span, in words", IntAtLeast(1))
+DELTA = Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]",
+              Interval(0.0, 1.0))
+LAM = Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]", Interval(0.0, 1.0, low_open=True))
+CALIBRATION = Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)",
+                    OneOf(CALIBRATIONS))
+TAU = Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0", Positive())
+SALIENCY = Param("saliency", str, "mlm", f"typhoon: saliency from the {' | '.join(SALIENCY_SOURCES)} loss "
+                                         "(mlm is the paper's; task: typhoon.masking.task_saliency)",
+                 OneOf(SALIENCY_SOURCES))
 
 STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {
     "random": BASE_PARAMS,
     "whole_word": BASE_PARAMS,
-    "span": (*BASE_PARAMS,
-             Param("geometric_p", float, GEOMETRIC_P, "span: parameter of the geometric span-length law, in (0, 1]"),
-             Param("max_span", int, MAX_SPAN_WORDS, "span: longest span, in words")),
-    "typhoon": (*BASE_PARAMS,
-                Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]"),
-                Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]"),
-                Param("calibration", str, "minmax", f"typhoon: {' | '.join(CALIBRATIONS)} (minmax is the paper's)"),
-                Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0"),
-                Param("saliency", str, "mlm", f"typhoon: saliency from the {' | '.join(SALIENCY_SOURCES)} loss "
-                                              "(mlm is the paper's; task: typhoon.masking.task_saliency)")),
+    "span": (*BASE_PARAMS, GEOMETRIC, MAX_SPAN),
+    "typhoon": (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY),
 }
 
 # Registry aliases: a name fixing some parameters of a strategy.
@@ -96,6 +109,22 @@ def parameters_of(name: str) -> tuple[Param, ...]:
     """The parameters ``get_strategy(name, ...)`` takes: the strategy's declarations, less those an alias fixes."""
     base, fixed = resolve_alias(name)
     return tuple(param for param in STRATEGY_PARAMS[base] if param.name not in fixed)
+
+
+def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of strategy ``name`` with what its alias fixes added, each checked against its
+    declaration: what ``get_strategy`` builds the strategy from. ValueError naming an unknown strategy or
+    parameter, a value the alias fixes otherwise, or a value not allowed -- without importing torch."""
+    base, fixed = resolve_alias(name)
+    for key, value in fixed.items():
+        if key in params and params[key] != value:
+            raise ValueError(f"strategy {name!r} fixes {key}={value!r}, got {key}={params[key]!r}")
+    declared = {param.name: param for param in STRATEGY_PARAMS[base]}
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise ValueError(f"strategy {base!r} got unknown parameter(s) {unknown}; valid: {list(declared)}")
+    values = {**params, **fixed}
+    return {key: declared[key].check(value) for key, value in values.items()}
 
 
 def inactive_parameters(name: str, params: dict[str, Any]) -> set[str]:

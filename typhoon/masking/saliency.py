@@ -51,11 +51,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from typhoon.masking.params import SALIENCY_SOURCES, STRATEGY_PARAMS
+from typhoon.masking.params import (  # SALIENCY_SOURCES: typhoon.masking exports it from here
+    CALIBRATION,
+    DELTA,
+    LAM,
+    SALIENCY,
+    SALIENCY_SOURCES,  # noqa: F401
+    STRATEGY_PARAMS,
+    TAU,
+)
 
-from .base import MaskingStrategy, check_choice, check_in_interval, check_positive, maskable_positions
+from .base import MaskingStrategy, maskable_positions
 from .calibration import (
-    CALIBRATIONS,
     BudgetSolver,
     budget_moved,
     kl_to_uniform,
@@ -163,11 +170,11 @@ class TyphoonMasking(MaskingStrategy):
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
                  calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm"):
         super().__init__(p=p, corruption=corruption)
-        self.delta = check_in_interval("delta", delta, 0.0, 1.0, low_open=False, high_open=False)
-        self.lam = check_in_interval("lam", lam, 0.0, 1.0, low_open=True, high_open=False)
-        self.calibration = check_choice("calibration", calibration, CALIBRATIONS)
-        self.tau = check_positive("tau", tau)
-        self.saliency = check_choice("saliency", saliency, SALIENCY_SOURCES)
+        self.delta = DELTA.check(delta)
+        self.lam = LAM.check(lam)
+        self.calibration = CALIBRATION.check(calibration)
+        self.tau = TAU.check(tau)
+        self.saliency = SALIENCY.check(saliency)
         self.steps = 0
         self.counts: np.ndarray | None = None
         self.weights: np.ndarray | None = None

@@ -33,9 +33,9 @@ import math
 
 import torch
 
-from typhoon.masking.params import GEOMETRIC_P, MAX_SPAN_WORDS, STRATEGY_PARAMS
+from typhoon.masking.params import GEOMETRIC, GEOMETRIC_P, MAX_SPAN, MAX_SPAN_WORDS, STRATEGY_PARAMS
 
-from .base import MaskingStrategy, check_in_interval, check_positive_int, word_ids_of
+from .base import MaskingStrategy, word_ids_of
 
 CANDIDATE_OVERSAMPLING = 2.5  # candidate spans drawn per span expected to be needed
 
@@ -135,8 +135,8 @@ class SpanMasking(MaskingStrategy):
     def __init__(self, p: float = 0.15, corruption: str = "bert", geometric_p: float = GEOMETRIC_P,
                  max_span: int = MAX_SPAN_WORDS):
         super().__init__(p=p, corruption=corruption)
-        self.geometric_p = check_in_interval("geometric_p", geometric_p, 0.0, 1.0, low_open=True, high_open=False)
-        self.max_span = check_positive_int("max_span", max_span)
+        self.geometric_p = GEOMETRIC.check(geometric_p)
+        self.max_span = MAX_SPAN.check(max_span)
 
     def _select(self, batch, maskable, rates, generator):
         return span_mask(word_ids_of(batch, self.name), maskable, rates, generator, self.geometric_p,

@@ -7,8 +7,6 @@ import contextlib
 import os
 from pathlib import Path
 
-import filelock
-
 from typhoon.atomic import atomic_write_text
 
 
@@ -31,6 +29,8 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
     checks ``st_nlink``). Windows' filelock removes the file itself once it is unlocked. A process that
     was killed leaves its lock file (unlocked); :func:`remove_stale_lock` clears it.
     """
+    import filelock  # here, not at the top: the command line imports this module and answers bad input at once
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     holder_file = path.with_name(path.name + ".pid")

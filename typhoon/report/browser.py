@@ -168,13 +168,19 @@ def measure_page(page: str | os.PathLike, chromium: str | None = None, timeout_s
                       .replace("&amp;", "&"))
 
 
+def report_page(page: str | os.PathLike) -> Path:
+    """``page``, or the ``report.html`` of the output folder ``page``; FileNotFoundError when there is none."""
+    page = Path(page) / "report.html" if Path(page).is_dir() else Path(page)
+    if not page.is_file():
+        raise FileNotFoundError(f"no report at {page} (give a report.html or the output folder that holds one)")
+    return page
+
+
 def check_page(page: str | os.PathLike, chromium: str | None = None) -> list[str]:
     """What a reader would see wrong in ``page`` (an empty list when nothing): one line per problem,
     :func:`static_problems` first, then what headless Chromium measured. ``page`` may be an output folder
     (its ``report.html``); FileNotFoundError when there is no report."""
-    page = Path(page) / "report.html" if Path(page).is_dir() else Path(page)
-    if not page.is_file():
-        raise FileNotFoundError(f"no report at {page} (give a report.html or the output folder that holds one)")
+    page = report_page(page)
     problems = static_problems(page.read_text(encoding="utf-8"))
     chromium = chromium or find_chromium()
     if chromium is None:

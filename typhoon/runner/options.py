@@ -19,7 +19,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
-from typhoon.config import get_profile
+from typhoon.config import Profile, allowed_of, get_profile
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class ReproduceOptions:
 
     def check(self) -> None:
         """ValueError naming each flag this profile's path cannot honour (before anything runs)."""
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if self.workers is not None:
+            allowed_of(Profile, "workers").check("--workers", self.workers)
         if not self.sequential:
             return
         refused = [flag for flag, given in (("--reuse-from", bool(self.reuse_from)),
