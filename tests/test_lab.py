@@ -151,7 +151,7 @@ def test_scrub_points_out_dir_at_the_run_from_the_notebooks_folder(tmp_path):
 @pytest.mark.results
 def test_committed_notebooks_name_their_run_from_where_they_lie():
     """Every executed notebook under results/ (one check over all of them: a failure lists each notebook that
-    names another folder, or a folder without its results table)."""
+    names another folder, a run notebook without its record, or an analysis notebook without results.csv)."""
     notebooks_found = sorted((REPO / "results").glob("*/notebooks/**/*.ipynb"))
     if not notebooks_found:
         pytest.skip("no committed run with executed notebooks under results/")
@@ -165,6 +165,12 @@ def test_committed_notebooks_name_their_run_from_where_they_lie():
             continue
         if run != REPO / "results" / relative.parts[0]:
             wrong.append(f"{relative}: out_dir points at {run}")
+        elif relative.parts[1:3] == ("notebooks", "runs"):
+            # a run's notebook sits beside its record; a study in progress commits records before any
+            # results.csv (written when its look ends), so the record is what must be there
+            record = run / "runs" / Path(*relative.parts[3:]).with_suffix("") / "metrics.json"
+            if not record.is_file():
+                wrong.append(f"{relative}: its record {record} is missing")
         elif not (run / "results.csv").is_file():
             wrong.append(f"{relative}: {run} has no results.csv")
     assert not wrong, f"{len(wrong)} of {len(notebooks_found)} committed notebooks:\n" + "\n".join(wrong)
