@@ -201,6 +201,7 @@ print(json.dumps({"codes": codes, "heavy": sorted({"torch", "transformers", "dat
 """
 
 
+@pytest.mark.slow  # one fresh interpreter (torch must not be loaded by anything before it)
 def test_every_case_is_refused_without_importing_torch(tmp_path):
     (tmp_path / "a_file").write_text("in the way\n")
     cases = [_argv(template, tmp_path) for template, _ in BEFORE_ANY_WORK]
