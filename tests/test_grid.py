@@ -54,6 +54,7 @@ def _stop_at_the_grid(monkeypatch, seen):
 def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path):
     seen = []
     _stop_at_the_grid(monkeypatch, seen)
+    monkeypatch.setattr("typhoon.machine.usable_cores", lambda: 4)  # a profile's workers are capped at the cores
     for workers in (None, 3):
         with pytest.raises(_Stop):
             grid.reproduce("cpu", tmp_path, workers=workers, analysis=False)

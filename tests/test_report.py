@@ -132,6 +132,7 @@ def test_the_browser_sees_a_clean_page(page):
     assert seen["tall_rows"] == [] and seen["python_lists"] == []
 
 
+@pytest.mark.slow  # starts headless Chromium
 def test_the_browser_finds_squeezed_rows_and_printed_lists(tmp_path):
     """A 36-column table whose one long note wraps into a narrow column (rows five lines tall, four fifths
     blank) and a notebook's last expression, a list of file names, shown as text: both are named; the same
