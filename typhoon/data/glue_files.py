@@ -31,10 +31,12 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import datasets
+from typing import TYPE_CHECKING
 
 from typhoon.atomic import atomic_write_text, staged_dir
+
+if TYPE_CHECKING:
+    import datasets
 
 GLUE_DIR_ENV = "TYPHOON_GLUE_DIR"
 
@@ -191,6 +193,8 @@ def read_glue_split(spec: TaskSpec, path: Path, *, labelled: bool = True) -> dic
 
 
 def _features(spec: TaskSpec) -> datasets.Features:
+    import datasets
+
     feats = {c: datasets.Value("string") for c in spec.normalized_text_columns}
     feats["label"] = datasets.ClassLabel(names=list(spec.label_names))
     feats["idx"] = datasets.Value("int32")
@@ -325,6 +329,8 @@ def load_glue(task: str, data_dir: str | os.PathLike | None = None) -> datasets.
     ``SHA256SUMS`` manifest are checked against it. Columns are normalized: ``sentence`` (or
     ``sentence1``/``sentence2``), ``label`` (GLUE's label order; -1 on the unlabelled test split) and ``idx``.
     """
+    import datasets  # here, not at the top: reading a file's rows or its checksum needs no Arrow
+
     spec = get_task(task)
     source, looked = _search_glue(spec, data_dir)
     if source is None:
@@ -361,6 +367,8 @@ def require_labelled_splits(dataset_dict: datasets.DatasetDict, task: str) -> No
 
 
 def _load_glue_from_hub(spec: TaskSpec, looked: list[str]) -> datasets.DatasetDict:
+    import datasets
+
     try:
         raw = datasets.load_dataset(HUB_DATASET, spec.hub_config)
     except Exception as err:  # any network or hub failure: say where we looked and how to fix it
