@@ -55,6 +55,7 @@ from typhoon.runner.notebooks import (
     scrub_notebook,
 )
 from typhoon.runner.stop import clean_stale_staging
+from typhoon.training import progress_file
 
 
 @dataclass
@@ -157,7 +158,7 @@ def remove_cell_leftovers(config: RunConfig, out_dir: Path) -> None:
     the loss, once no other run of the cell has started (a cell runs on one worker at a time)."""
     notebook, run_dir = cell_notebook(config, out_dir), out_dir / config.relative_dir()
     for path in [*notebook.parent.glob(f".{notebook.stem}.tmp-*"), *run_dir.parent.glob(f".{run_dir.name}.tmp-*"),
-                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress.progress_path(run_dir)]:
+                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress_file.progress_path(run_dir)]:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
