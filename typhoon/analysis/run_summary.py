@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon.analysis.significance import _t_ci
-from typhoon.records.schema import RUN_KEYS, arm_label
+from typhoon.masking.params import arm_label
+from typhoon.records.schema import RUN_KEYS
 
 GROUP_KEYS = ["task", "backbone"]
 
@@ -21,7 +22,7 @@ _RESULT_COLUMNS = [*RUN_KEYS, "status", "primary_value"]  # what the statistics 
 
 def arms(results: pd.DataFrame) -> pd.DataFrame:
     """``results`` as the statistics read it: one ``strategy`` column naming the compared arm, a strategy
-    under a schedule (:func:`typhoon.records.schema.arm_label`: ``random`` under the default schedule,
+    under a schedule (:func:`typhoon.masking.params.arm_label`: ``random`` under the default schedule,
     ``random+uniform`` under another), and no ``schedule`` column.
 
     results.csv is tidy (a ``schedule`` column beside the strategy); the statistics compare arms, so each
