@@ -378,7 +378,7 @@ def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig
 
 def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[str, pd.DataFrame]:
     """The tables and the figure of the study so far (atomically written); returns the tables."""
-    from typhoon.report.figures import plot_sequential_looks
+    from typhoon.analysis.decisive_figure import plot_sequential_looks
 
     results = results_table(configs, out_dir)
     history, verdicts = analyse(results, study)
