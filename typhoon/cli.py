@@ -299,7 +299,7 @@ def check_input(args: argparse.Namespace) -> None:
         if not (args.estimate or args.job_script):  # these print and write nothing
             check_can_write(resolve_out_dir(args.out, profile.name))
     elif args.command == "kl-gap":
-        from typhoon.runner.kl_gap import cause_named  # light: the study's causes are RunConfig changes
+        from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
 
         for name in args.cause or []:
             cause_named(name)
