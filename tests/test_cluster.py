@@ -14,6 +14,7 @@ from typhoon import cli
 from typhoon.config import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import cluster, grid, notebooks, progress, stop
+from typhoon.training import progress_file
 
 
 def test_job_script_requests_the_profiles_resources():
@@ -209,7 +210,7 @@ def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
     for config in (lost, other):
         run_dir = tmp_path / config.relative_dir()
         notebook = notebooks.cell_notebook(config, tmp_path)
-        for path in (notebook.with_name(f".{notebook.stem}.tmp-123-1.ipynb"), progress.progress_path(run_dir),
+        for path in (notebook.with_name(f".{notebook.stem}.tmp-123-1.ipynb"), progress_file.progress_path(run_dir),
                      run_dir.with_name(f".{run_dir.name}.lock")):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("x")

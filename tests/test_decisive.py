@@ -12,6 +12,7 @@ from typhoon.analysis import decisive, decisive_checks
 from typhoon.config import get_profile
 from typhoon.records import locks, result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid, sequential_grid
+from typhoon.training import device_settings
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,7 @@ def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
     bf16 = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
     monkeypatch.setattr(run_numerics, "record_numerics_detail",
                         lambda run_dir: bf16 if "seed3" in str(run_dir) and "random" in str(run_dir) else None)
-    monkeypatch.setattr(run_numerics, "numerics_here",
+    monkeypatch.setattr(device_settings, "numerics_here",
                         lambda config: run_numerics.Numerics("fp32", "cpu", "avx512", "eager", "fast"))
     with pytest.raises(ValueError, match="seed 3 of mrpc.*must not mix"):
         decisive.check_seed_numerics([configs[("mrpc", "typhoon", 3)]], configs, tmp_path)
@@ -141,7 +142,7 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     spec.design = {**spec.design, "reuse_from": []}
     monkeypatch.setattr(sequential_grid, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    monkeypatch.setattr(run_numerics, "numerics_here",
+    monkeypatch.setattr(device_settings, "numerics_here",
                         lambda config: run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast"))
     monkeypatch.setattr(decisive_checks, "POWER_STUDIES", 2_000)  # the power's precision is not under test here
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}

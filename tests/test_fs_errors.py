@@ -144,11 +144,11 @@ def test_a_figure_that_cannot_be_written_leaves_the_old_one_and_no_temp_file(tmp
     """save_figure writes through a temp file: a full disk mid-write keeps the figure that was there."""
     from matplotlib.figure import Figure
 
-    from typhoon.report import figures
+    from typhoon import figure_style
 
     fig = Figure()
     fig.add_subplot().plot([0, 1], [0, 1])
-    png, svg = figures.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
+    png, svg = figure_style.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
     before = png.read_bytes()
 
     def full(self, fname, **kwargs):
@@ -157,6 +157,6 @@ def test_a_figure_that_cannot_be_written_leaves_the_old_one_and_no_temp_file(tmp
 
     monkeypatch.setattr(Figure, "savefig", full)
     with pytest.raises(OSError, match="No space left"):
-        figures.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
+        figure_style.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
     assert png.read_bytes() == before
     assert sorted(p.name for p in png.parent.iterdir()) == ["line.png", "line.svg"]

@@ -9,23 +9,24 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
+from typhoon.analysis import kl_gap_causes
 from typhoon.analysis.kl_gap import kl_gap_conclusion, kl_gap_display, kl_gap_table
 from typhoon.masking import get_strategy, kl_to_uniform
 from typhoon.runner import kl_gap
 
 
 def test_each_cause_changes_only_its_own_fields_of_the_cpu_typhoon_cell():
-    baseline = asdict(kl_gap.cause_config(kl_gap.cause_named("baseline"), "mrpc", 1))
+    baseline = asdict(kl_gap.cause_config(kl_gap_causes.cause_named("baseline"), "mrpc", 1))
     # the cpu profile's Typhoon cell at the paper's calibration (typhoon/profiles.toml)
     assert (baseline["backbone"], baseline["strategy"], baseline["seed"], baseline["p"], baseline["delta"],
             baseline["calibration"], baseline["lam"], baseline["mlm_epochs"]) == ("minilm-l6", "typhoon", 1, 0.15,
                                                                                    0.4, "minmax", 0.8, 1)
-    for cause in kl_gap.CAUSES:
+    for cause in kl_gap_causes.CAUSES:
         config = asdict(kl_gap.cause_config(cause, "mrpc", 1))
         changed = {k for k in config if config[k] != baseline[k]}
         assert changed == set(cause.overrides), cause.name
     with pytest.raises(ValueError, match=r"unknown cause 'weather'; choose one of \['baseline'"):
-        kl_gap.cause_named("weather")
+        kl_gap_causes.cause_named("weather")
 
 
 def _write_state(out, cause, task, seed, spread, power=3):
@@ -40,10 +41,10 @@ def _write_state(out, cause, task, seed, spread, power=3):
     strategy.recalibrate()
     folder = kl_gap.state_dir(out, cause, task, seed)
     folder.mkdir(parents=True)
-    strategy.save(folder / kl_gap.STATE_FILE)
+    strategy.save(folder / kl_gap_causes.STATE_FILE)
     summary = {"numerics": {"precision": "fp32", "device": "cpu"}, "machine": {"cpu_features": ["avx2"]},
                "mlm_first_loss": 10.0, "mlm_last_loss": 7.0, "mlm_dev_loss": 7.1}
-    (folder / kl_gap.RUN_FILE).write_text(json.dumps(summary))
+    (folder / kl_gap_causes.RUN_FILE).write_text(json.dumps(summary))
     return kl_to_uniform(strategy.probs, strategy.counts, strategy.p)
 
 
@@ -66,7 +67,7 @@ def test_table_intervals_agree_with_scipy_on_hand_made_states(tmp_path):
         assert math.isclose(row["ratio_to_paper"], row["kl"] / 7e-4, rel_tol=1e-12)
     ratios = np.log([kls["model", t, s] / kls["baseline", t, s] for t in ("mrpc", "cola") for s in (0, 1, 2)])
     low, high = st.t.interval(0.95, 5, loc=ratios.mean(), scale=st.sem(ratios))
-    b_low, b_high = st.t.interval(1 - 0.05 / (len(kl_gap.CAUSES) - 1), 5, loc=ratios.mean(), scale=st.sem(ratios))
+    b_low, b_high = st.t.interval(1 - 0.05 / (len(kl_gap_causes.CAUSES) - 1), 5, loc=ratios.mean(), scale=st.sem(ratios))
     model = table.loc["model"]
     assert math.isclose(model["change_ci_low"], math.exp(low), rel_tol=1e-9)
     assert math.isclose(model["change_ci_high_bonferroni"], math.exp(b_high), rel_tol=1e-9)

@@ -1,5 +1,6 @@
 """The package's layout: no import cycle among typhoon's modules (function-level imports count: a lazy import
-only hides a dependency), and every module short enough to read (under 500 lines).
+only hides a dependency), none among its stages either (the stage graph is a DAG, in the order docs/layout.md
+states, with its listed exceptions), and every module short enough to read (under 500 lines).
 
 The import graph is built here from the source (an AST walk), independently of
 /work/shared/tools/import_cycles.py: an edge A -> B for every ``import B`` / ``from B import x`` in A, at any
@@ -10,11 +11,13 @@ are not edges (importing a package's child runs the package first; that is not a
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "typhoon"
+LAYOUT_DOC = PACKAGE.parent / "docs" / "layout.md"
 MAX_LINES = 500
 # Over the limit for a stated reason, to be removed when the reason goes (a waiver no longer needed fails).
 WAIVED: dict[str, str] = {}
@@ -31,8 +34,9 @@ def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     return found
 
 
-def imported_modules(name: str, path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that ``name`` (defined in ``path``) imports anywhere in its source."""
+def import_targets(name: str, path: Path) -> set[str]:
+    """Every dotted name that ``name`` (defined in ``path``) imports anywhere in its source, at any depth:
+    ``import B`` gives B, ``from B import x`` gives B and B.x (relative imports resolved)."""
     is_package = path.name == "__init__.py"
     here = name.split(".") if is_package else name.split(".")[:-1]
     targets = set()
@@ -47,7 +51,12 @@ def imported_modules(name: str, path: Path, modules: set[str]) -> set[str]:
                 module = node.module or ""
             targets.add(module)
             targets.update(f"{module}.{alias.name}" for alias in node.names)
-    return {t for t in targets if t in modules and t != name
+    return targets
+
+
+def imported_modules(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``name`` (defined in ``path``) imports anywhere in its source."""
+    return {t for t in import_targets(name, path) if t in modules and t != name
             and not name.startswith(t + ".") and not t.startswith(name + ".")}
 
 
@@ -109,6 +118,153 @@ def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
     (pkg / "b.py").write_text("def f():\n    pass\n")
     assert cycles(import_graph(pkg)) == []
+
+
+# --------------------------------------------------------------------------------------------------
+# Stages: the first component under typhoon/ (a subpackage such as ``analysis``, or a top-level module such as
+# ``config``); the package's own __init__ is the stage ``__init__``.
+
+
+def stage_of(module: str) -> str:
+    """``typhoon.analysis.kl_gap`` -> ``analysis``, ``typhoon.config`` -> ``config``, ``typhoon`` -> ``__init__``."""
+    parts = module.split(".")[1:]
+    return parts[0] if parts else "__init__"
+
+
+def stage_graph(package: Path = PACKAGE) -> dict[str, dict[str, set[str]]]:
+    """Stage -> {stage it imports: the module imports behind that edge, as ``"a -> b"``}, from every import of
+    every module (function level included). An import of the package itself (``import typhoon`` for its
+    version) is no edge: every module runs the package first. The package's own imports are its stage's."""
+    files = module_files(package)
+    graph: dict[str, dict[str, set[str]]] = {stage_of(name): {} for name in files}
+    for name, path in files.items():
+        targets = {t for t in import_targets(name, path) if t in files and t != package.name}
+        for target in targets:
+            if any(other.startswith(target + ".") for other in targets):
+                continue  # ``from pkg.low import a`` names pkg.low.a (the package comes with it)
+            a, b = stage_of(name), stage_of(target)
+            if a != b:
+                graph[a].setdefault(b, set()).add(f"{name} -> {target}")
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]] | dict[str, dict]) -> list[str]:
+    """One cycle of ``graph`` as a path ``[a, b, ..., a]``; [] when it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str]:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph.get(v, ())):
+            if state.get(w) == 1:
+                return path[path.index(w):] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        path.pop()
+        state[v] = 2
+        return []
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return []
+
+
+def describe_cycle(graph: dict[str, dict[str, set[str]]], cycle: list[str]) -> str:
+    def imports(a: str, b: str) -> str:
+        found = sorted(graph[a][b])
+        return ", ".join(found[:3]) + (f", and {len(found) - 3} more" if len(found) > 3 else "")
+
+    steps = [f"{a} -> {b} ({imports(a, b)})" for a, b in zip(cycle[:-1], cycle[1:], strict=True)]
+    return " -> ".join(cycle) + ": " + "; ".join(steps)
+
+
+def test_the_stages_have_no_import_cycle():
+    """No import, at module or function level, goes from one stage to a stage that (directly or through
+    others) imports it: the stage graph is a DAG."""
+    graph = stage_graph()
+    cycle = find_cycle(graph)
+    assert not cycle, "stage import cycle: " + describe_cycle(graph, cycle)
+
+
+def documented_stages(text: str) -> tuple[list[str], set[tuple[str, str]]]:
+    """docs/layout.md's stage order (the ```stages block, one stage a line) and the edges it lists as going
+    against that order (bullets ``- `a` -> `b`: why`` under "Edges against the order")."""
+    blocks = re.findall(r"^```stages\n(.*?)^```", text, flags=re.S | re.M)
+    assert len(blocks) == 1, "docs/layout.md needs exactly one ```stages block (the stage order)"
+    order = [line.split()[0] for line in blocks[0].splitlines() if line.strip()]
+    assert len(order) == len(set(order)), f"a stage is listed twice in the order: {order}"
+    section = text.split("Edges against the order", 1)
+    assert len(section) == 2, 'docs/layout.md needs its "Edges against the order" list'
+    listed = set()
+    for line in section[1].splitlines()[1:]:
+        if line.startswith("## "):
+            break
+        if line.startswith("- "):
+            match = re.match(r"- `(\w+)` -> `(\w+)`: \S", line)
+            assert match, f"docs/layout.md: an edge must read '- `a` -> `b`: why', got {line!r}"
+            listed.add((match[1], match[2]))
+    return order, listed
+
+
+def upward_edges(graph: dict[str, dict[str, set[str]]], order: list[str]) -> set[tuple[str, str]]:
+    """The edges ``a -> b`` of ``graph`` where ``b`` comes after ``a`` in ``order``."""
+    rank = {stage: i for i, stage in enumerate(order)}
+    return {(a, b) for a, targets in graph.items() for b in targets if rank[b] > rank[a]}
+
+
+def check_documented_order(graph: dict[str, dict[str, set[str]]], text: str) -> list[str]:
+    """What docs/layout.md's stage order and exceptions get wrong about ``graph`` (empty: they match)."""
+    order, listed = documented_stages(text)
+    problems = []
+    if set(order) != set(graph):
+        problems.append(f"stages in the code but not in the order: {sorted(set(graph) - set(order))}; "
+                        f"in the order but not in the code: {sorted(set(order) - set(graph))}")
+        return problems
+    found = upward_edges(graph, order)
+    for a, b in sorted(found - listed):
+        problems.append(f"{a} -> {b} goes against the documented order but is not listed "
+                        f"({', '.join(sorted(graph[a][b]))})")
+    for a, b in sorted(listed - found):
+        why = "is no import" if b not in graph.get(a, {}) else "goes with the order"
+        problems.append(f"{a} -> {b} is listed as against the order but {why}")
+    return problems
+
+
+def test_docs_layout_states_the_stage_order_and_its_exceptions():
+    """docs/layout.md's stage order holds in the code: every import that goes against it is listed there,
+    and every listed one exists."""
+    problems = check_documented_order(stage_graph(), LAYOUT_DOC.read_text(encoding="utf-8"))
+    assert not problems, "docs/layout.md's dependency section does not match the code:\n" + "\n".join(problems)
+
+
+def test_the_stage_checks_can_fail(tmp_path):
+    """A cycle between stages through a function-level import is found and named; an edge against the
+    documented order that is not listed, and a listed one that is not there, are both reported."""
+    pkg = tmp_path / "pkg"
+    for stage in ("low", "high"):
+        (pkg / stage).mkdir(parents=True)
+        (pkg / stage / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("import pkg\n")  # the package itself: no edge
+    (pkg / "low" / "a.py").write_text("from pkg import base\n")
+    (pkg / "high" / "b.py").write_text("from pkg.low import a\n")
+    graph = stage_graph(pkg)
+    assert graph["high"] == {"low": {"pkg.high.b -> pkg.low.a"}} and graph["base"] == {}
+    assert find_cycle(graph) == []
+    doc = "```stages\n__init__\nbase\nlow\nhigh\n```\nEdges against the order:\n\n"
+    assert check_documented_order(graph, doc) == []
+    assert check_documented_order(graph, doc + "- `low` -> `high`: a reason\n") == [
+        "low -> high is listed as against the order but is no import"]
+    (pkg / "low" / "c.py").write_text("def f():\n    from ..high import b\n")
+    graph = stage_graph(pkg)
+    assert find_cycle(graph) == ["high", "low", "high"]
+    assert describe_cycle(graph, find_cycle(graph)) == (
+        "high -> low -> high: high -> low (pkg.high.b -> pkg.low.a); low -> high (pkg.low.c -> pkg.high.b)")
+    assert check_documented_order(graph, doc) == [
+        "low -> high goes against the documented order but is not listed (pkg.low.c -> pkg.high.b)"]
+    assert check_documented_order(graph, doc + "- `low` -> `high`: a reason\n") == []
 
 
 def line_counts(package: Path = PACKAGE) -> dict[str, int]:

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from typhoon.analysis import pairwise, seed_budget
+from typhoon import figure_style
+from typhoon.analysis import pairwise, run_summary, seed_budget
 from typhoon.report import figures, masking_figures
 
 
@@ -72,16 +73,16 @@ def test_loss_curves(tmp_path):
         train = pd.DataFrame(dict(step=steps, epoch=0, split="train", loss=5 - 0.05 * steps))
         dev = pd.DataFrame(dict(step=[25, 49], epoch=[0, 1], split="dev", loss=[4.2, 3.9]))
         pd.concat([train, dev]).to_csv(d / "mlm_loss.csv", index=False)
-    curves = figures.load_loss_curves(r, tmp_path)
+    curves = run_summary.load_loss_curves(r, tmp_path)
     assert list(curves.columns) == ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"]
     assert len(curves) == 5 * (5 + 2) and curves.attrs["missing"] == [r.record_path.iloc[-1]]
     with pytest.raises(FileNotFoundError):
-        figures.load_loss_curves(r, tmp_path, strict=True)
+        run_summary.load_loss_curves(r, tmp_path, strict=True)
     _check(figures.plot_loss_curves(curves, tmp_path / "loss"))
     with pytest.raises(ValueError, match="empty"):
-        figures.plot_loss_curves(figures.load_loss_curves(r.iloc[-1:], tmp_path), tmp_path / "loss2")
+        figures.plot_loss_curves(run_summary.load_loss_curves(r.iloc[-1:], tmp_path), tmp_path / "loss2")
     with pytest.raises(ValueError, match="record_path"):
-        figures.load_loss_curves(r.drop(columns="record_path"), tmp_path)
+        run_summary.load_loss_curves(r.drop(columns="record_path"), tmp_path)
 
 
 def test_budget_spread_figures(tmp_path):
@@ -144,8 +145,8 @@ def _overlapping_ticks(ax, axis: str) -> list[str]:
 def _assert_readable(fig) -> None:
     """At most the report's width, no text below the minimum size or cut off at an edge, no ticks overlapping."""
     width, _ = fig.get_size_inches()
-    assert width <= figures.MAX_WIDTH_IN + 1e-9
-    small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < figures.MIN_FONT_PT]
+    assert width <= figure_style.MAX_WIDTH_IN + 1e-9
+    small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < figure_style.MIN_FONT_PT]
     assert not small, small
     renderer = fig.canvas.get_renderer()
     cut = [t.get_text() for t in _texts(fig) if t.get_window_extent(renderer).x0 < -3

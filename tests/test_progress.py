@@ -8,6 +8,7 @@ from typhoon import atomic
 from typhoon.config import resolve
 from typhoon.records import result_rows, run_record
 from typhoon.runner import progress
+from typhoon.training import progress_file
 
 
 class Clock:
@@ -21,7 +22,7 @@ class Clock:
 def test_progress_file_is_throttled_and_says_phase_step_and_speed(tmp_path):
     clock = Clock()
     run_dir = tmp_path / "runs" / "mrpc" / "tiny-random" / "random" / "seed0"
-    file = progress.ProgressFile(run_dir, "runs/mrpc/tiny-random/random/seed0", interval_s=1.0, clock=clock)
+    file = progress_file.ProgressFile(run_dir, "runs/mrpc/tiny-random/random/seed0", interval_s=1.0, clock=clock)
     assert file.path == run_dir.with_name(".seed0.progress.json")
 
     file.update("mlm", step=1, steps=10, epoch=1, epochs=1, tokens=0)
@@ -48,7 +49,7 @@ def test_a_phase_resumed_after_an_evaluation_counts_its_rate_from_its_new_start(
     """The pipeline reports tokens cumulated over a phase's epochs; an evaluation in between restarts the
     phase's clock, so the rate must count tokens from the resumed phase's first update only."""
     clock = Clock()
-    file = progress.ProgressFile(tmp_path / "runs/t/b/s/seed0", "runs/t/b/s/seed0", interval_s=1.0, clock=clock)
+    file = progress_file.ProgressFile(tmp_path / "runs/t/b/s/seed0", "runs/t/b/s/seed0", interval_s=1.0, clock=clock)
     file.update("finetune", step=1, steps=20, epoch=1, epochs=2, tokens=500)
     clock.now += 10
     file.update("finetune", step=10, steps=20, epoch=1, epochs=2, tokens=10_500)
@@ -66,7 +67,7 @@ def test_a_phase_resumed_after_an_evaluation_counts_its_rate_from_its_new_start(
 def test_a_progress_file_is_never_a_record(tmp_path):
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()
-    progress.ProgressFile(run_dir, config.relative_dir().as_posix()).update("mlm", step=1, steps=2)
+    progress_file.ProgressFile(run_dir, config.relative_dir().as_posix()).update("mlm", step=1, steps=2)
     assert not run_record.is_complete(run_dir, config)
     assert result_rows.collect_results(tmp_path).empty
     assert list(result_rows.collect_results(tmp_path, [config])["status"]) == ["missing"]
@@ -75,7 +76,7 @@ def test_a_progress_file_is_never_a_record(tmp_path):
 def test_unwritable_progress_never_stops_a_run(tmp_path):
     blocker = tmp_path / "runs"
     blocker.write_text("a file where the runs folder should be")
-    file = progress.ProgressFile(blocker / "mrpc" / "b" / "s" / "seed0", "x")
+    file = progress_file.ProgressFile(blocker / "mrpc" / "b" / "s" / "seed0", "x")
     file.update("mlm", step=1, steps=2)  # no exception
     file.close()
 
@@ -101,7 +102,7 @@ def test_grid_monitor_without_a_terminal_prints_a_line_per_change_at_most_every_
     monitor = progress.GridMonitor(tmp_path, todo, skipped=1, stream=stream, tty=False, clock=clock)
     assert stream.getvalue().splitlines() == ["grid: 3 cells, 1 already complete, 2 to run"]
 
-    file = progress.ProgressFile(tmp_path / todo[0].relative_dir(), "x", interval_s=0.0)
+    file = progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x", interval_s=0.0)
     file.update("mlm", step=1, steps=10, epoch=1, epochs=1)
     for _ in range(100):  # polled every second for 100 s with a new step each time
         monitor.poll()
@@ -124,7 +125,7 @@ def test_grid_monitor_in_a_terminal_redraws_one_bar(tmp_path):
     stream = io.StringIO()
     todo = _configs(1)
     monitor = progress.GridMonitor(tmp_path, todo, skipped=0, stream=stream, tty=True)
-    progress.ProgressFile(tmp_path / todo[0].relative_dir(), "x").update("finetune", step=4, steps=8, epoch=1,
+    progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x").update("finetune", step=4, steps=8, epoch=1,
                                                                           epochs=2)
     monitor.poll()
     assert "mrpc/tiny-random/random/seed0: finetune 1/2 step 4/8" in stream.getvalue()

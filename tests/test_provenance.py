@@ -12,6 +12,7 @@ import pytest
 from typhoon.config import get_profile, resolve
 from typhoon.records import provenance, result_rows, run_numerics, run_record
 from typhoon.runner import grid
+from typhoon.training import device_settings
 
 GRID = get_profile("cpu").grid()[:3]  # precision "auto": what it means depends on the machine
 METRICS = {"status": "ok", "primary_metric": "f1", "majority_value": 0.81, "final": {"dev_f1": 0.8},
@@ -27,32 +28,32 @@ def test_the_numerics_of_a_record_and_of_this_machine():
     assert run_numerics.numerics("bf16", "cuda:1") == "bf16 on cuda"
     assert run_numerics.numerics(None, None) == "unknown on unknown"
     fp32 = resolve("cpu", dict(task="mrpc", strategy="random", seed=0), {"precision": "fp32", "device": "cpu"})
-    assert run_numerics.planned_numerics(fp32) == "fp32 on cpu"
-    assert run_numerics.planned_numerics(fp32.replace(precision="bf16")) == "bf16 on cpu"
+    assert device_settings.planned_numerics(fp32) == "fp32 on cpu"
+    assert device_settings.planned_numerics(fp32.replace(precision="bf16")) == "bf16 on cpu"
 
 
 def test_a_grid_is_not_resumed_with_other_numerics(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "fp32 on cpu")  # e.g. an AVX2-only CPU
+    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: "fp32 on cpu")  # e.g. an AVX2-only CPU
     finish(tmp_path, GRID[0], "bf16")
     finish(tmp_path, GRID[1], "bf16")
     with pytest.raises(ValueError, match=r"would mix numerics.*bf16 on cpu \(2 runs\).*fp32 on cpu \(1 run\)"
                                          r".*--allow-mixed-precision"):
-        run_numerics.check_numerics(GRID, tmp_path)
-    assert run_numerics.check_numerics(GRID, tmp_path, allow_mixed=True) == {"bf16 on cpu": 2, "fp32 on cpu": 1}
+        device_settings.check_numerics(GRID, tmp_path)
+    assert device_settings.check_numerics(GRID, tmp_path, allow_mixed=True) == {"bf16 on cpu": 2, "fp32 on cpu": 1}
     # the same numerics everywhere: nothing to refuse; a failed record is rerun, so it does not count
     finish(tmp_path, GRID[2], "fp32", status="failed")
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "bf16 on cpu")
-    assert run_numerics.check_numerics(GRID, tmp_path) == {"bf16 on cpu": 3}
+    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: "bf16 on cpu")
+    assert device_settings.check_numerics(GRID, tmp_path) == {"bf16 on cpu": 3}
     # finished records that already mix are refused even when nothing is left to run
     finish(tmp_path, GRID[2], "fp32")
     with pytest.raises(ValueError, match="would mix numerics"):
-        run_numerics.check_numerics(GRID, tmp_path)
+        device_settings.check_numerics(GRID, tmp_path)
 
 
 def test_reproduce_refuses_the_mix_before_running_anything(tmp_path, monkeypatch):
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("the grid must not start"))
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: "fp32 on cpu")
+    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: "fp32 on cpu")
     config = get_profile("cpu").grid()[0]
     finish(tmp_path, config, "bf16")
     with pytest.raises(ValueError, match="would mix numerics"):

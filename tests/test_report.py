@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from test_findings import make_output, schedule_folder, sequential_folder
 
-from typhoon import atomic
+from typhoon import atomic, figure_style
 from typhoon.analysis import schedule_study
 from typhoon.records import provenance
-from typhoon.report import browser, figures
+from typhoon.report import browser
 from typhoon.report import html as report_html
 
 LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
@@ -26,9 +26,9 @@ def executed_notebook(out, name="20_statistics.ipynb"):
     """An executed notebook as papermill leaves it: markdown with math, parameters, stderr, progress,
     a figure made by typhoon.report.figures, a wide table, stdout naming the output folder."""
     import nbformat
-    fig = figures.new_figure(4, 3)
+    fig = figure_style.new_figure(4, 3)
     fig.subplots().plot([0, 1], [0, 1])
-    png = figures.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
+    png = figure_style.save_figure(fig, out / "figures" / "line", caption="A rising line, for the test.")[0]
     wide = pd.DataFrame([[0.123456] * 40], columns=[f"a_rather_long_column_name_{i}" for i in range(40)])
     # as notebook 20's comparisons table: short numbers beside a sentence-long note, 36 columns
     squeezed = pd.DataFrame([[0.8148, "cannot be tested: the differences have zero variance (all +0): t, p, CIs, "

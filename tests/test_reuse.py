@@ -10,6 +10,7 @@ from typhoon import atomic, paths
 from typhoon.config import get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record
 from typhoon.runner import grid
+from typhoon.training import device_settings
 
 BF16_AMX = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
 FP32_AVX2 = run_numerics.Numerics("fp32", "cpu", "avx2", "eager", "fast")
@@ -100,8 +101,8 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
     cells. `reproduce --profile cpu` must train them all here, not copy them and then refuse the mix."""
     for config in get_profile("cpu").grid():
         write(repo / "results" / "bottleneck", config.replace(profile="bottleneck"), BF16_AMX)
-    monkeypatch.setattr(run_numerics, "numerics_here", lambda config: FP32_AVX2)
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: FP32_AVX2.label)
+    monkeypatch.setattr(device_settings, "numerics_here", lambda config: FP32_AVX2)
+    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: FP32_AVX2.label)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     seen = []
 
@@ -114,8 +115,8 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
         grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
-    monkeypatch.setattr(run_numerics, "numerics_here", lambda config: BF16_AMX)
-    monkeypatch.setattr(run_numerics, "planned_numerics", lambda config: BF16_AMX.label)
+    monkeypatch.setattr(device_settings, "numerics_here", lambda config: BF16_AMX)
+    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: BF16_AMX.label)
     seen.clear()
     with pytest.raises(Stop):
         grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])

@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
     run.add_argument("--force", action="store_true", help="rerun even if a complete record exists")
+    run.set_defaults(func=_run)
 
     rep = sub.add_parser("reproduce", help="execute the notebooks over a profile's grid with papermill")
     rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--commit-records", action="store_true",
                      help="git-commit each finished cell's record as it completes, then the tables and report "
                      "(for a reference run under results/<profile>)")
+    rep.set_defaults(func=_reproduce)
 
     readme = sub.add_parser("results-readme", help="rewrite a study folder's block of docs/results.md from its tables "
                             "(a reference run's Results block, a sequential study's decisive block, a schedules grid's "
@@ -109,21 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rewrite README.md's answer table from the decisive studies (results/decisive-mlm, results/decisive)")
     readme.add_argument("--readme", help="the Markdown page to update (default: docs/results.md; with --answer README.md)")
     readme.add_argument("--check", action="store_true", help="change nothing; exit 1 if the block is out of date")
+    readme.set_defaults(func=_results_readme)
 
     check = sub.add_parser("check-report", help="render a report in headless Chromium and list what a reader would see wrong")
     check.add_argument("report", help="a report.html, or the output folder that holds one")
+    check.set_defaults(func=_check_report)
 
-    sub.add_parser("profiles", help="list the profiles and their grid sizes")
+    sub.add_parser("profiles", help="list the profiles and their grid sizes").set_defaults(func=_profiles)
 
     design = sub.add_parser("decisive-design", help="print the pre-registered sequential design of a profile "
                             "(comparisons, margins, looks, boundaries, cap, simulated power)")
     design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+    design.set_defaults(func=_decisive_design)
 
     tables = sub.add_parser("decisive-tables", help="re-analyse a sequential study's records without training: "
                             "rewrite its stats/, results.csv, looks figure, notebook 50 and report.html; print the verdicts")
     tables.add_argument("out", help="the study's output folder, e.g. results/decisive")
     tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
     tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
+    tables.set_defaults(func=_decisive_tables)
 
     kl_gap = sub.add_parser("kl-gap", help="the KL-gap study: Typhoon's phase 1 under each candidate cause of the gap "
                             "to the paper's 7e-4 nats/token (resumes), then its table (typhoon/runner/kl_gap.py)")
@@ -131,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     kl_gap.add_argument("--cause", action="append", help="run only this cause (repeatable; default: all)")
     kl_gap.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     kl_gap.add_argument("--table-only", action="store_true", help="train nothing: write the table from the states there")
-    kl_gap.set_defaults(profile="cpu")
+    kl_gap.set_defaults(profile="cpu", func=_kl_gap)
 
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -141,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "package's glue_data/, where load_glue finds it)")
     fetch.add_argument("--url", help="download from this zip instead of the official address (a mirror)")
     fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
+    fetch.set_defaults(func=_data_fetch)
     return parser
 
 
@@ -227,11 +234,12 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
         return 2
 
 
-def _run(args: argparse.Namespace, overrides: dict) -> int:
+def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
     from typhoon.training.run import run
 
+    overrides = parse_overrides(args.set)
     backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
     cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
     config = resolve(args.profile, cell, overrides)
@@ -299,7 +307,7 @@ def check_input(args: argparse.Namespace) -> None:
         if not (args.estimate or args.job_script):  # these print and write nothing
             check_can_write(resolve_out_dir(args.out, profile.name))
     elif args.command == "kl-gap":
-        from typhoon.runner.kl_gap import cause_named  # light: the study's causes are RunConfig changes
+        from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
 
         for name in args.cause or []:
             cause_named(name)
@@ -323,62 +331,81 @@ def check_input(args: argparse.Namespace) -> None:
         report_page(args.report)
 
 
+def _profiles(args: argparse.Namespace) -> int:
+    """``typhoon profiles``: each profile, its number of runs and its description."""
+    for name, profile in load_profiles().items():
+        print(f"{name:10s} {len(profile.cells()):3d} runs  {profile.description}")
+    return 0
+
+
+def _data_fetch(args: argparse.Namespace) -> int:
+    """``typhoon data fetch``: a task's official GLUE files."""
+    from typhoon.data.glue_files import fetch_glue
+
+    folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
+    print(f"GLUE {args.task}: {folder}")
+    return 0
+
+
+def _decisive_design(args: argparse.Namespace) -> int:
+    """``typhoon decisive-design``: a profile's pre-registered sequential design."""
+    from typhoon.analysis.decisive import describe_design, study_design
+
+    print(describe_design(study_design(args.profile)))
+    return 0
+
+
+def _decisive_tables(args: argparse.Namespace) -> int:
+    """``typhoon decisive-tables``: a sequential study re-analysed from its records, without training."""
+    from typhoon.runner.sequential_grid import rewrite_tables_and_report
+
+    for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
+        print(line)
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
+    overrides = parse_overrides(args.set)
+    from typhoon.runner.grid import dask_executor
+
+    options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
+    if options.estimate_only:
+        print(options.run().text(max_cells=10**6))
+        return 0
+    if args.cluster:
+        return reproduce_on_cluster(args, options)
+    summary = options.run(dask_executor(args.scheduler) if args.scheduler else None)
+    return 0 if summary.ok else 1
+
+
+def _results_readme(args: argparse.Namespace) -> int:
+    """``typhoon results-readme``: a study's block of docs/results.md (or README's answer table) rewritten
+    or, with --check, checked (exit 1 when out of date)."""
+    from typhoon.report.results_readme import update_answer, update_readme
+
+    changed = (update_answer(args.readme, check=args.check) if args.answer
+               else update_readme(args.reference, args.readme, check=args.check))
+    block = "README answer table" if args.answer else "results block"
+    print(f"{block} {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
+    return 1 if args.check and changed else 0
+
+
+def _check_report(args: argparse.Namespace) -> int:
+    """``typhoon check-report``: a report rendered in headless Chromium; exit 1 when a reader would see a problem."""
+    from typhoon.report.browser import check_page
+
+    problems = check_page(args.report)
+    print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")
+    return 1 if problems else 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    """Run the subcommand's function (each subparser sets ``func``); bad input is a message and exit 2."""
     try:
-        if args.command == "profiles":
-            for name, profile in load_profiles().items():
-                print(f"{name:10s} {len(profile.cells()):3d} runs  {profile.description}")
-            return 0
-        if args.command == "data":
-            from typhoon.data.glue_files import fetch_glue
-
-            folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
-            print(f"GLUE {args.task}: {folder}")
-            return 0
-        if args.command == "decisive-design":
-            from typhoon.analysis.decisive import describe_design, study_design
-
-            print(describe_design(study_design(args.profile)))
-            return 0
-        if args.command == "kl-gap":
-            return _kl_gap(args)
-        if args.command == "decisive-tables":
-            from typhoon.runner.sequential_grid import rewrite_tables_and_report
-
-            for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
-                print(line)
-            return 0
-        overrides = parse_overrides(getattr(args, "set", None))
-        if args.command == "run":
-            return _run(args, overrides)
-        if args.command == "reproduce":
-            from typhoon.runner.grid import dask_executor
-
-            options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
-            if options.estimate_only:
-                print(options.run().text(max_cells=10**6))
-                return 0
-            if args.cluster:
-                return reproduce_on_cluster(args, options)
-            summary = options.run(dask_executor(args.scheduler) if args.scheduler else None)
-            return 0 if summary.ok else 1
-        if args.command == "results-readme":
-            from typhoon.report.results_readme import update_answer, update_readme
-
-            changed = (update_answer(args.readme, check=args.check) if args.answer
-                       else update_readme(args.reference, args.readme, check=args.check))
-            block = "README answer table" if args.answer else "results block"
-            print(f"{block} {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
-            return 1 if args.check and changed else 0
-        if args.command == "check-report":
-            from typhoon.report.browser import check_page
-
-            problems = check_page(args.report)
-            print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")
-            return 1 if problems else 0
+        return args.func(args)
     except Exception as err:
         if not isinstance(err, user_errors()):
             raise
         print(f"typhoon: error: {err}", file=sys.stderr)
         return 2
-    return 0

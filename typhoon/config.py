@@ -29,15 +29,16 @@ from pathlib import Path
 
 from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
 from typhoon.masking.params import (
+    DEFAULT_SCHEDULE,
     SCHEDULES,
     STRATEGY_PARAMS,
+    arm_label,
     check_params,
     inactive_parameters,
     parameters_of,
     resolve_alias,
     uses_task_saliency,
 )
-from typhoon.records import schema
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -75,7 +76,7 @@ class RunConfig:
     saliency: str = "mlm"  # typhoon: gradient of the mlm loss (paper) | of a task loss in phase 1 (typhoon_task)
     geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
     max_span: int = 10  # span: longest span, in words
-    schedule: str = field(default=schema.DEFAULT_SCHEDULE, metadata=allows(OneOf(SCHEDULES)))  # per-sequence masking rate: fixed | uniform | mixture
+    schedule: str = field(default=DEFAULT_SCHEDULE, metadata=allows(OneOf(SCHEDULES)))  # per-sequence masking rate: fixed | uniform | mixture
     pi0: float = field(default=0.0, metadata=allows(Interval(0.0, 1.0, high_open=True)))  # mixture schedule: probability that a whole sequence is masked
     # phase 1: MLM adaptation on the task's own training text
     mlm_epochs: int = field(default=1, metadata=allows(IntAtLeast(0)))  # 0: no adaptation, straight to fine-tuning
@@ -137,7 +138,7 @@ class RunConfig:
     @property
     def label(self) -> str:
         """The strategy folder name: the strategy, plus the schedule when it is not the fixed one."""
-        return schema.arm_label(self.strategy, self.schedule)
+        return arm_label(self.strategy, self.schedule)
 
     def relative_dir(self) -> Path:
         return Path("runs") / self.task / self.backbone.replace("/", "__") / self.label / f"seed{self.seed}"

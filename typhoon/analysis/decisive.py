@@ -33,6 +33,7 @@ from typhoon.analysis import decisive_checks, sequential
 from typhoon.analysis.bottleneck_verdict import task_model_summary
 from typhoon.config import Profile, RunConfig, get_profile
 from typhoon.records import result_rows, reuse, run_numerics, run_record, schema
+from typhoon.training import device_settings
 
 NOTEBOOK = "50_decisive.ipynb"
 HISTORY_COLUMNS = ["task", "metric", *sequential.LOOK_COLUMNS]
@@ -359,7 +360,7 @@ def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig
     must not mix bf16 and fp32, nor AMX and AVX512-BF16 products), naming the seed and the numerics."""
 
     for config in todo:
-        planned = run_numerics.numerics_here(config)
+        planned = device_settings.numerics_here(config)
         done = {run_numerics.record_numerics_detail(out_dir / c.relative_dir())
                 for (task, _, seed), c in configs.items() if task == config.task and seed == config.seed}
         other = sorted({n.kernel_label for n in done if n is not None and n.mixes_with(planned)})
@@ -377,7 +378,7 @@ def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig
 
 def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[str, pd.DataFrame]:
     """The tables and the figure of the study so far (atomically written); returns the tables."""
-    from typhoon.report.figures import plot_sequential_looks
+    from typhoon.analysis.decisive_figure import plot_sequential_looks
 
     results = results_table(configs, out_dir)
     history, verdicts = analyse(results, study)

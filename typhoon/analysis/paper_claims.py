@@ -119,9 +119,7 @@ def run_losses(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
 
 def mean_curves(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     """The MLM training curves averaged over seeds: per task, backbone, strategy and step, mean, sd, n."""
-    from typhoon.report.figures import load_loss_curves
-
-    curves = load_loss_curves(results, out_dir)
+    curves = run_summary.load_loss_curves(results, out_dir)
     train = curves[curves["split"] == "train"]
     columns = ["task", "backbone", "strategy", "step", "mean", "sd", "n"]
     if train.empty:

@@ -31,10 +31,9 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
-from typhoon.analysis import paper_claims, run_summary
+from typhoon.analysis import paper_claims, run_summary, stats_tables
 from typhoon.config import get_profile
 from typhoon.records import run_numerics, run_record, schema
-from typhoon.report import results_readme
 
 MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.DEFAULT_MARGIN)
 ALPHA = 0.05  # TOST at 5 %: the 90 % interval
@@ -274,7 +273,7 @@ class ReferenceComparison:
         and markdown, each written atomically."""
         written = []
         for name, frame in zip(TABLES, (self.cells, self.means, self.conclusions), strict=True):
-            for suffix, text in ((".csv", frame.to_csv(index=False)), (".md", results_readme.markdown_table(frame.round(4)) + "\n")):
+            for suffix, text in ((".csv", frame.to_csv(index=False)), (".md", stats_tables.markdown_table(frame.round(4)) + "\n")):
                 path = Path(stats_dir) / f"{name}{suffix}"
                 atomic.atomic_write_text(path, text)
                 written.append(path)
@@ -297,7 +296,7 @@ def plot_against_reference(comparison: ReferenceComparison, out_path: str | os.P
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from typhoon.report.figures import save_figure
+    from typhoon.figure_style import save_figure
 
     cells, means = comparison.cells.dropna(subset=["run_value", "reference_value"]), comparison.means
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))

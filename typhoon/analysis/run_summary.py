@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from typhoon.analysis.significance import _t_ci
-from typhoon.records.schema import RUN_KEYS, arm_label
+from typhoon.masking.params import arm_label
+from typhoon.records.schema import LOSS_COLUMNS, RUN_KEYS
 
 GROUP_KEYS = ["task", "backbone"]
 
@@ -21,7 +22,7 @@ _RESULT_COLUMNS = [*RUN_KEYS, "status", "primary_value"]  # what the statistics 
 
 def arms(results: pd.DataFrame) -> pd.DataFrame:
     """``results`` as the statistics read it: one ``strategy`` column naming the compared arm, a strategy
-    under a schedule (:func:`typhoon.records.schema.arm_label`: ``random`` under the default schedule,
+    under a schedule (:func:`typhoon.masking.params.arm_label`: ``random`` under the default schedule,
     ``random+uniform`` under another), and no ``schedule`` column.
 
     results.csv is tidy (a ``schedule`` column beside the strategy); the statistics compare arms, so each
@@ -184,3 +185,40 @@ def degenerate_rate(results: pd.DataFrame, tol: float = 1e-6) -> pd.DataFrame:
                          rate=nd / len(g), majority_value=float(pd.to_numeric(g["majority_value"]).mean()),
                          n_failed=int(failed.get((task, backbone, strategy), 0))))
     return pd.DataFrame(rows)
+
+
+def require_plottable(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """``df`` has ``columns`` and at least one row (a figure or table drawn from it has something to show)."""
+    _require_columns(df, columns, what)
+    if df.empty:
+        raise ValueError(f"{what} is empty: nothing to plot")
+
+
+def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: bool = False) -> pd.DataFrame:
+    """Read ``<out_dir>/<record_path>/mlm_loss.csv`` of every ok run into one tidy frame with columns
+    ``task, backbone, strategy, seed, step, epoch, split, loss``. Runs without the file are skipped
+    (``strict=True``: FileNotFoundError); the names of skipped runs are in ``.attrs["missing"]``."""
+    require_plottable(results, ["task", "backbone", "strategy", "seed", "status", "record_path"], "results")
+    ok = results[results["status"].astype(str) == "ok"]
+    frames, missing = [], []
+    for r in ok.itertuples():
+        path = Path(out_dir) / str(r.record_path) / "mlm_loss.csv"
+        if not path.is_file():
+            if strict:
+                raise FileNotFoundError(path)
+            missing.append(str(r.record_path))
+            continue
+        f = pd.read_csv(path)
+        bad = [c for c in LOSS_COLUMNS if c not in f.columns]
+        if bad:
+            raise ValueError(f"{path} is missing column(s) {bad}")
+        f = f[LOSS_COLUMNS].copy()
+        f.insert(0, "seed", r.seed)
+        f.insert(0, "strategy", str(r.strategy))
+        f.insert(0, "backbone", str(r.backbone))
+        f.insert(0, "task", str(r.task))
+        frames.append(f)
+    cols = [*RUN_KEYS, *LOSS_COLUMNS]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    out.attrs["missing"] = missing
+    return out

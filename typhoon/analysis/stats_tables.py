@@ -95,3 +95,14 @@ def written_sentence(written: Mapping[str, list[Path]], folder: str = "stats/") 
     formats = ", ".join(suffixes[:-1]) + f" and {suffixes[-1]}" if len(suffixes) > 1 else suffixes[0]
     names = ", ".join(f"`{name}`" for name in written)
     return f"Written to `{folder}`: {names} (each as {formats})."
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A pipe table (``|`` in cells escaped)."""
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(c) for c in frame.columns) + " |",
+             "|" + "|".join("---" for _ in frame.columns) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)

@@ -20,8 +20,16 @@ SALIENCY_SOURCES = ("mlm", "task")  # which loss typhoon's saliency is the gradi
 #: The schedules a run config can name (typhoon.masking.schedules): every sequence at the budget p; a rate
 #: uniform on (0, 1]; the budget p with a whole sequence masked with probability pi0.
 SCHEDULES = ("fixed", "uniform", "mixture")
+# A run's schedule (RunConfig.schedule) unless its profile names another: every sequence masked at the budget.
+DEFAULT_SCHEDULE = "fixed"
 GEOMETRIC_P = 0.2  # span: SpanBERT's geometric span-length parameter
 MAX_SPAN_WORDS = 10  # span: SpanBERT's longest span
+
+
+def arm_label(strategy: str, schedule: str) -> str:
+    """The name of a strategy under a schedule in the statistics and in a record's folder: the strategy
+    alone under :data:`DEFAULT_SCHEDULE`, else ``strategy+schedule`` (e.g. ``random+uniform``)."""
+    return strategy if schedule == DEFAULT_SCHEDULE else f"{strategy}+{schedule}"
 
 
 @dataclass(frozen=True)

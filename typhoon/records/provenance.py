@@ -6,11 +6,11 @@ checked in :mod:`typhoon.records.run_numerics`, the machine described by :mod:`t
 **Numerics.** A run's numbers depend on the precision it trained in and the kind of device: bf16
 autocast on one CPU and fp32 on another give different metrics for the same config and seed, as do a
 CPU and a GPU. A record says both (``metrics.json``: ``precision``, ``device``). One reference run must
-not mix them silently: :func:`check_numerics` refuses to add cells to a grid whose finished records
-used other numerics than this machine would use, unless mixing is allowed -- then ``results.csv`` keeps
-each run's precision and the report and README say the mix. The attention and dropout kernels are not
-part of it: with ``auto`` they follow the device kind, and when set they are part of the run's config
-(its identity), and their variants are tested to compute the same model.
+not mix them silently: :func:`typhoon.training.device_settings.check_numerics` refuses to add cells to a
+grid whose finished records used other numerics than this machine would use, unless mixing is allowed --
+then ``results.csv`` keeps each run's precision and the report and README say the mix. The attention and
+dropout kernels are not part of it: with ``auto`` they follow the device kind, and when set they are part
+of the run's config (its identity), and their variants are tested to compute the same model.
 """
 
 

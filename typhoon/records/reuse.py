@@ -20,7 +20,7 @@ A copy says where it came from (``metrics.json``: ``reused_from``).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,16 +85,15 @@ def finished_record_of(run_dir: Path, config: RunConfig) -> tuple[RunConfig, dic
     return (stored, metrics) if identity_matches(resolved_config(stored, metrics), config) else None
 
 
-def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Path] = (),
-                      here: run_numerics.Numerics | None = None,
+def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Path] = (), *,
+                      here: run_numerics.Numerics,
                       required: Sequence[str] = ()) -> tuple[Path | None, list[dict]]:
     """The first record under :func:`reuse_candidates` that can stand in for ``config``'s run on this
-    machine (``here``: its numerics, :func:`typhoon.records.run_numerics.numerics_here` when None) and holds every
+    machine (``here``: its numerics, :func:`typhoon.training.device_settings.numerics_here`) and holds every
     metric in ``required`` (the profile's ``required_metrics``), and the equal runs passed over on the way
     (with ``theirs``/``ours`` numerics, or the ``missing`` metrics). Records of the same profile count only
     in a named folder: in another folder they are a separate reproduction of the same grid, which must run
     for itself."""
-    here = here or run_numerics.numerics_here(config)
     named = {Path(folder).resolve() for folder in reuse_from}
     passed_over = []
     for folder in reuse_candidates(out_dir, reuse_from):
@@ -140,14 +139,18 @@ def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
 
 
 def reuse_equal_records(configs: list[RunConfig], out_dir: Path, reuse_from: Sequence[Path] = (),
-                        required: Sequence[str] = ()) -> ReusePlan:
+                        required: Sequence[str] = (), *,
+                        numerics_here: Callable[[RunConfig], run_numerics.Numerics]) -> ReusePlan:
     """For every cell without a complete record in ``out_dir``, copy a record that can stand in for it
-    (:func:`find_equal_record` with the ``required`` metrics, :func:`reuse_record`)."""
+    (:func:`find_equal_record` with the ``required`` metrics, :func:`reuse_record`); ``numerics_here``: the
+    numerics a config would run in on this machine (:func:`typhoon.training.device_settings.numerics_here`,
+    which the training stage resolves)."""
     plan = ReusePlan()
     for config in configs:
         if is_complete(Path(out_dir) / config.relative_dir(), config):
             continue
-        source, passed_over = find_equal_record(config, out_dir, reuse_from, required=required)
+        source, passed_over = find_equal_record(config, out_dir, reuse_from, here=numerics_here(config),
+                                                 required=required)
         plan.other_numerics += [p for p in passed_over if "missing" not in p]
         plan.lacking += [p for p in passed_over if "missing" in p]
         if source is None:

@@ -1,5 +1,6 @@
 """The numerics a run computed in (precision, device, attention and dropout kernels, the CPU kernel family),
-read from its record or planned for a config, and the check that a grid's records share one numerics."""
+read from its record or made from a run's resolved choices. What a config will run in on this machine, and the
+check that a grid's records share one numerics, are :mod:`typhoon.training.device_settings`'s."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from typhoon import machine, paths
+from typhoon import machine
 from typhoon.records import run_record
-from typhoon.training import device_settings
 
 if TYPE_CHECKING:
-    from typhoon.config import RunConfig
+    pass
 
 
 def numerics(precision: str | None, device: str | None) -> str:
@@ -113,20 +113,6 @@ def record_numerics_detail(run_dir: Path) -> Numerics | None:
     return numerics_of_metrics(metrics)
 
 
-def planned_numerics(config: RunConfig) -> str:
-    """The numerics label ``config`` would run with on this machine (what ``auto`` resolves to here)."""
-    return numerics_here(config).label
-
-
-def numerics_here(config: RunConfig) -> Numerics:
-    """The full numerics ``config`` would run with on this machine: every ``auto`` resolved here."""
-
-    device = device_settings.resolve_device(config.device)
-    return numerics_of_run(device_settings.choose_precision(config.precision, device).name, device,
-                           device_settings.resolve_attention(config.attention, device),
-                           device_settings.resolve_dropout(config.dropout, device))
-
-
 def numerics_of_run(precision: str, device, attention: str, dropout: str) -> Numerics:
     """The numerics of a run on this machine with these resolved choices (``device``: a torch.device)."""
 
@@ -137,37 +123,6 @@ def numerics_of_run(precision: str, device, attention: str, dropout: str) -> Num
 
         kernels = f"cuda ({torch.cuda.get_device_name(device)})"
     return Numerics(precision, kind, kernels, attention, dropout)
-
-
-def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:
-    """The numerics of the grid once its missing cells run here: ``{label: number of runs}``.
-
-    Raises ValueError, before anything runs, when the finished records and the cells still to run would
-    use more than one kind of numerics, naming them, unless ``allow_mixed``.
-    """
-    counts: Counter[str] = Counter()
-    todo = []
-    for config in configs:
-        run_dir = out_dir / config.relative_dir()
-        done = record_numerics(run_dir) if run_record.is_complete(run_dir, config) else None
-        if done is None:
-            todo.append(config)
-        else:
-            counts[done] += 1
-    finished = dict(counts)
-    planned = Counter(planned_numerics(c) for c in todo)
-    counts.update(planned)
-    if len(counts) > 1 and not allow_mixed:
-        raise ValueError(
-            f"{paths.shown(out_dir)} would mix numerics: its finished records used "
-            f"{_describe(finished) or 'nothing yet'}, and this machine would run the {len(todo)} missing cell(s) in "
-            f"{_describe(dict(planned))}. Finish the grid where it started (or set precision explicitly with "
-            "--set precision=...), or pass --allow-mixed-precision: the tables and the report then say the mix.")
-    return dict(counts)
-
-
-def _describe(counts: dict[str, int]) -> str:
-    return ", ".join(f"{label} ({n} run{'s' if n != 1 else ''})" for label, n in sorted(counts.items()))
 
 
 def results_numerics(results) -> dict[str, int]:

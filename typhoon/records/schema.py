@@ -3,24 +3,14 @@ table and of a record's mlm_loss.csv."""
 
 from __future__ import annotations
 
-# A run's schedule (RunConfig.schedule) unless its profile names another: every sequence masked at the budget.
-DEFAULT_SCHEDULE = "fixed"
-
 # results.csv and the grid's status table are tidy: every grid axis is its own column, so a run is named by
 # GRID_KEYS there (strategy = the masking strategy alone, schedule = its mask schedule).
 GRID_KEYS = ["task", "backbone", "strategy", "schedule", "seed"]
 
-# The statistics compare arms: a strategy under a schedule, named by arm_label (the run's record folder name,
-# RunConfig.label). In their tables (stats/*.csv, typhoon.analysis.run_summary.arms) a run is named by RUN_KEYS,
-# whose strategy is that arm.
+# The statistics compare arms: a strategy under a schedule, named by typhoon.masking.params.arm_label (the run's
+# record folder name, RunConfig.label). In their tables (stats/*.csv, typhoon.analysis.run_summary.arms) a run is
+# named by RUN_KEYS, whose strategy is that arm.
 RUN_KEYS = ["task", "backbone", "strategy", "seed"]
-
-
-def arm_label(strategy: str, schedule: str) -> str:
-    """The name of a strategy under a schedule in the statistics and in a record's folder: the strategy
-    alone under :data:`DEFAULT_SCHEDULE`, else ``strategy+schedule`` (e.g. ``random+uniform``)."""
-    return strategy if schedule == DEFAULT_SCHEDULE else f"{strategy}+{schedule}"
-
 
 # Typhoon-family runs: how their masking was calibrated, from which loss's saliency, and how far their final
 # masking distribution is from uniform masking (budget moved = TV, KL in nats/token: metrics["masking"]).

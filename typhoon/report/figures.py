@@ -5,133 +5,35 @@ the written paths ``[<path>.png, <path>.svg]``. Figures are built on ``matplotli
 the Agg canvas -- no pyplot state, so they are safe in scripts, tests and notebooks alike (show them in
 a notebook with ``IPython.display.Image(paths[0])``).
 
-One style for every figure of the bundle (:data:`STYLE`, applied by :func:`styled` while a figure is
-made and saved, so nothing leaks into the caller's matplotlib settings): figures are at most
-:data:`MAX_WIDTH_IN` wide, so that at :data:`DPI` they show at full size in the report's column, and no
-text is smaller than :data:`MIN_FONT_PT` (about 15 px there). Each figure carries a caption (stored in
-the PNG's ``Description`` and the SVG's metadata) that the report shows under it and as its alt text.
+All are in the bundle's one style, made and written with :mod:`typhoon.figure_style`'s helpers (the style,
+the width and font limits, the caption each figure carries).
 """
 
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import matplotlib
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-from cycler import cycler  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from typhoon.analysis import run_summary
-from typhoon.atomic import written_atomically
-from typhoon.records.schema import LOSS_COLUMNS, RUN_KEYS
-
-# Scripts and tests: the non-interactive Agg backend. A notebook kernel (MPLBACKEND set by ipykernel) or
-# a session that already imported pyplot keeps its backend; figures here never use pyplot anyway.
-if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
-    matplotlib.use("Agg")
-
-
+from typhoon.figure_style import (
+    MAX_WIDTH_IN,
+    new_figure,
+    save_figure,
+    shared_legend,
+    strategy_palette,
+    styled,
+)
 
 
 # --------------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------------
-DPI = 150
-
-
-MAX_WIDTH_IN = 7.3  # 1095 px at DPI: the report's column (typhoon.report.html.REPORT_WIDTH_PX) shows it unscaled
-
-
-MIN_FONT_PT = 7.5  # about 15 px at DPI, full size
-
-
-STYLE = {
-    "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
-    "legend.fontsize": 8.5, "figure.titlesize": 11, "legend.frameon": False,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "0.92",
-    "grid.linewidth": 0.6, "axes.axisbelow": True, "lines.linewidth": 1.4, "lines.markersize": 4,
-    "axes.formatter.useoffset": False,  # "+1.031e1" offsets hide the values a reader wants
-    "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")), "savefig.dpi": DPI,
-}
-
-
-def styled(plot):
-    """Make and save a figure in :data:`STYLE` (the caller's matplotlib settings are left as they were)."""
-    @functools.wraps(plot)
-    def wrapper(*args, **kwargs):
-        with matplotlib.rc_context(STYLE):
-            return plot(*args, **kwargs)
-
-    return wrapper
-
-
-def new_figure(width: float, height: float) -> Figure:
-    """A constrained-layout figure, at most :data:`MAX_WIDTH_IN` wide (wider requests are narrowed)."""
-    fig = Figure(figsize=(min(width, MAX_WIDTH_IN), height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi: int = DPI) -> list[Path]:
-    """Write ``fig`` as ``<out_path>.png`` and ``<out_path>.svg`` (atomically) and return both paths.
-
-    ``caption`` (what the figure shows, one or two sentences) goes into the files' metadata: the report
-    shows it under the figure and as its alt text.
-    """
-    base = Path(out_path)
-    if base.suffix.lower() in (".png", ".svg", ".pdf"):
-        base = base.with_suffix("")
-    base.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    metadata = {"png": {"Description": caption}, "svg": {"Description": caption, "Date": None}}
-    for ext in ("png", "svg"):
-        final = base.parent / f"{base.name}.{ext}"
-        # a fixed salt: the SVG's clip-path ids are otherwise random, and a regenerated figure churns in git
-        with written_atomically(final) as tmp, matplotlib.rc_context({"svg.hashsalt": "typhoon"}):
-            fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
-        paths.append(final)
-    return paths
-
-
-def legend_handles(axes) -> dict:
-    """``{label: handle}`` over all ``axes``, each label once (for one legend serving several panels)."""
-    handles = {}
-    for ax in np.ravel(axes):
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(label, handle)
-    return handles
-
-
-def shared_legend(fig: Figure, axes, ncols: int | None = None) -> None:
-    """One legend for all panels, below them (the handles of every panel, each label once)."""
-    handles = legend_handles(axes)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
-                   ncols=ncols or min(len(handles), 4))
-
-
-def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
-    """A stable colour per strategy (sorted names -> colorblind palette), shared by all figures."""
-    names = sorted(dict.fromkeys(str(s) for s in strategies))
-    colors = sns.color_palette("colorblind", max(len(names), 1))
-    return {s: colors[i % len(colors)] for i, s in enumerate(names)}
-
-
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    run_summary._require_columns(df, columns, what)
-    if df.empty:
-        raise ValueError(f"{what} is empty: nothing to plot")
-
-
 def _facets(df: pd.DataFrame) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(df["task"].astype(str))), list(dict.fromkeys(df["backbone"].astype(str)))
 
@@ -144,7 +46,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
                          reference: str | None = "typhoon") -> list[Path]:
     """Dev metric of every seed per strategy (dots), with the mean ± t-based CI beside them (black);
     facets task x backbone."""
-    _require(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
+    run_summary.require_plottable(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
     df = run_summary.ok_runs(results)
     if df.empty:
         raise ValueError("results has no runs with status 'ok'")
@@ -191,7 +93,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     """Forest plot of paired mean differences (strategy_a - strategy_b) with CIs, zero line and the
     equivalence band ±margin; each row names its Holm p. ``family`` selects rows (falls back to all rows
     if none match)."""
-    _require(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
+    run_summary.require_plottable(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
              "comparisons")
     df = comparisons
     if family is not None and "family" in df.columns and (df["family"] == family).any():
@@ -234,7 +136,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
 @styled
 def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """Expected best-of-k dev metric vs k (table from ``seed_budget.expected_max_performance``); one legend."""
-    _require(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
+    run_summary.require_plottable(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
     tasks, backbones = _facets(evp)
     pal = strategy_palette(evp["strategy"])
     fig = new_figure(1.0 + 3.0 * len(backbones), 1.0 + 2.4 * len(tasks))
@@ -263,40 +165,10 @@ def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Pa
 # --------------------------------------------------------------------------------------------------
 # MLM loss curves
 # --------------------------------------------------------------------------------------------------
-def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: bool = False) -> pd.DataFrame:
-    """Read ``<out_dir>/<record_path>/mlm_loss.csv`` of every ok run into one tidy frame with columns
-    ``task, backbone, strategy, seed, step, epoch, split, loss``. Runs without the file are skipped
-    (``strict=True``: FileNotFoundError); the names of skipped runs are in ``.attrs["missing"]``."""
-    _require(results, ["task", "backbone", "strategy", "seed", "status", "record_path"], "results")
-    ok = results[results["status"].astype(str) == "ok"]
-    frames, missing = [], []
-    for r in ok.itertuples():
-        path = Path(out_dir) / str(r.record_path) / "mlm_loss.csv"
-        if not path.is_file():
-            if strict:
-                raise FileNotFoundError(path)
-            missing.append(str(r.record_path))
-            continue
-        f = pd.read_csv(path)
-        bad = [c for c in LOSS_COLUMNS if c not in f.columns]
-        if bad:
-            raise ValueError(f"{path} is missing column(s) {bad}")
-        f = f[LOSS_COLUMNS].copy()
-        f.insert(0, "seed", r.seed)
-        f.insert(0, "strategy", str(r.strategy))
-        f.insert(0, "backbone", str(r.backbone))
-        f.insert(0, "task", str(r.task))
-        frames.append(f)
-    cols = [*RUN_KEYS, *LOSS_COLUMNS]
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
-    out.attrs["missing"] = missing
-    return out
-
-
 @styled
 def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev; one legend."""
-    _require(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
+    run_summary.require_plottable(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
     agg = (curves.groupby(["task", "backbone", "strategy", "split", "step", "epoch"], sort=False)["loss"]
            .agg(["mean", "std", "count"]).reset_index().sort_values("step"))
     combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
@@ -333,9 +205,9 @@ def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[
 def plot_run_curves(mlm_loss: pd.DataFrame, epochs: pd.DataFrame, primary_metric: str,
                     majority_value: float | None, out_path: str | os.PathLike) -> list[Path]:
     """One run: MLM loss per step (train, and dev per epoch) and the dev metric per fine-tuning epoch."""
-    _require(mlm_loss, ["step", "split", "loss"], "MLM loss")
+    run_summary.require_plottable(mlm_loss, ["step", "split", "loss"], "MLM loss")
     column = f"dev_{primary_metric}"
-    _require(epochs, ["epoch", column], "epoch metrics")
+    run_summary.require_plottable(epochs, ["epoch", column], "epoch metrics")
     fig = new_figure(MAX_WIDTH_IN, 3.0)
     loss_ax, metric_ax = fig.subplots(1, 2)
     for split, style in (("train", dict(lw=1.0)), ("dev", dict(marker="o", lw=1.5))):
@@ -362,52 +234,12 @@ MASKED_COLOUR, VISIBLE_COLOUR, PI_COLOUR = "#d55e00", "#999999", "#0072b2"  # co
 
 
 @styled
-def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
-    """The sequential study look by look (:mod:`typhoon.analysis.sequential`): per task (row) and comparison
-    (column), at each look's seed count the paired difference with its repeated CI for "different"
-    (thick: it must exclude 0) and its TOST interval (thin: it must lie inside the grey ±margin band),
-    each look's verdict as the marker's colour."""
-    _require(history, ["task", "comparison", "n_seeds", "difference", "ci_low", "ci_high", "tost_low",
-                       "tost_high", "margin", "verdict"], "history")
-    tasks, comparisons = list(dict.fromkeys(history["task"])), list(dict.fromkeys(history["comparison"]))
-    colours = dict(zip(["continue", "equivalent", "different", "undecided at cap"],
-                       sns.color_palette("colorblind", 4), strict=True))
-    fig = new_figure(MAX_WIDTH_IN, 1.0 + 2.0 * len(tasks))
-    axes = np.atleast_2d(fig.subplots(len(tasks), len(comparisons), sharex=True, squeeze=False))
-    for i, task in enumerate(tasks):
-        for j, name in enumerate(comparisons):
-            ax, rows = axes[i, j], history[(history["task"] == task) & (history["comparison"] == name)]
-            if len(rows):
-                margin = float(rows["margin"].iloc[0])
-                ax.axhspan(-margin, margin, color="0.92", zorder=0)
-            ax.axhline(0, color="black", lw=0.7)
-            for r in rows.itertuples():
-                ax.vlines(r.n_seeds, r.tost_low, r.tost_high, color=colours[r.verdict], lw=0.9)
-                ax.vlines(r.n_seeds, r.ci_low, r.ci_high, color=colours[r.verdict], lw=2.4, alpha=0.6)
-                ax.plot(r.n_seeds, r.difference, "o", color=colours[r.verdict], label=r.verdict)
-            if len(rows):  # the first looks' intervals are huge (2-5 degrees of freedom): clipped to the margin's scale
-                limit = max(4 * margin, 1.5 * float(rows["difference"].abs().max()))
-                ax.set_ylim(-limit, limit)
-            ax.set_title(f"{task}: {name}".replace(" - ", " −\n"), fontsize=8)
-            ax.tick_params(labelsize=7.5)
-            ax.yaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))
-            if i == len(tasks) - 1:
-                ax.set_xlabel("seeds", fontsize=8)
-        axes[i, 0].set_ylabel(f"{task} difference", fontsize=8)
-    shared_legend(fig, axes)
-    return save_figure(fig, out_path, "Each comparison at every look of the sequential design: the paired "
-                                      "difference (dot) with its repeated confidence interval for 'different' "
-                                      "(thick bar, must exclude 0) and its TOST interval (thin bar, must lie "
-                                      "inside the grey ±margin band); the colour is the look's verdict.")
-
-
-@styled
 def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """The schedules grid against ``fixed`` (:func:`typhoon.analysis.schedule_study.schedule_comparisons`): one
     row per task × strategy × schedule; left, the dev-metric difference with its 95 % t interval against the
     grey ±margin band; right, the full-mask MLM loss difference with its interval, coloured by the verdict
     (``theory``: whether the difference, Holm-adjusted over the table, shows the theory's predicted direction)."""
-    _require(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
+    run_summary.require_plottable(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
                      "full_mask_loss_diff", "full_mask_loss_ci_low", "full_mask_loss_ci_high", "theory"], "schedule table")
     df = table.reset_index(drop=True)
     agrees, disagrees = sns.color_palette("colorblind", 2)

@@ -5,7 +5,7 @@ date, commit, machine, numerics, wall time), the headline and what it means, the
 against the tables and the headline table (:mod:`typhoon.analysis.paper_claims`), a table of contents, then one
 section per executed notebook -- its prose and outputs, never its code, parameters, stderr or progress
 bars. Math is converted to MathML (rendered by the browser, no CDN); figures carry their caption as alt
-text and below the image (:func:`typhoon.report.figures.save_figure` stores it in the PNG); wide tables scroll
+text and below the image (:func:`typhoon.figure_style.save_figure` stores it in the PNG); wide tables scroll
 inside their own box; this machine's absolute paths are made relative (:func:`typhoon.paths.redact`).
 Each profile has its own output folder, so one profile's report never overwrites another's.
 A pipeline-check profile (smoke) says so at the top and in every section.
@@ -32,7 +32,7 @@ _PLACEHOLDER = "TYPHOONMATH{}X"
 NO_CAPTION = "A figure without a stored caption."
 # The names typhoon.paths.redact puts for this machine's folders look like tags: in HTML they must be escaped
 # (a browser swallows "<site-packages>/x" as an unknown element); committed notebooks carry them raw.
-REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.report.figures.save_figure gets
+REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.figure_style.save_figure gets
 
 STYLE = f"""
 body {{ font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0;
@@ -118,7 +118,7 @@ def markdown_html(text: str, shift: int = 0) -> str:
 
 
 def image_caption(png: bytes) -> str | None:
-    """The caption stored in a PNG's ``Description`` text chunk (``typhoon.report.figures.save_figure``)."""
+    """The caption stored in a PNG's ``Description`` text chunk (``typhoon.figure_style.save_figure``)."""
     from PIL import Image
 
     try:

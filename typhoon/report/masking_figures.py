@@ -11,13 +11,10 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter  # noqa: E402
 
-from typhoon.report.figures import (
-    MASKED_COLOUR,
+from typhoon.analysis.run_summary import require_plottable
+from typhoon.figure_style import (
     MAX_WIDTH_IN,
     MIN_FONT_PT,
-    PI_COLOUR,
-    VISIBLE_COLOUR,
-    _require,
     legend_handles,
     new_figure,
     save_figure,
@@ -25,6 +22,7 @@ from typhoon.report.figures import (
     strategy_palette,
     styled,
 )
+from typhoon.report.figures import MASKED_COLOUR, PI_COLOUR, VISIBLE_COLOUR
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,7 +105,7 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
                            paper_kl: float | None = None, title: str = "") -> list[Path]:
     """Calibration sweep (``budget_spread.calibration_sweep``): KL to uniform, budget moved and max/min pi
     vs delta, one line per calibration (softmax, which has no band: a dash-dotted level per tau)."""
-    _require(sweep, ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"], "sweep")
+    require_plottable(sweep, ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"], "sweep")
     df = sweep.copy()
     df["label"] = [f"{m} (τ = {t:g})" if np.isfinite(t) else m for m, t in zip(df["method"], df["tau"].astype(float),
                                                                                  strict=True)]
@@ -183,7 +181,7 @@ def plot_budget_vs_difference(verdict: pd.DataFrame, out_path: str | os.PathLike
     """Budget moved (TV to uniform masking) against the paired dev-metric difference to ``reference``
     (95 % CI), one panel per task: a point per typhoon-family strategy, coloured by strategy, shaped by
     saliency source (``budget_spread.bottleneck_verdict``'s table)."""
-    _require(verdict, ["task", "strategy", "saliency", "budget_moved", "diff", "ci_low", "ci_high"], "verdict")
+    require_plottable(verdict, ["task", "strategy", "saliency", "budget_moved", "diff", "ci_low", "ci_high"], "verdict")
     margin = verdict.attrs.get("margin") if margin is None else margin
     tasks = list(dict.fromkeys(verdict["task"]))
     pal = strategy_palette(verdict["strategy"])

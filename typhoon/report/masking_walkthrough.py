@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from typhoon import figure_style
 from typhoon.config import RunConfig
 from typhoon.data.batching import collate, token_counts
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
 from typhoon.records import schema
-from typhoon.report import figures
 from typhoon.training import run as training_run
 
 __all__ = [
@@ -101,13 +101,13 @@ def selection_html(row: Mapping[str, torch.Tensor], selections: Mapping[str, tor
 
     ``row`` is one row of a padded batch (:func:`batch_row`); ``selections`` maps a strategy name to a
     bool (L,) tensor for that row. Padding is not shown; special tokens are grey. Selected tokens carry
-    ``data-selected="1"`` and the strategy's colour (``typhoon.report.figures.strategy_palette``).
+    ``data-selected="1"`` and the strategy's colour (``typhoon.figure_style.strategy_palette``).
     """
     ids = row["input_ids"].tolist()
     real = row["attention_mask"].bool().tolist() if "attention_mask" in row else [True] * len(ids)
     special = row["special_tokens_mask"].bool().tolist()
     tokens = tokenizer.convert_ids_to_tokens(ids)
-    palette = figures.strategy_palette(selections)
+    palette = figure_style.strategy_palette(selections)
     lines = ['<table class="typhoon-selection" style="border-collapse:collapse;font-family:monospace">',
              "<tr><th>strategy</th><th>selected</th><th style='text-align:left'>tokens</th></tr>"]
     for name, selected in selections.items():

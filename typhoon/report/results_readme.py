@@ -25,6 +25,7 @@ from typhoon.analysis.paper_claims import (
     holm_caption,
     read_tables,
 )
+from typhoon.analysis.stats_tables import markdown_table
 from typhoon.config import get_profile
 from typhoon.records import provenance, run_numerics
 
@@ -84,17 +85,6 @@ def _shown(out_dir: str | os.PathLike, link: str) -> str:
     as ``link`` reaches it from the page."""
     folder, root = Path(out_dir).resolve(), paths.repo_root().resolve()
     return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else link
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A pipe table (``|`` in cells escaped)."""
-    def cell(value) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(c) for c in frame.columns) + " |",
-             "|" + "|".join("---" for _ in frame.columns) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -> str:

@@ -39,7 +39,7 @@ from typhoon import atomic, paths
 from typhoon.analysis import reference
 from typhoon.config import RunConfig, get_profile
 from typhoon.machine import cell_threads, choose_workers, gpu_devices
-from typhoon.records import locks, provenance, result_rows, run_numerics, run_record, schema
+from typhoon.records import locks, provenance, result_rows, run_record, schema
 from typhoon.records import reuse as record_reuse
 from typhoon.report.html import render_report
 from typhoon.runner import progress, stop
@@ -55,6 +55,7 @@ from typhoon.runner.notebooks import (
     scrub_notebook,
 )
 from typhoon.runner.stop import clean_stale_staging
+from typhoon.training import device_settings, progress_file
 
 
 @dataclass
@@ -157,7 +158,7 @@ def remove_cell_leftovers(config: RunConfig, out_dir: Path) -> None:
     the loss, once no other run of the cell has started (a cell runs on one worker at a time)."""
     notebook, run_dir = cell_notebook(config, out_dir), out_dir / config.relative_dir()
     for path in [*notebook.parent.glob(f".{notebook.stem}.tmp-*"), *run_dir.parent.glob(f".{run_dir.name}.tmp-*"),
-                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress.progress_path(run_dir)]:
+                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress_file.progress_path(run_dir)]:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -334,10 +335,12 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     stop.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")
     with locks.output_folder_lock(out_dir):
-        for line in record_reuse.reuse_equal_records(configs, out_dir, reuse_from, spec.required_metrics).lines() if reuse else []:
+        reused = record_reuse.reuse_equal_records(configs, out_dir, reuse_from, spec.required_metrics,
+                                                  numerics_here=device_settings.numerics_here) if reuse else None
+        for line in reused.lines() if reused is not None else []:
             print(line)
             log.write(line)
-        numerics = run_numerics.check_numerics(configs, out_dir, allow_mixed_precision)
+        numerics = device_settings.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
         clean_stale_staging(out_dir)
         command = provenance.invocation()

@@ -1,6 +1,8 @@
 """The KL-gap study: why is Typhoon's masking 30x closer to uniform here than the paper's 7e-4 nats/token?
 
-Registered before any of its runs (this module's :data:`CAUSES`, :data:`HYPOTHESIS`, committed first). The
+Registered before any of its runs (:data:`~typhoon.analysis.kl_gap_causes.CAUSES` and
+:data:`~typhoon.analysis.kl_gap_causes.HYPOTHESIS`, committed first in this module, now in
+:mod:`typhoon.analysis.kl_gap_causes`, which the table reads too). The
 ``cpu`` reference run's Typhoon states sit at a geometric mean of 2.4e-5 nats/token (95 % CI 1.1e-5 to
 5.3e-5), a 30th of the paper's figure. Each candidate cause changes *one* thing of the ``cpu`` profile's
 Typhoon cell at the paper's calibration (min-max, δ 0.4, p 0.15), and its KL is measured on the masking
@@ -19,65 +21,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+from typhoon.analysis.kl_gap_causes import CAUSES, RUN_FILE, STATE_FILE, Cause, cause_named
 from typhoon.atomic import staged_dir
 from typhoon.config import RunConfig, resolve
 
-STATE_FILE = "masking_state.npz"
-RUN_FILE = "run.json"
 TASKS = ("mrpc", "cola")
 SEEDS = (0, 1, 2)
 PROFILE = "cpu"  # the reference run whose Typhoon cells the baseline is
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One candidate cause: what it changes against the baseline, as RunConfig fields."""
-
-    name: str
-    what: str
-    overrides: dict = field(default_factory=dict)
-
-
-CAUSES: tuple[Cause, ...] = (
-    Cause("baseline", "the cpu profile's Typhoon cell: minilm-l6 with a fresh MLM head, 1 MLM epoch, EMA rate "
-          "0.8, 80/10/10 corruption, MLM learning rate 5e-5"),
-    Cause("model", "the MLM-adapted backbone minilm-l6-mlm (encoder and head trained on English prose) in place "
-          "of the fresh head: the saliency comes through a model that predicts masked words",
-          {"backbone": "minilm-l6-mlm"}),
-    Cause("epochs", "3 MLM epochs in place of 1: three times the EMA updates (the paper's epoch count is not "
-          "stated)", {"mlm_epochs": 3}),
-    Cause("ema_rate", "EMA rate 0.1 in place of 0.8: each type's weight averages about ten sightings instead "
-          "of following the last one", {"lam": 0.1}),
-    Cause("corruption", "mask-only corruption (what the published code does) in place of BERT's 80/10/10",
-          {"corruption": "mask_only"}),
-    Cause("mlm_lr", "MLM learning rate 5e-4 in place of 5e-5: a fresh head that learns faster in one epoch",
-          {"mlm_lr": 5e-4}),
-    Cause("all", "all of the above at once", {"backbone": "minilm-l6-mlm", "mlm_epochs": 3, "lam": 0.1,
-                                               "corruption": "mask_only", "mlm_lr": 5e-4}),
-)
-
-HYPOTHESIS = (
-    "Registered before the runs. Question: does Typhoon's masking at the paper's calibration (min-max, δ 0.4, "
-    "p 0.15) move toward the paper's 7e-4 nats/token when the MLM phase models language? Prediction: the "
-    "'model' cause raises the KL above the baseline's. Test, per cause: the KL of each (task, seed) state is "
-    "paired with the baseline's of the same task and seed; the 95 % t interval of the mean log ratio says "
-    "whether the cause raises the KL (interval above 0), lowers it (below 0) or neither. A cause 'closes the "
-    "gap' when the 95 % t interval of its geometric-mean KL lies within a factor of 3 of 7e-4 (the criterion "
-    "of the paper-claims table). Intervals are unadjusted, one per cause; with 6 causes a Bonferroni reading "
-    "(99.2 % intervals) is reported beside them. The 'kl_definition' row reads the baseline's states with "
-    "another KL, the KL of the masked-token distribution from uniform masking's, in case the paper's figure "
-    "is that quantity: no training."
-)
-
-
-def cause_named(name: str) -> Cause:
-    for cause in CAUSES:
-        if cause.name == name:
-            return cause
-    raise ValueError(f"unknown cause {name!r}; choose one of {[c.name for c in CAUSES]}")
 
 
 def cause_config(cause: Cause, task: str, seed: int) -> RunConfig:

@@ -1,14 +1,25 @@
 """A run's compute settings resolved for this machine: the device, the precision (``auto``: bf16 where the
-CPU or GPU runs it fast, by a timing), the attention kernel and the dropout kernel."""
+CPU or GPU runs it fast, by a timing), the attention kernel and the dropout kernel; the numerics a config
+will run in here (every ``auto`` resolved as the run resolves it), and the check that a grid does not mix
+numerics."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
+from typhoon import paths
 from typhoon.machine import CpuFeatures, cpu_features
+from typhoon.records import run_record
+from typhoon.records.run_numerics import Numerics, numerics_of_run, record_numerics
 from typhoon.training.flops import DTYPES, matmul_peak
+
+if TYPE_CHECKING:
+    from typhoon.config import RunConfig
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -91,3 +102,48 @@ def resolve_dropout(requested: str, device: torch.device) -> str:
     if requested != "auto":
         return requested
     return "native" if device.type == "cuda" else "fast"
+
+
+def planned_numerics(config: RunConfig) -> str:
+    """The numerics label ``config`` would run with on this machine (what ``auto`` resolves to here)."""
+    return numerics_here(config).label
+
+
+def numerics_here(config: RunConfig) -> Numerics:
+    """The full numerics ``config`` would run with on this machine: every ``auto`` resolved here."""
+
+    device = resolve_device(config.device)
+    return numerics_of_run(choose_precision(config.precision, device).name, device,
+                           resolve_attention(config.attention, device),
+                           resolve_dropout(config.dropout, device))
+
+
+def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:
+    """The numerics of the grid once its missing cells run here: ``{label: number of runs}``.
+
+    Raises ValueError, before anything runs, when the finished records and the cells still to run would
+    use more than one kind of numerics, naming them, unless ``allow_mixed``.
+    """
+    counts: Counter[str] = Counter()
+    todo = []
+    for config in configs:
+        run_dir = out_dir / config.relative_dir()
+        done = record_numerics(run_dir) if run_record.is_complete(run_dir, config) else None
+        if done is None:
+            todo.append(config)
+        else:
+            counts[done] += 1
+    finished = dict(counts)
+    planned = Counter(planned_numerics(c) for c in todo)
+    counts.update(planned)
+    if len(counts) > 1 and not allow_mixed:
+        raise ValueError(
+            f"{paths.shown(out_dir)} would mix numerics: its finished records used "
+            f"{_describe(finished) or 'nothing yet'}, and this machine would run the {len(todo)} missing cell(s) in "
+            f"{_describe(dict(planned))}. Finish the grid where it started (or set precision explicitly with "
+            "--set precision=...), or pass --allow-mixed-precision: the tables and the report then say the mix.")
+    return dict(counts)
+
+
+def _describe(counts: dict[str, int]) -> str:
+    return ", ".join(f"{label} ({n} run{'s' if n != 1 else ''})" for label, n in sorted(counts.items()))

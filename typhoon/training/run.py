@@ -40,10 +40,10 @@ from typhoon.masking.task_saliency import require_learned, require_warmup, task_
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
 from typhoon.records import locks, run_numerics, run_record
-from typhoon.runner.progress import ProgressFile
 from typhoon.training import device_settings, flops, speed
 from typhoon.training import step as training_step
 from typhoon.training.progress_bars import progress_bar
+from typhoon.training.progress_file import ProgressFile
 from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
@@ -125,7 +125,7 @@ class RunContext:
     rng: np.random.Generator  # data order, both phases in turn
     mask_generator: torch.Generator  # masks (drawn on the CPU)
     progress: bool = True  # tqdm bars
-    progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/runner/progress.py)
+    progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/training/progress_file.py)
 
     def report(self, phase: str, **state) -> None:
         """Note the run's phase and step in its progress file (throttled there; nothing without one)."""

@@ -1,4 +1,4 @@
-"""The figures of ``notebooks/40_mask_schedules``, on ``typhoon.report.figures``' helpers and in its style (PNG + SVG).
+"""The figures of ``notebooks/40_mask_schedules``, on ``typhoon.figure_style``'s helpers and in its style (PNG + SVG).
 
 Each ``plot_*`` function takes the result of one experiment (``typhoon.analysis.identifiability.experiments``)
 and an output path (suffix ignored) and returns the written paths ``[<path>.png, <path>.svg]``, like
@@ -20,7 +20,7 @@ from typhoon.analysis.identifiability.experiments import (
     TextStudy,
     range_label,
 )
-from typhoon.report.figures import MAX_WIDTH_IN, new_figure, save_figure, shared_legend, styled
+from typhoon.figure_style import MAX_WIDTH_IN, new_figure, save_figure, shared_legend, styled
 
 
 @styled
