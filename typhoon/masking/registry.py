@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from typhoon.masking.base import MaskingStrategy
 from typhoon.masking import plugins
+from typhoon.masking.base import MaskingStrategy
 from typhoon.masking.params import PLUGIN_STRATEGIES, check_params, resolve_alias
 from typhoon.masking.random import RandomMasking
 from typhoon.masking.saliency import TyphoonMasking
