@@ -237,7 +237,14 @@ def test_the_command_line_lists_its_parameters_with_help(user_module, capsys):
 
 
 @pytest.mark.slow
-def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package(tmp_path):
+def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package(tmp_path, monkeypatch):
+    """The strategy file and the profiles file of docs/extending.md in a folder of the user's, the commands run
+    there: one cell (`run`), then a grid of it and random (`reproduce`, each cell in a notebook kernel that
+    starts in notebooks/), its statistics notebook and report (the other analysis notebooks take minutes and
+    do not read the grid's strategies: tests/test_reproduce.py runs them)."""
+    from typhoon.report.html import render_report
+    from typhoon.runner.notebooks import execute_notebook, notebooks_dir
+
     work = tmp_path / "work"  # the user's folder: their strategy and profiles, nothing of the package
     work.mkdir()
     (work / "my_masking.py").write_text(documented_strategy(), encoding="utf-8")
@@ -245,12 +252,13 @@ def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package
     for key, value in (("max_train_examples", 32), ("max_eval_examples", 16)):
         profiles = re.sub(rf"^{key} = \d+", f"{key} = {value}", profiles, flags=re.M)
     (work / "my_profiles.toml").write_text(profiles, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TYPHOON_PROFILES": str(work / "my_profiles.toml")}
+    monkeypatch.setenv("TYPHOON_PROFILES", str(work / "my_profiles.toml"))  # for the commands and the kernel here
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     small = ["--set", "max_train_examples=32", "--set", "max_eval_examples=16"]
 
     def typhoon(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "typhoon", *args], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=1500)
+                              text=True, timeout=1200)
 
     cell = typhoon("run", "--task", "mrpc", "--profile", "smoke", "--strategy", SPEC, "--set", "min_pieces=3",
                    *small, "--out", str(tmp_path / "one"))
@@ -261,12 +269,16 @@ def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package
                                                                                          {"min_pieces": 3})
     assert json.loads((record / "metrics.json").read_text())["status"] == "ok"
 
-    grid = typhoon("reproduce", "--profile", "long-words", "--out", str(tmp_path / "grid"), "--no-estimate",
-                   "--no-reuse", "--workers", "1")
-    assert grid.returncode == 0, (grid.stdout + grid.stderr)[-3000:]
     out = tmp_path / "grid"
-    for strategy in ("long_words", "random"):  # the plugin's cell trained in a notebook kernel started in notebooks/
-        assert json.loads((out / "runs" / "mrpc" / "tiny-random" / strategy / "seed0" / "metrics.json").read_text()
-                          )["status"] == "ok"
+    grid = typhoon("reproduce", "--profile", "long-words", "--out", str(out), "--no-estimate", "--no-reuse",
+                   "--workers", "1", "--no-analysis")
+    assert grid.returncode == 0, (grid.stdout + grid.stderr)[-3000:]
+    for strategy in ("long_words", "random"):  # the plugin's cell trained in a kernel started in notebooks/
+        metrics = json.loads((out / "runs" / "mrpc" / "tiny-random" / strategy / "seed0" / "metrics.json").read_text())
+        assert metrics["status"] == "ok"
     assert "long_words" in (out / "results.csv").read_text()
-    assert "long_words" in (out / "report.html").read_text(encoding="utf-8")
+
+    statistics = out / "notebooks" / "20_statistics.ipynb"
+    execute_notebook(notebooks_dir() / statistics.name, statistics, {"out_dir": str(out), "profile": "long-words"})
+    assert "long_words" in (out / "stats" / "summary.csv").read_text()
+    assert "long_words" in render_report(out, [statistics], "long-words").read_text(encoding="utf-8")
