@@ -12,6 +12,7 @@ import ast
 import functools
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from conftest import REPO
 
 from typhoon import cli
 from typhoon.config import RunConfig, load_profiles
+from typhoon.masking.plugins import ENTRY_POINT_GROUP  # an entry-point group, not a module
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PAGE_IDS = [str(page.relative_to(REPO)) for page in PAGES]
@@ -118,8 +120,12 @@ def typhoon_commands(page: Path) -> list[list[str]]:
     return found
 
 
-def problems_of_command(words: list[str]) -> list[str]:
-    """What in a documented command the CLI does not have: the subcommand, a flag, a profile, a --set key."""
+def problems_of_command(words: list[str], own_profiles: Iterable[str] = ()) -> list[str]:
+    """What in a documented command the CLI does not have: the subcommand, a flag, a profile, a --set key.
+
+    ``own_profiles``: the profiles the page itself defines (a TOML block for ``TYPHOON_PROFILES``). A command
+    naming a strategy of your own (``--strategy MODULE:CLASS``) may ``--set`` that strategy's parameters,
+    which no check here can know."""
     parser = subcommands(build_parser()).get(words[0])
     if parser is None:
         return [f"no subcommand {words[0]!r}"]
@@ -131,6 +137,7 @@ def problems_of_command(words: list[str]) -> list[str]:
         rest = rest[1:]
     problems = []
     fields_of_config = {f.name for f in fields(RunConfig)}
+    plugin = any(word == "--strategy" and ":" in value for word, value in zip(rest, rest[1:], strict=False))
     for i, word in enumerate(rest):
         flag, _, value = word.partition("=")
         if not flag.startswith("--"):
@@ -138,18 +145,25 @@ def problems_of_command(words: list[str]) -> list[str]:
         if flag not in parser._option_string_actions:
             problems.append(f"{words[0]} has no flag {flag}")
         value = value or (rest[i + 1] if i + 1 < len(rest) else "")
-        if flag == "--profile" and value not in load_profiles():
+        if flag == "--profile" and value not in load_profiles() and value not in own_profiles:
             problems.append(f"no profile {value!r}")
         key = value.partition("=")[0]
-        if flag == "--set" and key not in fields_of_config | {"key"}:  # `--set key=value`: the placeholder
+        if flag == "--set" and key not in fields_of_config | {"key"} and not plugin:  # `--set key=value`: the placeholder
             problems.append(f"--set {key}: not a RunConfig field")
     return problems
 
 
 @pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
 def test_documented_typhoon_commands_exist(page):
-    problems = {" ".join(words): p for words in typhoon_commands(page) if (p := problems_of_command(words))}
+    own = page_profiles(page)
+    problems = {" ".join(words): p for words in typhoon_commands(page) if (p := problems_of_command(words, own))}
     assert not problems, problems
+
+
+def page_profiles(page: Path) -> set[str]:
+    """The profiles a page defines in its TOML blocks (its own profiles file, for ``TYPHOON_PROFILES``)."""
+    blocks = [block for block in FENCE.findall(read(page)) if block.startswith("```toml")]
+    return {name for block in blocks for name in re.findall(r"^\[([\w-]+)\]\s*$", block, re.M)}
 
 
 def test_the_command_check_fails_on_what_the_cli_lacks():
@@ -158,6 +172,10 @@ def test_the_command_check_fails_on_what_the_cli_lacks():
     assert problems_of_command(["reproduce", "--profile", "cpu", "--resume"]) == ["reproduce has no flag --resume"]
     assert problems_of_command(["reproduce", "--profile=gpu"]) == ["no profile 'gpu'"]
     assert problems_of_command(["run", "--set", "precison=fp32"]) == ["--set precison: not a RunConfig field"]
+    assert not problems_of_command(["run", "--strategy", "mine:Mine", "--set", "own=1"])  # its own parameter
+    assert problems_of_command(["run", "--strategy", "random", "--set", "own=1"]) == ["--set own: not a RunConfig field"]
+    assert not problems_of_command(["reproduce", "--profile", "mine"], own_profiles={"mine"})
+    assert "long-words" in page_profiles(REPO / "docs" / "extending.md")
     assert problems_of_command(["train"]) == ["no subcommand 'train'"]
     assert problems_of_command(["data", "pull", "rte"]) == ["no subcommand 'data pull'"]
 
@@ -228,7 +246,7 @@ def missing_dotted_name(dotted: str) -> str | None:
 @pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
 def test_documented_typhoon_names_exist(page):
     names = {name for code in code_of(read(page)) for name in DOTTED_NAME.findall(code)}
-    names = {n for n in names if n != "typhoon" and not n.endswith(".py")}
+    names = {n for n in names if n != "typhoon" and not n.endswith(".py") and n != ENTRY_POINT_GROUP}
     assert not {n: why for n in names if (why := missing_dotted_name(n))}
 
 

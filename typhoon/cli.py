@@ -23,6 +23,7 @@ from typhoon.config import (
     parse_overrides,
     resolve,
 )
+from typhoon.masking import plugins
 from typhoon.masking.params import strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
@@ -45,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=strategy_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--task", required=True, help="GLUE task, e.g. mrpc, cola")
     run.add_argument("--backbone", help="registry name, local folder or hub id (default: the profile's first backbone)")
-    run.add_argument("--strategy", default="random", help=" | ".join(strategy_names()))
+    run.add_argument("--strategy", default="random",
+                     help=" | ".join(strategy_names()) + " | MODULE:CLASS, a strategy in a file of your own "
+                     "(docs/extending.md; with --help its parameters are listed below)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from (default cpu: the main job's settings)")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
@@ -195,8 +198,23 @@ def user_errors() -> tuple[type[Exception], ...]:
     return ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError
 
 
+def strategies_on_command_line(argv: list[str]) -> list[str]:
+    """The ``--strategy`` values of a command line, as written."""
+    found = []
+    for i, word in enumerate(argv):
+        if word == "--strategy" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif word.startswith("--strategy="):
+            found.append(word.partition("=")[2])
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
+        words = sys.argv[1:] if argv is None else list(argv)
+        if {"-h", "--help"} & set(words):  # `run --strategy my_module:Mine --help` lists its parameters too
+            for spec in filter(plugins.is_spec, strategies_on_command_line(words)):
+                plugins.load(spec)
         parser = build_parser()  # reads profiles.toml (the profile names in --help)
     except ValueError as err:
         print(f"typhoon: error: {err}", file=sys.stderr)
@@ -239,7 +257,7 @@ def _run(args: argparse.Namespace) -> int:
     it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
     from typhoon.training.run import run
 
-    overrides = parse_overrides(args.set)
+    overrides = parse_overrides(args.set, named_strategies(args))
     backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
     cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
     config = resolve(args.profile, cell, overrides)
@@ -278,17 +296,31 @@ def _kl_gap(args: argparse.Namespace) -> int:
     return 0
 
 
+def named_strategies(args: argparse.Namespace) -> list[str]:
+    """The strategies a ``run`` or ``reproduce`` names: ``--strategy`` or the profile's, and ``--set strategy=``."""
+    if args.command not in ("run", "reproduce"):
+        return []
+    named = [args.strategy] if args.command == "run" else get_profile(args.profile).named_strategies()
+    named += [item.partition("=")[2].strip() for item in args.set or [] if item.partition("=")[0].strip() == "strategy"]
+    return list(dict.fromkeys(named))
+
+
 def check_input(args: argparse.Namespace) -> None:
     """Refuse bad input before any work: every name (task, backbone, strategy, profile, cause), every
     configuration value against what its field allows, and the output folder. Only light modules are
     imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
     written (:func:`typhoon.paths.check_can_write` removes the folders it probes)."""
     if args.command in ("run", "reproduce"):
-        overrides = parse_overrides(args.set)
-        for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
+        named = named_strategies(args)
+        for spec in filter(plugins.is_spec, named):
+            plugins.check_spec(spec)  # cheap: its form and that its module is there, before it is imported
+        given = dict(item.split("=", 1) for item in args.set or [] if "=" in item)
+        given = {key.strip(): value.strip() for key, value in given.items()}
+        for task in filter(None, [getattr(args, "task", None), given.get("task")]):
             check_task(task)  # before the profile: "unknown task" says more than "bad run config"
-        for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
+        for backbone in filter(None, [getattr(args, "backbone", None), given.get("backbone")]):
             check_backbone(backbone)
+        overrides = parse_overrides(args.set, named)  # loads a strategy of your own (it may import torch)
     if args.command == "run":
         backbone = args.backbone or get_profile(args.profile).backbones[0]
         cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
@@ -366,7 +398,7 @@ def _decisive_tables(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
-    overrides = parse_overrides(args.set)
+    overrides = parse_overrides(args.set, named_strategies(args))
     from typhoon.runner.grid import dask_executor
 
     options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)

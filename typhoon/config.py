@@ -22,18 +22,24 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
+from typhoon.masking import plugins
 from typhoon.masking.params import (
+    BASE_PARAMS,
     DEFAULT_SCHEDULE,
+    PLUGIN_STRATEGIES,
     SCHEDULES,
     STRATEGY_PARAMS,
+    Param,
     arm_label,
     check_params,
+    declared_params,
     inactive_parameters,
     parameters_of,
     resolve_alias,
@@ -41,6 +47,9 @@ from typhoon.masking.params import (
 )
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
+# More profiles files, beside the package's (os.pathsep between them): a study of your own, e.g. a grid with a
+# strategy of your own (docs/extending.md). The notebook kernels inherit it, so they see the same profiles.
+PROFILES_ENV = "TYPHOON_PROFILES"
 PRECISIONS = ("auto", "fp32", "bf16")
 ATTENTIONS = ("auto", "eager", "sdpa")
 DROPOUTS = ("auto", "native", "fast")
@@ -58,12 +67,18 @@ class RunConfig:
     """Everything that determines one run. Defaults are the ``cpu`` profile's unless it says otherwise.
 
     The masking fields are the parameters the strategies declare (``typhoon.masking``, ``PARAMS``),
-    with the same names, types and defaults; a strategy receives only those it declares.
+    with the same names, types and defaults; a strategy receives only those it declares. A strategy of
+    your own (``strategy = "my_module:MyStrategy"``, :mod:`typhoon.masking.plugins`) is held as its class's
+    ``name`` in ``strategy`` (the record folder's name), the spec it came from in ``strategy_source`` and
+    the values of its own parameters (those beyond ``p`` and ``corruption``) in ``strategy_args``; both
+    are left out of :meth:`to_dict` while empty, so a built-in strategy's record is what it always was.
     """
 
     task: str = "mrpc"
     backbone: str = "minilm-l6"
-    strategy: str = "random"
+    strategy: str = "random"  # a built-in name or alias, a plugin's MODULE:CLASS (replaced by its name) or name
+    strategy_source: str = ""  # a plugin strategy: the MODULE:CLASS it is loaded from; "" for the built-ins
+    strategy_args: dict = field(default_factory=dict)  # a plugin strategy: its own parameters' values, by name
     seed: int = field(default=0, metadata=allows(IntAtLeast(0)))
     profile: str = "custom"  # a config made by hand (RunConfig(...)), from no profile; resolve() sets the profile it came from
     # masking (phase 1)
@@ -110,6 +125,7 @@ class RunConfig:
         from typhoon.names import canonical_task
 
         self.task = canonical_task(self.task)
+        self._take_plugin()
         self._take_alias_values()
         try:
             check_params(self.strategy, self.strategy_params())
@@ -118,6 +134,40 @@ class RunConfig:
                     spec.metadata["allowed"].check(spec.name, getattr(self, spec.name))
         except ValueError as err:
             raise ValueError(f"{err} (in run {self.describe()})") from None
+
+    def _take_plugin(self) -> None:
+        """A strategy of your own: load its class (:func:`typhoon.masking.plugins.load`), hold its name in
+        ``strategy`` and its spec in ``strategy_source``, and every parameter it declares beyond the
+        RunConfig fields in ``strategy_args`` (its declared default where none is given, each value
+        converted and checked). A built-in strategy has neither."""
+        if plugins.is_spec(self.strategy):
+            self.strategy_source = self.strategy.strip()
+            self.strategy = plugins.load(self.strategy_source).name
+        elif self.strategy_source:
+            name = plugins.load(self.strategy_source).name
+            if name != self.strategy:
+                raise ValueError(f"bad run config: strategy_source {self.strategy_source!r} is the strategy "
+                                 f"{name!r}, not {self.strategy!r}")
+        else:
+            self.strategy = plugins.known(self.strategy)  # an entry point's name: loaded and registered
+            if self.strategy in PLUGIN_STRATEGIES:
+                self.strategy_source = plugins.source_of(PLUGIN_STRATEGIES[self.strategy])
+        if not isinstance(self.strategy_args, Mapping):
+            raise ValueError(f"bad run config: strategy_args must be a mapping of parameter values, got "
+                             f"{self.strategy_args!r}")
+        if not self.strategy_source:
+            if self.strategy_args:
+                raise ValueError(f"bad run config: strategy {self.strategy!r} takes no strategy_args, got "
+                                 f"{sorted(self.strategy_args)} (its parameters are RunConfig fields)")
+            return
+        own = plugin_params(self.strategy)
+        unknown = sorted(set(self.strategy_args) - {param.name for param in own})
+        if unknown:
+            raise ValueError(f"bad run config: strategy {self.strategy!r} ({self.strategy_source}) has no "
+                             f"parameter(s) {unknown}; it declares {[param.name for param in declared_params(self.strategy)]}")
+        self.strategy_args = {param.name: param.check(convert(param.name, param.type.__name__,
+                                                              self.strategy_args.get(param.name, param.default)))
+                              for param in own}
 
     def _take_alias_values(self) -> None:
         """An alias (``typhoon_rank``, ``typhoon_task``) fixes some parameters: the config holds the fixed
@@ -132,8 +182,10 @@ class RunConfig:
             setattr(self, name, value)
 
     def strategy_params(self) -> dict:
-        """The values of exactly the parameters the chosen strategy declares (``get_strategy``'s keywords)."""
-        return {param.name: getattr(self, param.name) for param in parameters_of(self.strategy)}
+        """The values of exactly the parameters the chosen strategy declares (``get_strategy``'s keywords):
+        RunConfig fields, and a plugin strategy's own parameters from ``strategy_args``."""
+        return {param.name: self.strategy_args[param.name] if param.name in self.strategy_args
+                else getattr(self, param.name) for param in parameters_of(self.strategy)}
 
     @property
     def label(self) -> str:
@@ -169,7 +221,13 @@ class RunConfig:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field's value; ``strategy_source`` and ``strategy_args`` only where a plugin strategy sets
+        them (a built-in strategy's config, record and identity are what they were before plugins)."""
+        data = dataclasses.asdict(self)
+        for key in PLUGIN_FIELDS:
+            if not data[key]:
+                del data[key]
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -204,12 +262,27 @@ class RunConfig:
                            ("task", "backbone", "strategy", "seed", "schedule", "pi0", "p", "precision", "attention", "dropout")})
 
     def replace(self, **changes) -> RunConfig:
+        """A copy with ``changes``; another strategy leaves this one's plugin source and arguments behind."""
+        if "strategy" in changes:
+            changes = {"strategy_source": "", "strategy_args": {}, **changes}
         return dataclasses.replace(self, **changes)
 
 
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
+PLUGIN_FIELDS = ("strategy_source", "strategy_args")  # set only for a plugin strategy (RunConfig.to_dict)
 # Fields that are some strategy's parameter (only the chosen strategy's count for a run's identity).
 STRATEGY_FIELDS = frozenset(param.name for params in STRATEGY_PARAMS.values() for param in params)
+
+
+def plugin_params(name: str) -> tuple[Param, ...]:
+    """A loaded plugin strategy's own parameters (those held in ``strategy_args``): all it declares but the
+    base's. ValueError if one is named like a RunConfig field (its value would have two homes)."""
+    own = declared_params(name)[len(BASE_PARAMS):]
+    clash = [param.name for param in own if param.name in FIELD_TYPES]
+    if clash:
+        raise ValueError(f"strategy {name!r} ({plugins.source_of(PLUGIN_STRATEGIES[name])}) declares parameter(s) "
+                         f"{clash} named like RunConfig fields; rename them")
+    return own
 
 
 def allowed_of(cls: type, name: str) -> Allowed:
@@ -227,11 +300,21 @@ def coerce(key: str, raw) -> object:
     if key not in FIELD_TYPES:
         raise ValueError(f"unknown RunConfig field {key!r}; choose one of {sorted(FIELD_TYPES)}")
     kind = FIELD_TYPES[key]
+    if kind == "dict":  # strategy_args: a table in TOML, an object in JSON (or on the command line)
+        value = json.loads(raw) if isinstance(raw, str) and raw.strip().startswith("{") else raw
+        if not isinstance(value, Mapping):
+            raise ValueError(f"bad value for {key}: {raw!r} is not a table of parameter values")
+        return dict(value)
     if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("none", "null")):
         if "None" in kind:
             return None
         raise ValueError(f"bad value for {key}: None is not allowed")
-    base = kind.replace(" | None", "")
+    return convert(key, kind.replace(" | None", ""), raw)
+
+
+def convert(key: str, base: str, raw) -> object:
+    """``raw`` as ``base`` (int, float or str): the conversion of :func:`coerce`, for a RunConfig field or a
+    plugin strategy's parameter."""
     try:
         if isinstance(raw, bool):  # True is an int to Python, never a number in a config
             raise ValueError
@@ -248,15 +331,27 @@ def coerce(key: str, raw) -> object:
         raise ValueError(f"bad value for {key}: {raw!r} is not a valid {base}") from None
 
 
-def parse_overrides(items: Iterable[str] | None) -> dict:
-    """``["key=value", ...]`` (the CLI's ``--set``) as typed RunConfig field values; a later key wins."""
+def parse_overrides(items: Iterable[str] | None, strategies: Iterable[str] = ()) -> dict:
+    """``["key=value", ...]`` (the CLI's ``--set``) as typed RunConfig field values; a later key wins.
+
+    A key that is no RunConfig field but a parameter of one of the plugin ``strategies`` named (the run's or
+    the grid's: :mod:`typhoon.masking.plugins`, loaded here) goes into ``strategy_args``, as its declared type."""
+    own = {}
+    for strategy in strategies:
+        name = plugins.known(strategy)
+        if name in PLUGIN_STRATEGIES:
+            own.update({param.name: param for param in plugin_params(name)})
     overrides = {}
     for item in items or []:
         if "=" not in item:
             raise ValueError(f"bad --set {item!r}: expected key=value")
         key, raw = (s.strip() for s in item.split("=", 1))
+        if key in own:
+            overrides.setdefault("strategy_args", {})[key] = convert(key, own[key].type.__name__, raw)
+            continue
         if key not in FIELD_TYPES:
-            raise ValueError(f"bad --set {item!r}: unknown key {key!r}; choose one of {sorted(FIELD_TYPES)}")
+            raise ValueError(f"bad --set {item!r}: unknown key {key!r}; choose one of {sorted(FIELD_TYPES)}"
+                             + (f" or a parameter of the strategies named: {sorted(own)}" if own else ""))
         overrides[key] = coerce(key, raw)
     return overrides
 
@@ -290,6 +385,12 @@ class Profile:
                              f"choose one of {sorted(n for n, p in load_profiles().items() if p.design)}")
         return self.design
 
+    def named_strategies(self) -> list[str]:
+        """Every strategy the profile names (its grid's, its cells', its settings'), in order, once."""
+        named = [*self.strategies, *(cell.get("strategy") for cell in self.extra_cells),
+                 self.settings.get("strategy"), *(s.get("strategy") for s in self.task_settings.values())]
+        return list(dict.fromkeys(s for s in named if isinstance(s, str)))
+
     def cells(self) -> list[dict]:
         """Every cell of the grid, in a stable order (task, backbone, strategy, schedule, seed), then the extras."""
         cells = [
@@ -300,8 +401,16 @@ class Profile:
         return cells + [dict(c) for c in self.extra_cells]
 
     def grid(self, overrides: Mapping | None = None) -> list[RunConfig]:
-        """The resolved config of every cell (:func:`resolve`), ``overrides`` applied to each."""
-        return [resolve(self, cell, overrides) for cell in self.cells()]
+        """The resolved config of every cell (:func:`resolve`), ``overrides`` applied to each. A plugin
+        strategy's parameter that no strategy of the grid takes is refused (a typo, not a setting)."""
+        configs = [resolve(self, cell, overrides) for cell in self.cells()]
+        layers = [self.settings, *self.task_settings.values(), *self.cells(), dict(overrides or {})]
+        given = {key for layer in layers for key in (layer.get("strategy_args") or {})}
+        unused = sorted(given - {key for config in configs for key in config.strategy_args})
+        if unused:
+            raise ValueError(f"profile {self.name!r}: strategy_args {unused} are parameters of none of its "
+                             f"strategies {sorted({c.strategy for c in configs})}")
+        return configs
 
 
 def resolve(profile: str | Profile, cell: Mapping, overrides: Mapping | None = None) -> RunConfig:
@@ -324,14 +433,30 @@ def resolve(profile: str | Profile, cell: Mapping, overrides: Mapping | None = N
                 raise ValueError(f"{where} set 'profile': a run's profile is the one it is resolved from")
             if key not in FIELD_TYPES:
                 raise ValueError(f"{where}: unknown RunConfig field {key!r}; choose one of {sorted(FIELD_TYPES)}")
-            values[key] = coerce(key, value)
+            if key == "strategy_args":  # parameter by parameter: a later layer changes the ones it names
+                values[key] = {**values.get(key, {}), **coerce(key, value)}
+            else:
+                values[key] = coerce(key, value)
+    if values.get("strategy_args"):  # shared by the grid's strategies: each takes the ones it declares
+        name = plugins.known(values.get("strategy", RunConfig.strategy))
+        own = {param.name for param in plugin_params(name)} if name in PLUGIN_STRATEGIES else set()
+        values["strategy_args"] = {k: v for k, v in values["strategy_args"].items() if k in own}
     return RunConfig(profile=profile.name, **values)
 
 
 def load_profiles(path: Path | None = None) -> dict[str, Profile]:
     """The profiles of ``path`` (default :data:`PROFILES_FILE`); ValueError naming the file and the line of
     a syntax error."""
-    path = PROFILES_FILE if path is None else path
+    if path is None:
+        profiles = load_profiles(PROFILES_FILE)
+        for extra in filter(None, os.environ.get(PROFILES_ENV, "").split(os.pathsep)):
+            if not Path(extra).is_file():
+                raise ValueError(f"${PROFILES_ENV}: no profiles file {extra}")
+            for name, profile in load_profiles(Path(extra)).items():
+                if name in profiles:
+                    raise ValueError(f"{extra}: profile {name!r} is one of the package's; name yours otherwise")
+                profiles[name] = profile
+        return profiles
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)

@@ -95,8 +95,17 @@ def read_tables(out_dir: str | os.PathLike) -> Tables:
     return Tables(out_dir=out_dir, profile=profile,
                   pipeline_check=any(known[n].pipeline_check for n in names if n in known),
                   results=results, summary=pd.read_csv(need[1]), comparisons=pd.read_csv(need[2]),
-                  budget_states=pd.read_csv(states) if states.is_file() else pd.DataFrame(),
+                  budget_states=read_optional_csv(states),
                   losses=losses, curves=mean_curves(results, out_dir))
+
+
+def read_optional_csv(path: Path) -> pd.DataFrame:
+    """The table in ``path``; empty where there is none, or where it has no columns (a grid without Typhoon
+    runs writes its budget states as an empty table)."""
+    try:
+        return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def run_losses(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:

@@ -8,6 +8,7 @@ strategies are compared under exactly the same rules.
 
 from __future__ import annotations
 
+import inspect
 import json
 from numbers import Real
 from pathlib import Path
@@ -124,6 +125,16 @@ class MaskingStrategy:
         self.p = P.check(p)
         self.corruption = CORRUPTION.check(corruption)
 
+    def __init_subclass__(cls, **kwargs):
+        """A subclass that declares more ``PARAMS`` than its inherited constructor takes, and writes no
+        constructor, gets one from the declaration: each parameter a keyword with its declared default,
+        checked and stored under its name (a strategy of your own is then its ``PARAMS`` and ``_select``:
+        docs/extending.md). The built-in strategies write their constructors; nothing changes for them."""
+        super().__init_subclass__(**kwargs)
+        inherited = inspect.signature(cls.__init__).parameters
+        if "__init__" not in vars(cls) and any(param.name not in inherited for param in cls.PARAMS):
+            cls.__init__ = declared_constructor(cls)
+
     # -- parameters ------------------------------------------------------------------------------
     @property
     def params(self) -> dict[str, Any]:
@@ -183,6 +194,28 @@ class MaskingStrategy:
         with open(path, "wb") as fh:  # a file handle keeps np.savez from appending ".npz"
             np.savez(fh, meta=np.array(json.dumps(state["meta"])), **arrays)
         return path
+
+
+def declared_constructor(cls: type[MaskingStrategy]):
+    """``__init__`` for ``cls`` from its ``PARAMS``: keywords with the declared defaults, each value checked
+    (``Param.check``) and stored as the attribute of the same name."""
+    declared = tuple(cls.PARAMS)
+
+    def __init__(self, **values):
+        unknown = sorted(set(values) - {param.name for param in declared})
+        if unknown:
+            raise TypeError(f"{cls.__name__} got unknown parameter(s) {unknown}; it declares "
+                            f"{[param.name for param in declared]}")
+        MaskingStrategy.__init__(self, p=values.get("p", P.default), corruption=values.get("corruption", CORRUPTION.default))
+        for param in declared:
+            if param.name not in ("p", "corruption"):
+                setattr(self, param.name, param.check(values.get(param.name, param.default)))
+
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=param.default) for param in declared])
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
 
 
 def load_state(path: str | Path) -> dict[str, Any]:

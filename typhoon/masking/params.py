@@ -88,6 +88,17 @@ def _typhoon_inactive(values: dict[str, Any]) -> set[str]:
     return {"delta"} if values.get("calibration", "minmax") == "softmax" else {"tau"}
 
 
+# Strategies from outside the package (``--strategy my_module:MyStrategy`` or the ``typhoon.strategies`` entry
+# points): each loaded one's name and class, registered by :mod:`typhoon.masking.plugins` when it is first named.
+# Their names, parameters and checks then work as the built-ins' do (no alias, no inactive parameters).
+PLUGIN_STRATEGIES: dict[str, type] = {}
+
+
+def declared_params(base: str) -> tuple[Param, ...]:
+    """The parameters strategy ``base`` (a built-in or a loaded plugin, no alias) declares."""
+    return STRATEGY_PARAMS[base] if base in STRATEGY_PARAMS else tuple(PLUGIN_STRATEGIES[base].PARAMS)
+
+
 # Parameters that given values of the others make irrelevant (a run's identity leaves them out, so two
 # configs differing only there are the same run). Strategies not listed use every parameter they declare.
 INACTIVE_RULES = {"typhoon": _typhoon_inactive}
@@ -101,22 +112,29 @@ def uses_task_saliency(name: str, params: dict[str, Any]) -> bool:
 
 
 def strategy_names() -> list[str]:
-    """Every name ``typhoon.masking.get_strategy`` accepts."""
+    """Every name ``typhoon.masking.get_strategy`` accepts: the built-ins, their aliases and the plugin
+    strategies loaded in this process (any ``module:Class`` is accepted too: :mod:`typhoon.masking.plugins`)."""
+    return [*STRATEGY_PARAMS, *ALIASES, *PLUGIN_STRATEGIES]
+
+
+def builtin_names() -> list[str]:
+    """The built-in strategies and their aliases: names no plugin strategy may take."""
     return [*STRATEGY_PARAMS, *ALIASES]
 
 
 def resolve_alias(name: str) -> tuple[str, dict[str, Any]]:
     """(registered strategy, parameters the name fixes); ValueError naming an unknown strategy."""
     base, fixed = ALIASES.get(name, (name, {}))
-    if base not in STRATEGY_PARAMS:
-        raise ValueError(f"unknown masking strategy {name!r}; choose one of {strategy_names()}")
+    if base not in STRATEGY_PARAMS and base not in PLUGIN_STRATEGIES:
+        raise ValueError(f"unknown masking strategy {name!r}; choose one of {strategy_names()} or name your own "
+                         "as MODULE:CLASS (docs/extending.md)")
     return base, fixed
 
 
 def parameters_of(name: str) -> tuple[Param, ...]:
     """The parameters ``get_strategy(name, ...)`` takes: the strategy's declarations, less those an alias fixes."""
     base, fixed = resolve_alias(name)
-    return tuple(param for param in STRATEGY_PARAMS[base] if param.name not in fixed)
+    return tuple(param for param in declared_params(base) if param.name not in fixed)
 
 
 def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +145,7 @@ def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     for key, value in fixed.items():
         if key in params and params[key] != value:
             raise ValueError(f"strategy {name!r} fixes {key}={value!r}, got {key}={params[key]!r}")
-    declared = {param.name: param for param in STRATEGY_PARAMS[base]}
+    declared = {param.name: param for param in declared_params(base)}
     unknown = sorted(set(params) - set(declared))
     if unknown:
         raise ValueError(f"strategy {base!r} got unknown parameter(s) {unknown}; valid: {list(declared)}")
@@ -144,10 +162,16 @@ def inactive_parameters(name: str, params: dict[str, Any]) -> set[str]:
 
 
 def strategy_help() -> str:
-    """The strategies and the parameters each takes (``--set name=value``), from their declarations."""
+    """The strategies and the parameters each takes (``--set name=value``), from their declarations: the
+    built-ins, then any plugin strategy loaded in this process (``--strategy MODULE:CLASS --help`` loads it)."""
     lines = ["masking strategies and their parameters (--set NAME=VALUE):"]
     for name, params in STRATEGY_PARAMS.items():
         lines.append(f"  {name}")
         lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in params]
     lines.append("  aliases: " + ", ".join(f"{alias} = {base} with {fixed}" for alias, (base, fixed) in ALIASES.items()))
+    for name, cls in PLUGIN_STRATEGIES.items():
+        lines.append(f"  {name} (--strategy {cls.__module__}:{cls.__qualname__})")
+        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in cls.PARAMS]
+    lines.append("  your own: --strategy MODULE:CLASS (a MaskingStrategy in a file importable from here; "
+                 "docs/extending.md); add --help to see its parameters")
     return "\n".join(lines)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from typhoon.masking import plugins
 from typhoon.masking.base import MaskingStrategy
-from typhoon.masking.params import check_params, resolve_alias
+from typhoon.masking.params import PLUGIN_STRATEGIES, check_params, resolve_alias
 from typhoon.masking.random import RandomMasking
 from typhoon.masking.saliency import TyphoonMasking
 from typhoon.masking.span import SpanMasking
@@ -21,9 +22,12 @@ STRATEGIES: dict[str, type[MaskingStrategy]] = {
 
 
 def get_strategy(name: str, **params: Any) -> MaskingStrategy:
-    """Build the masking strategy ``name`` with validated parameters.
+    """Build the masking strategy ``name`` with validated parameters: a built-in name or alias, a plugin's
+    ``MODULE:CLASS`` or the name of one loaded or registered as an entry point (:mod:`typhoon.masking.plugins`).
 
     Raises ValueError naming the bad name, parameter or value and the valid choices.
     """
+    name = plugins.known(name)
     base, _ = resolve_alias(name)
-    return STRATEGIES[base](**check_params(name, params))
+    cls = STRATEGIES.get(base) or PLUGIN_STRATEGIES[base]
+    return cls(**check_params(name, params))
