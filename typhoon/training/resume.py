@@ -3,7 +3,8 @@
 :func:`typhoon.training.run.train_and_evaluate` saves it at the end of the MLM phase and after each
 fine-tuning epoch, to ``runs/<task>/<backbone>/<strategy>/.seed<k>.resume.pt`` beside the record folder
 (:func:`typhoon.records.run_record.resume_state_path`), in one atomic write (:mod:`typhoon.atomic`: a temp
-file ``..seed<k>.resume.pt.tmp-<pid>-<random>``, fsynced, renamed). A rerun of the same cell finds it and
+file ``..seed<k>.resume.pt.tmp-<pid>-<random>``, fsynced, renamed; a killed writer's temp file is removed by
+the clean-ups, :func:`typhoon.runner.stop.clean_stale_staging` and ``grid.remove_cell_leftovers``). A rerun of the same cell finds it and
 goes on from the boundary it names; the record it writes is the uninterrupted run's, bit for bit, but for
 wall-clock times and speeds (``metrics.json``'s ``timing`` apart from its counts, the task model's
 ``warmup_wall_s`` and the measured ``hardware.matmul_peak``). Once a record is written (ok or failed) the
@@ -34,8 +35,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -45,7 +46,7 @@ import torch
 
 import typhoon
 from typhoon import _faults
-from typhoon.atomic import atomic_write_bytes
+from typhoon.atomic import written_atomically
 
 FORMAT = 1  # the layout of the state; a state of another layout is refused
 
@@ -148,9 +149,10 @@ def save(path: Path, ctx, boundary: str, *, strategy, models: dict, progress: di
     state = {"fingerprint": _as_text(fingerprint(ctx)), "boundary": boundary, "rng": rng_states(ctx),
              "strategy": strategy_state(strategy), "models": models,
              "progress": json.dumps(progress, sort_keys=True, default=_json_default)}
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    with written_atomically(path) as tmp, open(tmp, "wb") as fh:  # straight to the file: no second copy in memory
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
     seconds = time.perf_counter() - started
     _faults.maybe_inject(f"state_saved:{boundary}", record_path, path)
     return seconds
