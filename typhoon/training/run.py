@@ -277,6 +277,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | Non
         classifier.load_state_dict(saved["models"]["classifier"])
         optimizer.load_state_dict(saved["models"]["optimizer"])
         scheduler.load_state_dict(saved["models"]["scheduler"])
+        saved["models"].clear()  # loaded: the copies need not stay in memory through the epochs to come
         done = saved["progress"]["ft"]
         epochs, tokens, step = done["epochs"], done["tokens"], done["step"]
         meter.load_state(done["meter"])
@@ -501,9 +502,9 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
     re-raises. A run stopped by Ctrl-C / SIGTERM (``KeyboardInterrupt``) or by a full disk records
     nothing: the old record (or none) stays, and so does the resume state it saved at its last boundary
     (end of phase 1, each fine-tuning epoch; :mod:`typhoon.training.resume`): the same call goes on from
-    there and writes the record an uninterrupted run writes (its times aside). The state is removed
-    once a record is written, ok or failed (a failed cell starts over). While it runs, its progress file says where it is
-    (:mod:`typhoon.runner.progress`); the file is removed when the run ends, however it ends.
+    there and writes the record an uninterrupted run writes (its times aside). The state is removed once
+    a record is written, ok or failed (a failed cell starts over). While it runs, its progress file says
+    where it is (:mod:`typhoon.runner.progress`); the file is removed when the run ends, however it ends.
     """
     out = paths.resolve_out_dir(out_dir, config.profile)
     run_dir = out / config.relative_dir()
