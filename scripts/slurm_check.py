@@ -253,6 +253,10 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     leftovers = sorted(str(p.relative_to(out)) for p in out.rglob("*") if ".tmp-" in p.name or ".old-" in p.name)
     if leftovers:
         problems.append(f"temp files left: {leftovers}")
+    # every cell ends ok, so no cell's resume state (typhoon/training/resume.py) may stay: a record removes it
+    states = sorted(str(p.relative_to(out)) for p in out.rglob("*.resume.pt*"))
+    if states:
+        problems.append(f"resume states left: {states}")
     results = pd.read_csv(out / "results.csv") if (out / "results.csv").is_file() else None
     if results is not None and not (results["status"] == "ok").all():
         problems.append(f"cells not ok: {results.loc[results['status'] != 'ok', 'record_path'].tolist()}")

@@ -217,10 +217,15 @@ def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
             made.append(path)
         staging = run_dir.with_name(f".{run_dir.name}.tmp-123-abcd")
         (staging / "sub").mkdir(parents=True)
-        made.append(staging)
+        resume_tmp = run_dir.with_name(f".{run_record.resume_state_path(run_dir).name}.tmp-123-abcd")
+        resume_tmp.write_bytes(b"sta")  # a resume state the lost job was saving
+        made += [staging, resume_tmp]
+    lost_state = run_record.resume_state_path(tmp_path / lost.relative_dir())
+    lost_state.write_bytes(b"state")  # the lost cell's resume state: its next run goes on from it
     run_record.write_record(tmp_path / other.relative_dir(), other, {"status": "ok"})
     grid.remove_cell_leftovers(lost, tmp_path)
-    assert [p.exists() for p in made] == [False] * 4 + [True] * 4  # the lost cell's gone, the other's kept
+    assert [p.exists() for p in made] == [False] * 5 + [True] * 5  # the lost cell's gone, the other's kept
+    assert lost_state.exists()
     assert run_record.record_status(tmp_path / other.relative_dir(), other) == "ok"
 
 

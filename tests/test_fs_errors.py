@@ -28,8 +28,9 @@ RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke
 
 
 def no_leftovers(folder: Path) -> list[str]:
+    """Temp, lock and pid files under ``folder``; a cell's resume state is none (its rerun goes on from it)."""
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                  if p.name.startswith(".") or p.name.endswith((".lock", ".pid")))
+                  if (p.name.startswith(".") or p.name.endswith((".lock", ".pid"))) and not p.name.endswith(".resume.pt"))
 
 
 def test_check_writable_names_the_path(tmp_path, monkeypatch):
@@ -96,6 +97,8 @@ def test_disk_full_while_writing_the_record_exits_2_and_leaves_no_record(capsys,
     assert f"free space on the file system that holds {out}" in err and "rerun the same command" in err
     assert "Traceback" not in err
     assert not out.exists() or no_leftovers(out) == [] and not list(out.rglob("metrics.json"))
+    # the training is kept: the state after the last fine-tuning epoch, which the rerun writes the record from
+    assert (out / "runs/mrpc/tiny-random/random/.seed0.resume.pt").is_file()
 
 
 def test_a_kernel_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, monkeypatch):
@@ -137,6 +140,7 @@ def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):
     assert "Traceback" not in proc.stderr
     assert not (out / "runs/mrpc/tiny-random/random/seed0").exists()
     assert no_leftovers(out) == []
+    assert (out / "runs/mrpc/tiny-random/random/.seed0.resume.pt").is_file()  # the rerun goes on from it
     assert "stopped by an error: OutputPathError: no space left" in (out / "reproduce.log").read_text()
 
 

@@ -144,6 +144,7 @@ def test_smoke_profile_outputs(reference):
     report = (reference / "report.html").read_text()
     assert "<html" in report and "budget" in report.lower() and len(report) > 100_000
     assert not list(reference.rglob(".*tmp*")), "temp files left behind"
+    assert not list(reference.rglob(".*.resume.pt")), "resume states left behind (a record removes its cell's)"
     assert_readers_see_clean_outputs(reference)
 
 

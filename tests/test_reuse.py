@@ -156,3 +156,13 @@ def test_older_records_are_rewritten_to_resolved_values_and_still_complete_their
     stored = json.loads((run_dir / "config.json").read_text())
     assert (stored["precision"], stored["attention"], stored["calibration"]) == ("bf16", "eager", "rank")
     assert run_record.is_complete(run_dir, rank)
+
+
+def test_a_reused_record_removes_the_cells_resume_state(tmp_path):
+    """A copied record completes the cell, so the state an interrupted run of it left has no use."""
+    write(tmp_path / "elsewhere", BOTTLENECK)
+    state = run_record.resume_state_path(tmp_path / "out" / CPU.relative_dir())
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"state")
+    reuse.reuse_record(CPU, tmp_path / "out", tmp_path / "elsewhere" / BOTTLENECK.relative_dir())
+    assert run_record.is_complete(tmp_path / "out" / CPU.relative_dir(), CPU) and not state.exists()

@@ -5,7 +5,12 @@ Inactive unless ``TYPHOON_FAULT_INJECT`` holds a JSON object (or a list of them)
 at ``stage`` of every run whose record path contains ``match``, either raise ``InjectedFault``
 (``"raise"``, the default) or SIGKILL process ``pid`` (a number, or ``"parent"``: the process that
 started this one, i.e. the batch) and then this process (``"kill"``: a machine lost mid-write), or
-raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being written).
+raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being written), or raise
+``KeyboardInterrupt`` (``"interrupt"``: what Ctrl-C or a SIGTERM gives a run).
+
+Stages: ``train`` (phase 1 done), ``record_write`` (the record's files staged), and
+``state_saved:<boundary>`` (a resume state just written: ``mlm``, ``ft1``, ``ft2``, ...;
+:mod:`typhoon.training.resume`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ def maybe_inject(stage: str, record_path: str, path: str | os.PathLike | None = 
             if pid:
                 os.kill(os.getppid() if pid == "parent" else int(pid), signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault.get("action") == "interrupt":
+            raise KeyboardInterrupt(f"injected interrupt at {stage} of {record_path}")
         if fault.get("action") == "enospc":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path or record_path))
         raise InjectedFault(f"injected fault at {stage} of {record_path}")

@@ -254,7 +254,9 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
-    it leaves neither a record nor the folders it made for one (pipeline.run and records clean the rest)."""
+    it leaves no record, and no folder it made for one but the one holding the cell's resume state, if it
+    reached a boundary (pipeline.run and records clean the rest): the same command goes on from there."""
+    from typhoon.records.run_record import resume_state_path
     from typhoon.training.run import run
 
     overrides = parse_overrides(args.set, named_strategies(args))
@@ -268,6 +270,9 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt):
             err.details = f"run {config.relative_dir().as_posix()} not finished; no record written"
+            state = resume_state_path(out / config.relative_dir())
+            if state.exists():
+                err.details += f"; its resume state {state.name} is kept: the same command goes on from there"
         if isinstance(err, KeyboardInterrupt) or is_file_system_error(err):
             stop.remove_empty_folders((out / config.relative_dir()).parent, out)
             if not existed:

@@ -29,7 +29,14 @@ from typhoon.atomic import atomic_write_bytes, atomic_write_json, staged_dir
 from typhoon.config import RunConfig
 from typhoon.records import run_numerics
 from typhoon.records.locks import LockedError, record_lock
-from typhoon.records.run_record import identity_matches, is_complete, read_config, read_json, resolved_config
+from typhoon.records.run_record import (
+    identity_matches,
+    is_complete,
+    read_config,
+    read_json,
+    resolved_config,
+    resume_state_path,
+)
 
 
 def reuse_candidates(out_dir: Path, reuse_from: Sequence[Path] = ()) -> list[Path]:
@@ -126,12 +133,14 @@ def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
     stored, metrics = read_config(source), read_json(source / "metrics.json")
     if stored is None or metrics is None or not identity_matches(resolved_config(stored, metrics), config):
         raise ValueError(f"{source} is not a complete record of the run {config.describe()}")
-    with record_lock(run_dir), staged_dir(run_dir) as staging:
-        shutil.copytree(source, staging, dirs_exist_ok=True)
-        ran = resolved_config(stored, metrics).replace(profile=config.profile)
-        atomic_write_json(staging / "config.json", ran.to_dict())
-        metrics["reused_from"] = {"profile": stored.profile, "record": paths.shown(source)}
-        atomic_write_json(staging / "metrics.json", metrics)
+    with record_lock(run_dir):
+        with staged_dir(run_dir) as staging:
+            shutil.copytree(source, staging, dirs_exist_ok=True)
+            ran = resolved_config(stored, metrics).replace(profile=config.profile)
+            atomic_write_json(staging / "config.json", ran.to_dict())
+            metrics["reused_from"] = {"profile": stored.profile, "record": paths.shown(source)}
+            atomic_write_json(staging / "metrics.json", metrics)
+        resume_state_path(run_dir).unlink(missing_ok=True)  # complete now: an interrupted run's state has no use
     rel = config.relative_dir()
     notebook = source.parents[len(rel.parts) - 1] / "notebooks" / rel.parent / f"{rel.name}.ipynb"
     if notebook.is_file():

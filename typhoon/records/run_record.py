@@ -71,6 +71,14 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
         _faults.maybe_inject("record_write", config.relative_dir().as_posix(), staging / "metrics.json")
 
 
+def resume_state_path(run_dir: Path) -> Path:
+    """The resume state of the run whose record goes to ``run_dir``: ``.seed<k>.resume.pt`` beside it, kept
+    while the run has not written its record (:mod:`typhoon.training.resume`). Its name is not a record
+    folder's, and no clean-up of temp files removes it: an interrupted cell goes on from it."""
+    run_dir = Path(run_dir)
+    return run_dir.with_name(f".{run_dir.name}.resume.pt")
+
+
 def read_config(run_dir: Path) -> RunConfig | None:
     """The stored config of a record, or None if it is missing, unreadable or not a valid RunConfig."""
     from typhoon.config import RunConfig

@@ -154,10 +154,13 @@ def dask_executor(address: str) -> Executor:
 
 def remove_cell_leftovers(config: RunConfig, out_dir: Path) -> None:
     """Remove what a run of one cell that died with its worker (its job ended) left: the temp notebook,
-    the record's staging folders, its progress file and an unheld record lock. Called by whoever notices
-    the loss, once no other run of the cell has started (a cell runs on one worker at a time)."""
+    the record's staging folders, the temp file of a resume state it was saving, its progress file and an
+    unheld record lock. Its resume state stays: the cell's next run goes on from it. Called by whoever
+    notices the loss, once no other run of the cell has started (a cell runs on one worker at a time)."""
     notebook, run_dir = cell_notebook(config, out_dir), out_dir / config.relative_dir()
+    resume_state = run_record.resume_state_path(run_dir)
     for path in [*notebook.parent.glob(f".{notebook.stem}.tmp-*"), *run_dir.parent.glob(f".{run_dir.name}.tmp-*"),
+                 *run_dir.parent.glob(f".{resume_state.name}.tmp-*"),
                  *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress_file.progress_path(run_dir)]:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

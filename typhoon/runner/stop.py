@@ -175,9 +175,12 @@ def clean_stale_staging(out_dir: Path, own: bool = False) -> None:
     """Remove temp folders and files left by processes that died mid-write (never read as records).
 
     Temp names carry the writer's pid (``.<name>.tmp-<pid>-...``); those of live processes are kept,
-    except this process's own when ``own`` (after a stop, once its cells have ended).
+    except this process's own when ``own`` (after a stop, once its cells have ended). A cell's resume state
+    (``.seed<k>.resume.pt``, :mod:`typhoon.training.resume`) is no temp file: it stays for the rerun; only
+    the temp file a writer killed mid-save left (``..seed<k>.resume.pt.tmp-<pid>-...``) goes.
     """
     leftovers = [*(out_dir / "runs").glob("*/*/*/.seed*.tmp-*"), *(out_dir / "runs").glob("*/*/*/.seed*.old-*"),
+                 *(out_dir / "runs").glob("*/*/*/..seed*.resume.pt.tmp-*"),
                  *(out_dir / "notebooks").rglob(".*.tmp-*"), *(out_dir / "figures").rglob(".*.tmp-*"),
                  *out_dir.glob(".*.tmp-*")]
     for path in leftovers:

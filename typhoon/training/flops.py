@@ -201,6 +201,15 @@ class PhaseMeter:
         self.cpu_s += time.process_time() - cpu
         self._started = None
 
+    def state(self) -> dict:
+        """The counts and times so far, for a resume state (the meter must be stopped)."""
+        return {"useful": self.useful, "executed": self.executed, "wall_s": self.wall_s, "cpu_s": self.cpu_s}
+
+    def load_state(self, state: dict) -> None:
+        """Go on from :meth:`state`'s counts and times (a resumed phase)."""
+        self.useful, self.executed = state["useful"], state["executed"]
+        self.wall_s, self.cpu_s = state["wall_s"], state["cpu_s"]
+
     def add(self, attention_mask: torch.Tensor, *, selected: int = 0, num_labels: int = 0,
             backward: bool = True) -> None:
         rows, width = attention_mask.shape

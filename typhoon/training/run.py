@@ -10,7 +10,8 @@ the steps the grid estimate times too.
 
 Randomness: the run seed fixes the data order (a numpy Generator), the masks (a torch Generator), the
 new heads' initialisation and dropout (the global torch seed, set once at the start of the run, since
-dropout draws from it). On CPU the same config and seed give bit-identical metrics.
+dropout draws from it). On CPU the same config and seed give bit-identical metrics, also when the run was
+interrupted and resumed from its resume state (:mod:`typhoon.training.resume`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typhoon.masking.task_saliency import require_learned, require_warmup, task_
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
 from typhoon.records import locks, run_numerics, run_record
-from typhoon.training import device_settings, flops, speed
+from typhoon.training import device_settings, flops, resume, speed
 from typhoon.training import step as training_step
 from typhoon.training.progress_bars import progress_bar
 from typhoon.training.progress_file import ProgressFile
@@ -254,8 +255,15 @@ def full_mask_dev_loss(ctx: RunContext, mlm: MaskedLM) -> float:
 # Phase 2: fine-tuning and evaluation
 
 
-def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]:
-    """Fine-tune the classifier, evaluating on the dev split after every epoch."""
+def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | None = None,
+              at_epoch_end=None) -> tuple[list, dict]:
+    """Fine-tune the classifier, evaluating on the dev split after every epoch.
+
+    ``saved``: a resume state saved after a fine-tuning epoch (:mod:`typhoon.training.resume`): the
+    classifier, optimizer, schedule, epochs and counters are loaded from it and the next epoch follows.
+    ``at_epoch_end(epoch, models, progress)`` is called after each epoch's evaluation with the state dicts
+    and the phase's progress (the run saves its resume state there; its time is not the phase's).
+    """
     config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
     train, dev = ctx.data["train"], ctx.data["validation"]
     lengths = [len(x["input_ids"]) for x in train]
@@ -264,8 +272,17 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
     dev_batches = eval_batches(dev, config, pad)
     epochs, tokens, step, num_labels = [], 0, 0, classifier.config.num_labels
-    meter = flops.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
-    for epoch in range(1, config.ft_epochs + 1):
+    meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
+    if saved is not None:
+        classifier.load_state_dict(saved["models"]["classifier"])
+        optimizer.load_state_dict(saved["models"]["optimizer"])
+        scheduler.load_state_dict(saved["models"]["scheduler"])
+        saved["models"].clear()  # loaded: the copies need not stay in memory through the epochs to come
+        done = saved["progress"]["ft"]
+        epochs, tokens, step = done["epochs"], done["tokens"], done["step"]
+        meter.load_state(done["meter"])
+    meter.start()
+    for epoch in range(len(epochs) + 1, config.ft_epochs + 1):
         classifier.train()
         losses = []
         bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"fine-tune epoch {epoch}",
@@ -284,6 +301,12 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module) -> tuple[list, dict]
         for batch in dev_batches:
             meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
         epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
+        if at_epoch_end is not None:
+            meter.stop()
+            at_epoch_end(epoch, {"classifier": classifier.state_dict(), "optimizer": optimizer.state_dict(),
+                                 "scheduler": scheduler.state_dict()},
+                         {"epochs": epochs, "tokens": tokens, "step": step, "meter": meter.state()})
+            meter.start()
     meter.stop()
     wall = meter.wall_s
     return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
@@ -362,14 +385,21 @@ class PhaseOne:
     task_head: dict | None
 
 
+def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
+    """The run's masking strategy, prepared on the task's token counts."""
+    config, data = ctx.config, ctx.data
+    strategy = get_strategy(config.strategy, **config.strategy_params())
+    strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
+                                  [x["special_tokens_mask"] for x in data["train"]], len(ctx.backbone.tokenizer)))
+    return strategy
+
+
 def phase_one(ctx: RunContext) -> PhaseOne:
     """Phase 1 of a run: the strategy prepared on the task's token counts, the task model warmed up where
     the saliency comes from the task, the MLM adapted. The global torch seed must be set before (dropout).
     Also what the KL-gap study runs alone (:mod:`typhoon.runner.kl_gap`)."""
-    config, backbone, data = ctx.config, ctx.backbone, ctx.data
-    strategy = get_strategy(config.strategy, **config.strategy_params())
-    strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
-                                  [x["special_tokens_mask"] for x in data["train"]], len(backbone.tokenizer)))
+    config, backbone = ctx.config, ctx.backbone
+    strategy = prepared_strategy(ctx)
 
     task_model, task_head = None, None
     if uses_task_saliency(config.strategy, config.strategy_params()) and config.mlm_epochs > 0:
@@ -383,25 +413,56 @@ def phase_one(ctx: RunContext) -> PhaseOne:
     return PhaseOne(mlm, strategy, loss_rows, timing, full_mask_loss, task_head)
 
 
-def train_and_evaluate(ctx: RunContext) -> tuple[dict, list, MaskingStrategy]:
-    """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy)."""
+def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[dict, list, MaskingStrategy]:
+    """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy).
+
+    With ``run_dir`` (the record's folder) the run saves its resume state beside it at the end of phase 1
+    and after each fine-tuning epoch, and goes on from the state a same run left there
+    (:mod:`typhoon.training.resume`; the caller removes it once the record is written).
+    """
     started = time.perf_counter()
     config, backbone, data = ctx.config, ctx.backbone, ctx.data
     speed_choices = speed.configure(ctx.device.type)  # process-level settings that win here (typhoon/training/speed.py)
     peak = flops.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
     torch.manual_seed(config.seed)  # dropout draws from the global generator
+    record_path = config.relative_dir().as_posix()
+    state_path = None if run_dir is None else run_record.resume_state_path(run_dir)
+    saved = None if state_path is None else resume.load(state_path, ctx, record_path)
 
-    one = phase_one(ctx)
-    strategy, loss_rows, timing, full_mask_loss, task_head = (one.strategy, one.loss_rows, one.timing,
-                                                              one.full_mask_loss, one.task_head)
-    encoder_state = {k: v.detach().cpu() for k, v in one.mlm.encoder.state_dict().items()}
-    del one
-    _faults.maybe_inject("train", config.relative_dir().as_posix())
+    def save_state(boundary: str, models: dict, progress: dict) -> None:
+        if state_path is not None:
+            progress = {"phase_one": phase_one_done, "elapsed_s": elapsed + time.perf_counter() - started, **progress}
+            resume.save(state_path, ctx, boundary, strategy=strategy, models=models, progress=progress,
+                        record_path=record_path)
+
+    if saved is None:
+        one = phase_one(ctx)
+        strategy, elapsed = one.strategy, 0.0
+        phase_one_done = {"loss_rows": one.loss_rows, "timing": one.timing, "full_mask_loss": one.full_mask_loss,
+                          "task_head": one.task_head}
+        encoder_state = {k: v.detach().cpu() for k, v in one.mlm.encoder.state_dict().items()}
+        del one
+        save_state("mlm", {"encoder": encoder_state}, {})
+    else:  # phase 1 (and maybe some fine-tuning epochs) done by an earlier, interrupted run of this cell
+        strategy = prepared_strategy(ctx)
+        resume.load_strategy_state(strategy, saved["strategy"])
+        phase_one_done, elapsed = saved["progress"]["phase_one"], saved["progress"]["elapsed_s"]
+        encoder_state = saved["models"].get("encoder")  # None after a fine-tuning epoch: the classifier is saved
+        if saved["boundary"] == "mlm":  # the generators as phase 1 left them, before the classifier is built
+            resume.restore_rng_states(ctx, saved["rng"])
+    loss_rows, timing = phase_one_done["loss_rows"], phase_one_done["timing"]
+    full_mask_loss, task_head = phase_one_done["full_mask_loss"], phase_one_done["task_head"]
+    _faults.maybe_inject("train", record_path)
 
     classifier = backbone.classifier(ctx.task.num_labels, encoder_state=encoder_state, seed=config.seed,
                                      **ctx.kernels).to(ctx.device)
-    epochs, ft_timing = fine_tune(ctx, classifier)
-    timing.update(ft_timing, wall_s=time.perf_counter() - started)
+    saved_ft = saved if saved is not None and saved["boundary"] != "mlm" else None
+    if saved_ft is not None:  # the generators as the saved epoch left them (building the classifier may seed CUDA's)
+        resume.restore_rng_states(ctx, saved_ft["rng"])
+    epochs, ft_timing = fine_tune(ctx, classifier, saved=saved_ft,
+                                  at_epoch_end=lambda epoch, models, progress: save_state(f"ft{epoch}", models,
+                                                                                          {"ft": progress}))
+    timing.update(ft_timing, wall_s=elapsed + time.perf_counter() - started)
     for phase in ("mlm", "ft"):  # achieved shares of the measured matmul peak (useful FLOPs)
         timing.update(flops.peak_fractions(timing, phase, peak))
 
@@ -439,8 +500,11 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
     is written; so does an output folder that cannot be written (:func:`typhoon.paths.check_writable`).
     A run that fails while training leaves a record with status ``failed``, its error and traceback, and
     re-raises. A run stopped by Ctrl-C / SIGTERM (``KeyboardInterrupt``) or by a full disk records
-    nothing: the old record (or none) stays. While it runs, its progress file says where it is
-    (:mod:`typhoon.runner.progress`); the file is removed when the run ends, however it ends.
+    nothing: the old record (or none) stays, and so does the resume state it saved at its last boundary
+    (end of phase 1, each fine-tuning epoch; :mod:`typhoon.training.resume`): the same call goes on from
+    there and writes the record an uninterrupted run writes (its times aside). The state is removed once
+    a record is written, ok or failed (a failed cell starts over). While it runs, its progress file says
+    where it is (:mod:`typhoon.runner.progress`); the file is removed when the run ends, however it ends.
     """
     out = paths.resolve_out_dir(out_dir, config.profile)
     run_dir = out / config.relative_dir()
@@ -455,14 +519,16 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
             if not force and run_record.is_complete(run_dir, config):  # finished while we waited
                 return run_record.read_record(run_dir, skipped=True)
             try:
-                metrics, loss_rows, strategy = train_and_evaluate(ctx)
+                metrics, loss_rows, strategy = train_and_evaluate(ctx, run_dir)
             except Exception as err:
                 run_record.write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
                                                        "primary_metric": ctx.task.metric},
                                      traceback_text=traceback.format_exc())
+                resume.remove(run_record.resume_state_path(run_dir))  # a failed cell starts over
                 raise
             ctx.report("write")
             run_record.write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+            resume.remove(run_record.resume_state_path(run_dir))  # the record is complete
     finally:
         progress_file.close()
     return run_record.read_record(run_dir)

@@ -1,0 +1,192 @@
+"""Cells survive an interruption: a run interrupted right after it saved its resume state (end of the MLM
+phase, each fine-tuning epoch) goes on from it when rerun, and writes the uninterrupted run's record bit for
+bit but for wall-clock times and speeds; a state of another run is refused (typhoon/training/resume.py)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO
+
+from typhoon import _faults
+from typhoon.config import resolve
+from typhoon.records import run_record
+
+# Typhoon learns a masking state (its EMA), so every kind of state is exercised; two fine-tuning epochs give
+# a boundary between epochs as well as after the last.
+CELL = dict(task="mrpc", backbone="tiny-random", strategy="typhoon", seed=0, max_train_examples=64,
+            max_eval_examples=32, ft_epochs=2)
+BOUNDARIES = ["mlm", "ft1", "ft2"]
+# metrics.json's wall-clock times and speeds, which differ between any two runs; everything else is compared
+TIMED_SUFFIXES = ("wall_s", "tokens_per_s", "gflop_per_s", "cpu_s", "gflop_per_cpu_s", "peak_fraction")
+COUNTED_TIMING = {"mlm_steps", "mlm_gflop", "ft_gflop"}
+
+
+def untimed(metrics: dict) -> dict:
+    """``metrics`` without its wall-clock times and speeds: ``timing``'s times and rates (its counts stay),
+    the measured rates of ``hardware.matmul_peak`` and a task model's ``warmup_wall_s``."""
+    metrics = json.loads(json.dumps(metrics))
+    timing = metrics["timing"]
+    timed = {key for key in timing if key.endswith(TIMED_SUFFIXES)}
+    assert set(timing) - timed == COUNTED_TIMING, set(timing) - timed  # no other field is dropped
+    metrics["timing"] = {key: timing[key] for key in COUNTED_TIMING}
+    peak = metrics["hardware"]["matmul_peak"]
+    del peak["gflop_per_s"], peak["by_shape"]
+    (metrics.get("task_head") or {}).pop("warmup_wall_s", None)
+    return metrics
+
+
+def record_differences(expected: Path, got: Path) -> list[str]:
+    """Every file of two record folders compared by its bytes (metrics.json: but its times and speeds)."""
+    names = sorted(p.name for p in expected.iterdir())
+    if names != sorted(p.name for p in got.iterdir()):
+        return [f"files: {names} vs {sorted(p.name for p in got.iterdir())}"]
+    differ = []
+    for name in names:
+        a, b = (expected / name).read_bytes(), (got / name).read_bytes()
+        if name == "metrics.json":
+            a, b = (json.dumps(untimed(json.loads(x)), sort_keys=True).encode() for x in (a, b))
+        if a != b:
+            differ.append(name)
+    return differ
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run's record folder."""
+    from typhoon.training.run import run
+
+    config = resolve("smoke", CELL)
+    out = tmp_path_factory.mktemp("uninterrupted")
+    run(config, out, progress=False)
+    assert not run_record.resume_state_path(out / config.relative_dir()).exists()  # removed with the record
+    return out / config.relative_dir()
+
+
+@pytest.mark.slow  # trains the tiny backbone four times
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_a_run_interrupted_after_a_boundary_resumes_to_the_same_record(boundary, reference, tmp_path,
+                                                                       monkeypatch, capfd):
+    from typhoon.training.run import run
+
+    config = resolve("smoke", CELL)
+    run_dir = tmp_path / config.relative_dir()
+    state = run_record.resume_state_path(run_dir)
+    monkeypatch.setenv(_faults.ENV, json.dumps({"stage": f"state_saved:{boundary}", "action": "interrupt"}))
+    with pytest.raises(KeyboardInterrupt):
+        run(config, tmp_path, progress=False)
+    monkeypatch.delenv(_faults.ENV)
+    assert state.is_file() and not run_dir.exists()  # the state, no record
+    assert torch.load(state, weights_only=True)["boundary"] == boundary
+    capfd.readouterr()
+
+    record = run(config, tmp_path, progress=False)
+    err = capfd.readouterr().err
+    where = "the MLM phase" if boundary == "mlm" else f"fine-tuning epoch {boundary[2:]}"
+    assert f"resuming after {where} from .seed0.resume.pt" in err, err
+    assert not record.skipped and record.metrics["status"] == "ok"
+    assert record_differences(reference, run_dir) == []
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["seed0"]  # the state is gone with the record
+
+
+@pytest.mark.slow  # `python -m typhoon run`, killed after its MLM phase, then the same command again
+def test_a_killed_run_command_resumes_to_the_same_record(reference, tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO), _faults.ENV: json.dumps({"stage": "state_saved:mlm", "action": "kill"})}
+    argv = [sys.executable, "-m", "typhoon", "run", "--profile", "smoke", "--out", str(out),
+            *(f"--{key}={CELL[key]}" for key in ("task", "backbone", "strategy", "seed")),
+            *(arg for key in ("max_train_examples", "max_eval_examples", "ft_epochs")
+              for arg in ("--set", f"{key}={CELL[key]}"))]
+    killed = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    run_dir = out / resolve("smoke", CELL).relative_dir()
+    assert run_record.resume_state_path(run_dir).is_file() and not run_dir.exists()
+
+    del env[_faults.ENV]
+    again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming after the MLM phase" in again.stderr
+    assert record_differences(reference, run_dir) == []
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["seed0"]
+
+
+# --------------------------------------------------------------------------------------------------
+# A state of another run is refused (fast: no training)
+
+
+def context(**changes) -> SimpleNamespace:
+    """What the resume state reads of a run's context, for a smoke cell with ``changes``."""
+    config = resolve("smoke", {**CELL, **changes})
+    return SimpleNamespace(config=config, device=torch.device("cpu"), precision=SimpleNamespace(name="fp32"),
+                           attention="eager", dropout="fast", rng=np.random.default_rng(config.seed),
+                           mask_generator=torch.Generator().manual_seed(config.seed))
+
+
+def save_state(path: Path, ctx) -> None:
+    from typhoon.masking import get_strategy
+    from typhoon.training import resume
+
+    resume.save(path, ctx, "ft1", strategy=get_strategy("random"), models={"classifier": {"w": torch.ones(2)}},
+                progress={"phase_one": {"loss_rows": []}, "elapsed_s": 1.0}, record_path="x")
+
+
+def test_a_state_of_another_config_or_code_is_refused(tmp_path, capsys, monkeypatch):
+    from typhoon.training import resume
+
+    path = tmp_path / ".seed0.resume.pt"
+    save_state(path, context())
+    assert not list(tmp_path.glob(".*.tmp-*"))  # written atomically
+    same = resume.load(path, context(), "cell")
+    assert same["boundary"] == "ft1" and same["progress"]["elapsed_s"] == 1.0
+    assert torch.equal(same["models"]["classifier"]["w"], torch.ones(2))
+    assert "cell: resuming after fine-tuning epoch 1 from .seed0.resume.pt" in capsys.readouterr().err
+
+    other = context(ft_lr=3e-4)  # the same record folder, another run
+    assert other.config.relative_dir() == context().config.relative_dir()
+    assert resume.load(path, other, "cell") is None
+    assert ("cell: resume state .seed0.resume.pt belongs to another run (differs in config.ft_lr); starting over"
+            in capsys.readouterr().err)
+
+    monkeypatch.setattr(resume, "code_version", lambda: "0.0+edited")  # the code changed since the save
+    assert resume.load(path, context(), "cell") is None
+    assert "(differs in code); starting over" in capsys.readouterr().err
+    monkeypatch.undo()
+
+    ctx = context()
+    ctx.attention = "sdpa"  # the same config resolved to other kernels: other numerics
+    assert resume.load(path, ctx, "cell") is None
+    assert "(differs in attention)" in capsys.readouterr().err
+
+    path.write_bytes(path.read_bytes()[:100])  # damaged (not by the atomic writer: a copy cut short, say)
+    assert resume.load(path, context(), "cell") is None
+    err = capsys.readouterr().err
+    assert "resume state .seed0.resume.pt is unreadable" in err and "starting over" in err
+
+
+def test_the_generators_come_back_as_saved(tmp_path):
+    """Every generator the run draws from is restored: the draws after a restore are those after the save."""
+    import random
+
+    from typhoon.training import resume
+
+    ctx = context()
+    torch.manual_seed(1), np.random.seed(2), random.seed(3)
+    ctx.rng.random(), torch.rand(3, generator=ctx.mask_generator)
+    states = resume.rng_states(ctx)
+
+    def draws():
+        return (torch.rand(4).tolist(), np.random.rand(2).tolist(), random.random(), ctx.rng.random(3).tolist(),
+                torch.rand(3, generator=ctx.mask_generator).tolist())
+
+    expected = draws()
+    draws()  # move every generator on
+    path = tmp_path / "state.pt"
+    torch.save(states, path)
+    resume.restore_rng_states(ctx, torch.load(path, weights_only=True))
+    assert draws() == expected

@@ -1,0 +1,202 @@
+"""A cell's resume state: what a run needs to go on after an interruption, saved at each boundary.
+
+:func:`typhoon.training.run.train_and_evaluate` saves it at the end of the MLM phase and after each
+fine-tuning epoch, to ``runs/<task>/<backbone>/<strategy>/.seed<k>.resume.pt`` beside the record folder
+(:func:`typhoon.records.run_record.resume_state_path`), in one atomic write (:mod:`typhoon.atomic`: a temp
+file ``..seed<k>.resume.pt.tmp-<pid>-<random>``, fsynced, renamed; a killed writer's temp file is removed by
+the clean-ups, :func:`typhoon.runner.stop.clean_stale_staging` and ``grid.remove_cell_leftovers``). A rerun of the same cell finds it and
+goes on from the boundary it names; the record it writes is the uninterrupted run's, bit for bit, but for
+wall-clock times and speeds (``metrics.json``'s ``timing`` apart from its counts, the task model's
+``warmup_wall_s`` and the measured ``hardware.matmul_peak``). Once a record is written (ok or failed) the
+state is removed; a cell that fails starts over.
+
+What it holds:
+
+- ``fingerprint``: the run config (every field, the profile too), the code version (a hash of the
+  package's source, :func:`code_version`), torch's version and the resolved device, precision, kernels
+  and thread count. A state whose fingerprint differs from the rerun's is refused: the cell starts over,
+  and says why (:func:`load`).
+- ``boundary``: ``mlm`` (phase 1 done) or ``ft<e>`` (fine-tuning epoch ``e`` done).
+- ``rng``: every random generator the run draws from: torch's global CPU generator (dropout) and the
+  CUDA ones, numpy's global and Python's ``random`` (the run draws from neither; kept so that nothing
+  differs), the run's data-order generator (``RunContext.rng``) and its mask generator.
+- ``strategy``: the masking strategy's state (Typhoon's EMA weights, seen tokens, step count).
+- ``models``: after the MLM phase the adapted encoder (the MLM head and the MLM optimizer end with the
+  phase: fine-tuning starts a fresh classifier head and optimizer from the encoder); after a fine-tuning
+  epoch the classifier, its AdamW state and its learning-rate schedule.
+- ``progress``: the metrics so far, as JSON text: the MLM loss rows, the phase-1 timing, the full-mask
+  loss, the task model's check, the fine-tuning epochs done, their token and step counts and FLOP meter,
+  and the wall time spent so far.
+
+It loads with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import typhoon
+from typhoon import _faults
+from typhoon.atomic import written_atomically
+
+FORMAT = 1  # the layout of the state; a state of another layout is refused
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of every ``.py`` file of the package (paths and bytes) and its version: any edit of the
+    code changes it, so a state saved by other code is refused. A few ms."""
+    root = Path(typhoon.__file__).parent
+    digest = hashlib.sha256(typhoon.__version__.encode())
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{typhoon.__version__}+{digest.hexdigest()[:16]}"
+
+
+def fingerprint(ctx) -> dict:
+    """What a state must match to be resumed: the run config, the code, and how the run executes."""
+    return {"format": FORMAT, "config": ctx.config.to_dict(), "code": code_version(), "torch": torch.__version__,
+            "device": str(ctx.device), "precision": ctx.precision.name, "attention": ctx.attention,
+            "dropout": ctx.dropout, "threads": torch.get_num_threads()}
+
+
+def _as_text(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def fingerprint_differences(saved: dict, current: dict) -> list[str]:
+    """The names of the fingerprint entries (``config.<field>`` for the config) that differ."""
+    differ = []
+    for key in sorted(saved.keys() | current.keys()):
+        a, b = saved.get(key), current.get(key)
+        if key == "config" and isinstance(a, dict) and isinstance(b, dict):
+            differ += [f"config.{k}" for k in sorted(a.keys() | b.keys()) if _as_text(a.get(k)) != _as_text(b.get(k))]
+        elif _as_text(a) != _as_text(b):
+            differ.append(key)
+    return differ
+
+
+# --------------------------------------------------------------------------------------------------
+# Random generators
+
+
+def rng_states(ctx) -> dict:
+    """Every generator the run draws from, as tensors, ints and strings (``weights_only`` loads them)."""
+    legacy = np.random.get_state()
+    version, internal, gauss = random.getstate()
+    return {
+        "torch_cpu": torch.get_rng_state(),
+        "torch_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "numpy_global": [legacy[0], torch.from_numpy(legacy[1].astype(np.int64)), *map(_plain, legacy[2:])],
+        "python_random": [version, list(internal), gauss],
+        "data_order": _plain(ctx.rng.bit_generator.state),
+        "masks": ctx.mask_generator.get_state(),
+    }
+
+
+def _plain(value):
+    """numpy scalars and dicts of them as Python ints and floats."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value.item() if hasattr(value, "item") else value
+
+
+def restore_rng_states(ctx, states: dict) -> None:
+    torch.set_rng_state(states["torch_cpu"])
+    if states["torch_cuda"]:
+        torch.cuda.set_rng_state_all(states["torch_cuda"])
+    name, key, pos, has_gauss, cached = states["numpy_global"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
+    version, internal, gauss = states["python_random"]
+    random.setstate((version, tuple(internal), gauss))
+    ctx.rng.bit_generator.state = states["data_order"]
+    ctx.mask_generator.set_state(states["masks"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Masking strategy state (numpy arrays as tensors, the meta as JSON text)
+
+
+def strategy_state(strategy) -> dict:
+    state = strategy.state_dict()
+    return {"meta": json.dumps(state["meta"], sort_keys=True),
+            "arrays": {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items() if k != "meta"}}
+
+
+def load_strategy_state(strategy, saved: dict) -> None:
+    strategy.load_state_dict({"meta": json.loads(saved["meta"]), **{k: v.numpy() for k, v in saved["arrays"].items()}})
+
+
+# --------------------------------------------------------------------------------------------------
+# Saving and loading
+
+
+def save(path: Path, ctx, boundary: str, *, strategy, models: dict, progress: dict, record_path: str) -> float:
+    """Write the state of ``ctx``'s run at ``boundary`` to ``path`` atomically; returns the seconds it
+    took. ``models``: state dicts (tensors); ``progress``: JSON-able metrics so far."""
+    import time
+
+    started = time.perf_counter()
+    state = {"fingerprint": _as_text(fingerprint(ctx)), "boundary": boundary, "rng": rng_states(ctx),
+             "strategy": strategy_state(strategy), "models": models,
+             "progress": json.dumps(progress, sort_keys=True, default=_json_default)}
+    with written_atomically(path) as tmp, open(tmp, "wb") as fh:  # straight to the file: no second copy in memory
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    seconds = time.perf_counter() - started
+    _faults.maybe_inject(f"state_saved:{boundary}", record_path, path)
+    return seconds
+
+
+def _json_default(value):
+    if hasattr(value, "item"):  # numpy / torch scalars
+        return value.item()
+    raise TypeError(f"cannot write {type(value).__name__} to the resume state")
+
+
+def load(path: Path, ctx, record_path: str) -> dict | None:
+    """The state at ``path`` if it is one of this run (same config, code and execution), else None.
+
+    A state that cannot be read or belongs to another run is refused: the cell starts over, and a line on
+    stderr says why (the state is replaced at the run's first boundary). A usable one is returned with its
+    ``progress`` parsed, and a line says where the run goes on from.
+    """
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        saved = json.loads(state["fingerprint"])
+        differ = fingerprint_differences(saved, fingerprint(ctx))
+    except Exception as err:  # a damaged or foreign file: start over rather than fail the cell
+        _say(f"{record_path}: resume state {path.name} is unreadable ({type(err).__name__}: {err}); starting over")
+        return None
+    if differ:
+        _say(f"{record_path}: resume state {path.name} belongs to another run (differs in {', '.join(differ)}); "
+             "starting over")
+        return None
+    state["progress"] = json.loads(state["progress"])
+    _say(f"{record_path}: resuming after {describe(state['boundary'])} from {path.name}")
+    return state
+
+
+def describe(boundary: str) -> str:
+    return "the MLM phase" if boundary == "mlm" else f"fine-tuning epoch {boundary.removeprefix('ft')}"
+
+
+def _say(text: str) -> None:
+    print(f"typhoon: {text}", file=sys.stderr, flush=True)
+
+
+def remove(path: Path) -> None:
+    """Remove the state (the record is complete)."""
+    Path(path).unlink(missing_ok=True)
