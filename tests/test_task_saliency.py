@@ -38,14 +38,14 @@ def learnable(data: dict[str, list[dict]], marker: int) -> dict[str, list[dict]]
 
 @pytest.fixture
 def learnable_data(monkeypatch):
-    """training_run.prepare_data returns the learnable relabelling of the real (capped) MRPC examples."""
-    from typhoon.training import run as training_run
-    original = training_run.prepare_data
+    """examples.prepare_data returns the learnable relabelling of the real (capped) MRPC examples."""
+    from typhoon.training import examples
+    original = examples.prepare_data
 
     def prepare(config, tokenizer):
         return learnable(original(config, tokenizer), tokenizer.convert_tokens_to_ids("[unused7]"))
 
-    monkeypatch.setattr(training_run, "prepare_data", prepare)
+    monkeypatch.setattr(examples, "prepare_data", prepare)
 
 
 def test_report_against_an_independent_count():

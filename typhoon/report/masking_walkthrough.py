@@ -24,6 +24,7 @@ from typhoon.data.batching import collate, token_counts
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
 from typhoon.records import schema
 from typhoon.training import run as training_run
+from typhoon.training.examples import prepare_data
 
 __all__ = [
     "SaliencyDemo",
@@ -43,13 +44,13 @@ __all__ = [
 
 
 def load_examples(task: str, tokenizer, n: int = 64, split: str = "train", max_length: int = 128) -> list[dict]:
-    """The first ``n`` tokenized examples of a split (contract keys), via :func:`typhoon.training.run.prepare_data`."""
+    """The first ``n`` tokenized examples of a split (contract keys), via :func:`typhoon.training.examples.prepare_data`."""
     if split not in ("train", "validation"):
         raise ValueError(f"split must be 'train' or 'validation', got {split!r}")
     caps = {"train": n, "validation": 1} if split == "train" else {"train": 1, "validation": n}
     config = RunConfig(task=task, max_length=max_length, max_train_examples=caps["train"],
                        max_eval_examples=caps["validation"])
-    return training_run.prepare_data(config, tokenizer)[split]
+    return prepare_data(config, tokenizer)[split]
 
 
 def token_table(example: Mapping, tokenizer) -> pd.DataFrame:

@@ -21,8 +21,7 @@ from typhoon.config import RunConfig
 from typhoon.data.glue_files import GLUE_DIR_ENV, get_task, load_glue, locate_glue
 from typhoon.models.adapted import ADAPTED
 from typhoon.models.backbones import BACKBONES, minilm_dir
-from typhoon.training import device_settings
-from typhoon.training import run as training_run
+from typhoon.training import device_settings, software
 
 __all__ = ["backbone_report", "backbone_source", "data_report", "environment_report", "glue_source"]
 
@@ -30,12 +29,12 @@ __all__ = ["backbone_report", "backbone_source", "data_report", "environment_rep
 def environment_report() -> pd.DataFrame:
     """Library versions, device, bf16 support, attention and dropout kernels, threads, as a table (item, value)."""
     config = RunConfig(device="auto", precision="auto", attention="auto", dropout="auto")
-    device = training_run.resolve_device(config)
+    device = device_settings.resolve_device(config.device)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     items = {
-        **training_run.library_versions(),
+        **software.library_versions(),
         "platform": platform.platform(),
-        "git commit": training_run.git_commit() or "unknown",
+        "git commit": software.git_commit() or "unknown",
         "device": f"{device.type} ({device_name})",
         "cuda available": torch.cuda.is_available(),
         "precision (precision=auto)": "{0.name} ({0.reason})".format(device_settings.choose_precision(config.precision, device)),

@@ -71,7 +71,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
 
     from typhoon.data.batching import length_grouped_batches, token_counts
     from typhoon.masking import get_strategy
-    from typhoon.training import flops, speed
+    from typhoon.training import examples, flops, speed
     from typhoon.training import run as training_run
     from typhoon.training import step as training_step
 
@@ -171,7 +171,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         return flops.step_flops(shape, [width] * len(idx), num_labels=num_labels) / 1e9
 
     costs["ft"] = measure(ft_step, ft_flops, sample)
-    dev_batches = training_run.eval_batches(dev, config, pad)
+    dev_batches = examples.eval_batches(dev, config, pad)
     eval_sample = _sample_by_width(dev_batches, [b["input_ids"].shape[1] for b in dev_batches], SAMPLE_BATCHES)
     costs["eval"] = measure(lambda batch: training_run.evaluate(ctx, classifier, [batch]),
                             lambda b: flops.step_flops(shape, [b["input_ids"].shape[1]] * len(b["input_ids"]),

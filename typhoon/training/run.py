@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import platform
-import subprocess
 import time
 import traceback
 from dataclasses import dataclass
@@ -28,20 +26,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import typhoon
 from typhoon import _faults, machine, paths
 from typhoon.config import RunConfig
-from typhoon.data.batching import PAD_MULTIPLE, collate, length_grouped_batches, token_counts
-from typhoon.data.glue_files import TaskSpec, get_task, load_glue, require_labelled_splits
+from typhoon.data.batching import length_grouped_batches, token_counts
+from typhoon.data.glue_files import TaskSpec, get_task
 from typhoon.data.metrics import glue_metrics, majority_baseline
-from typhoon.data.tokenizing import tokenize_glue
 from typhoon.masking import MaskingStrategy, get_strategy
 from typhoon.masking.params import uses_task_saliency
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
 from typhoon.records import locks, run_numerics, run_record
-from typhoon.training import device_settings, flops, resume, speed
+from typhoon.training import device_settings, examples, flops, resume, software, speed
 from typhoon.training import step as training_step
 from typhoon.training.progress_bars import progress_bar
 from typhoon.training.progress_file import ProgressFile
@@ -52,56 +48,6 @@ DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, 
 # phase-1 data order and dropout draws are those of every other strategy with the same seed.
 TASK_MODEL_STREAM = 7919
 LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait for it rather than fail
-
-
-# --------------------------------------------------------------------------------------------------
-# Environment
-
-
-def resolve_device(config: RunConfig) -> torch.device:
-    """``auto``: CUDA, else Apple's MPS, else the CPU (typhoon.training.device_settings.resolve_device)."""
-    return device_settings.resolve_device(config.device)
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(typhoon.__file__).parent,
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def library_versions() -> dict:
-    import datasets
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "datasets": datasets.__version__,
-            "typhoon": typhoon.__version__}
-
-
-# --------------------------------------------------------------------------------------------------
-# Data
-
-
-def prepare_data(config: RunConfig, tokenizer) -> dict:
-    """Tokenized train/dev examples as lists of dicts (cheap to batch), capped as the config says."""
-    raw = load_glue(config.task)
-    require_labelled_splits(raw, config.task)
-    caps = {"train": config.max_train_examples, "validation": config.max_eval_examples}
-    raw = raw.__class__({s: raw[s].select(range(min(caps[s] or len(raw[s]), len(raw[s])))) for s in caps})
-    tokenized = tokenize_glue(raw, tokenizer, config.task, config.max_length)
-    keep = [c for c in ("input_ids", "token_type_ids", "special_tokens_mask", "word_ids", "label")
-            if c in tokenized["train"].column_names]
-    return {split: tokenized[split].select_columns(keep).to_list() for split in ("train", "validation")}
-
-
-def eval_batches(examples: list[dict], config: RunConfig, pad_token_id: int) -> list[dict]:
-    """Padded evaluation batches in a fixed, seed-independent order (grouped by length)."""
-    lengths = [len(x["input_ids"]) for x in examples]
-    return [collate([examples[i] for i in idx], pad_token_id, PAD_MULTIPLE)
-            for idx in length_grouped_batches(lengths, config.eval_batch_size, None)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,12 +95,12 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
     """
     require_warmup(config)  # task saliency without a warm-up would take its gradient from a head at chance
     backbone = load_backbone(config.backbone)
-    device = resolve_device(config)
+    device = device_settings.resolve_device(config.device)
     if config.num_threads:  # before the precision choice, which measures products on these threads
         torch.set_num_threads(config.num_threads)
     return RunContext(
         config=config, backbone=backbone, task=get_task(config.task),
-        data=prepare_data(config, backbone.tokenizer), device=device,
+        data=examples.prepare_data(config, backbone.tokenizer), device=device,
         precision=device_settings.choose_precision(config.precision, device),  # measured on the run's threads
         attention=device_settings.resolve_attention(config.attention, device),
         dropout=device_settings.resolve_dropout(config.dropout, device),
@@ -179,7 +125,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
     # The dev loss uses one fixed random mask, independent of the run's seed and strategy.
     dev_masker = get_strategy("random", p=config.p, corruption=config.corruption)
     dev_gen = torch.Generator().manual_seed(DEV_MASK_SEED)
-    dev_batches = eval_batches(dev, config, tokenizer.pad_token_id)
+    dev_batches = examples.eval_batches(dev, config, tokenizer.pad_token_id)
     for batch in dev_batches:
         batch["input_ids"], batch["mlm_labels"] = dev_masker(batch, dev_gen, **mask_args)
 
@@ -243,7 +189,7 @@ def full_mask_dev_loss(ctx: RunContext, mlm: MaskedLM) -> float:
     fully masked inputs can learn (``typhoon.analysis.identifiability``; ``typhoon.analysis.schedule_study``). No random
     draw: the same inputs for every run, and the run's generators are left as they were."""
     tokenizer = ctx.backbone.tokenizer
-    batches = eval_batches(ctx.data["validation"], ctx.config, tokenizer.pad_token_id)
+    batches = examples.eval_batches(ctx.data["validation"], ctx.config, tokenizer.pad_token_id)
     for batch in batches:
         maskable = ~batch["special_tokens_mask"].bool() & batch["attention_mask"].bool()
         batch["mlm_labels"] = batch["input_ids"].masked_fill(~maskable, -100)
@@ -270,7 +216,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | Non
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
-    dev_batches = eval_batches(dev, config, pad)
+    dev_batches = examples.eval_batches(dev, config, pad)
     epochs, tokens, step, num_labels = [], 0, 0, classifier.config.num_labels
     meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
     if saved is not None:
@@ -336,7 +282,7 @@ def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
             loss, _ = training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
             losses.append(loss.item())
             ctx.report("task_warmup", step=step, steps=steps)
-    metrics = evaluate(ctx, classifier, eval_batches(dev, config, pad))
+    metrics = evaluate(ctx, classifier, examples.eval_batches(dev, config, pad))
     classifier.eval()  # frozen from here: no dropout, no update (its loss is differentiated w.r.t. inputs only)
     report = task_head_report(metrics["dev_accuracy"], [x["label"] for x in dev], [x["label"] for x in train], steps)
     report.update(train_loss_last_epoch=float(np.mean(losses[-math.ceil(len(train) / config.batch_size):])),
@@ -480,7 +426,7 @@ def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[di
         "hardware": {"cpu": machine.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
         "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
         "numerics": run_numerics.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
-        "versions": library_versions(), "git_commit": git_commit(),
+        "versions": software.library_versions(), "git_commit": software.git_commit(),
         "mlm_full_mask_loss": full_mask_loss,  # nats/token on the fully masked dev split after phase 1
     }
     if strategy.needs_saliency:
