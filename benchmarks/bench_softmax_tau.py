@@ -23,8 +23,7 @@ import torch
 
 from typhoon.analysis.budget_spread import calibration_sweep
 from typhoon.config import resolve
-from typhoon.data.batching import token_counts
-from typhoon.masking import get_strategy
+from typhoon.masking.saliency_source import SaliencySource
 from typhoon.training import run as training_run
 
 
@@ -33,15 +32,12 @@ def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int =
                      {"tau": tau, "max_train_examples": examples, "max_eval_examples": 64, "num_threads": threads})
     ctx = training_run.set_up(config, progress=False)
     torch.manual_seed(config.seed)
-    strategy = get_strategy(config.strategy, **config.strategy_params())
-    train = ctx.data["train"]
-    strategy.prepare(token_counts([x["input_ids"] for x in train], [x["special_tokens_mask"] for x in train],
-                                  len(ctx.backbone.tokenizer)))
+    strategy = training_run.prepared_strategy(ctx)
     mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     started = time.perf_counter()
-    _, timing = training_run.adapt_mlm(ctx, mlm, strategy)
+    _, timing = training_run.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
     diag = strategy.diagnostics()
-    row = {"task": task, "train_tau": tau, "examples": len(train), "steps": timing["mlm_steps"],
+    row = {"task": task, "train_tau": tau, "examples": len(ctx.data["train"]), "steps": timing["mlm_steps"],
            "wall_s": round(time.perf_counter() - started, 1), "precision": ctx.precision.name,
            "budget_moved": diag["budget_moved"], "kl_to_uniform": diag["kl_to_uniform"], "n_seen": diag["n_seen"]}
     return row, strategy

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from typhoon.config import get_profile, resolve
-from typhoon.data.batching import collate, length_grouped_batches, token_counts
-from typhoon.masking import get_strategy
+from typhoon.data.batching import collate, length_grouped_batches
+from typhoon.masking.saliency_source import SaliencySource
 from typhoon.runner import cell_work, estimate, grid, step_timing
 from typhoon.training import flops
 
@@ -85,9 +85,9 @@ def mlm_steps(monkeypatch) -> list[dict]:
     from typhoon.training import step as training_step
     calls, original = [], training_step.mlm_step
 
-    def recording(ctx, mlm, strategy, optimizer, scheduler, examples, task_model=None):
-        calls.append({"strategy": strategy, "task_model": task_model, "rows": len(examples), "ctx": ctx})
-        return original(ctx, mlm, strategy, optimizer, scheduler, examples, task_model)
+    def recording(ctx, mlm, strategy, optimizer, scheduler, examples, saliency):
+        calls.append({"strategy": strategy, "task_model": saliency.task_model, "rows": len(examples), "ctx": ctx})
+        return original(ctx, mlm, strategy, optimizer, scheduler, examples, saliency)
 
     monkeypatch.setattr(training_step, "mlm_step", recording)
     return calls
@@ -135,10 +135,9 @@ def test_the_estimate_times_the_mlm_step_the_run_takes(mlm_steps):
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "typhoon", "seed": 0},
                      {"max_train_examples": 32, "max_eval_examples": 16, "num_threads": 1})
     ctx = training_run.set_up(config, progress=False)
-    strategy = get_strategy(config.strategy, **config.strategy_params())
-    strategy.prepare(token_counts([x["input_ids"] for x in ctx.data["train"]],
-                                  [x["special_tokens_mask"] for x in ctx.data["train"]], len(ctx.backbone.tokenizer)))
-    rows, _ = training_run.adapt_mlm(ctx, ctx.backbone.mlm_model(seed=0, **ctx.kernels), strategy)
+    strategy = training_run.prepared_strategy(ctx)
+    rows, _ = training_run.adapt_mlm(ctx, ctx.backbone.mlm_model(seed=0, **ctx.kernels), strategy,
+                                     SaliencySource.for_run(config))
     run_calls = len(mlm_steps)
     assert run_calls == sum(r["split"] == "train" for r in rows) == 2  # 32 examples, batches of 16
     assert all(c["strategy"] is strategy and c["task_model"] is None for c in mlm_steps)

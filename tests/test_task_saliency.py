@@ -175,3 +175,24 @@ def test_the_warm_up_is_in_task_saliencys_identity_only():
     assert bottleneck["mrpc"].task_head_warmup == 230 and bottleneck["cola"].task_head_warmup == 804
     assert resolve("bottleneck", dict(task="mrpc", strategy="typhoon")).identity() == \
         resolve("cpu", dict(task="mrpc", strategy="typhoon")).identity()  # still the cpu profile's runs
+
+
+def test_the_saliency_source_is_decided_from_the_config():
+    """The kind follows the strategy's declaration (the paper's Typhoon: the MLM loss; typhoon_task and
+    saliency=task: a task model; the rest learn from none), and a source holds a task model iff it is a task one."""
+    import torch
+
+    from typhoon.config import RunConfig
+    from typhoon.masking.saliency_source import SaliencySource, saliency_kind
+
+    kinds = {name: saliency_kind(RunConfig(strategy=name))
+             for name in ("random", "whole_word", "span", "typhoon", "typhoon_rank", "typhoon_task")}
+    assert kinds == {"random": "none", "whole_word": "none", "span": "none", "typhoon": "mlm", "typhoon_rank": "mlm",
+                     "typhoon_task": "task"}
+    assert saliency_kind(RunConfig(strategy="typhoon", saliency="task")) == "task"
+    model = torch.nn.Linear(2, 2)
+    assert SaliencySource.for_run(RunConfig(strategy="typhoon_task"), model).task_model is model
+    with pytest.raises(ValueError, match="needs the warmed-up task model"):
+        SaliencySource.for_run(RunConfig(strategy="typhoon_task"))
+    with pytest.raises(ValueError, match="takes no task model"):
+        SaliencySource.for_run(RunConfig(strategy="typhoon"), model)

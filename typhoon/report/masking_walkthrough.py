@@ -22,6 +22,7 @@ from typhoon import figure_style
 from typhoon.config import RunConfig
 from typhoon.data.batching import collate, token_counts
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
+from typhoon.masking.saliency_source import SaliencySource
 from typhoon.records import schema
 from typhoon.training import run as training_run
 from typhoon.training.examples import prepare_data
@@ -224,11 +225,9 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
     torch.manual_seed(seed)
     ctx = training_run.set_up(config, progress=False)
     tokenizer, data = ctx.backbone.tokenizer, ctx.data
-    strategy = get_strategy("typhoon", **config.strategy_params())
-    strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
-                                  [x["special_tokens_mask"] for x in data["train"]], len(tokenizer)))
+    strategy = training_run.prepared_strategy(ctx)
     mlm = ctx.backbone.mlm_model(seed=seed, **ctx.kernels).to(ctx.device)
-    loss_rows, _ = training_run.adapt_mlm(ctx, mlm, strategy)
+    loss_rows, _ = training_run.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
 
     chosen = data["train"][example]
     batch = collate([chosen], tokenizer.pad_token_id)

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from typhoon.config import RunConfig
 from typhoon.data.batching import padded_width
-from typhoon.masking.params import uses_task_saliency
 
 
 @dataclass
@@ -27,11 +26,9 @@ class PhaseWork:
 
 def mlm_kind(config: RunConfig) -> str:
     """The kind of MLM step a cell takes (:data:`MLM_KINDS`): by where its strategy's saliency comes from."""
-    from typhoon.masking import get_strategy
+    from typhoon.masking.saliency_source import saliency_kind
 
-    if uses_task_saliency(config.strategy, config.strategy_params()):
-        return "task_saliency"
-    return "mlm_saliency" if get_strategy(config.strategy, **config.strategy_params()).needs_saliency else "no_saliency"
+    return {"none": "no_saliency", "mlm": "mlm_saliency", "task": "task_saliency"}[saliency_kind(config)]
 
 
 def selected_positions(config: RunConfig, maskable, generator) -> int:

@@ -71,6 +71,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
 
     from typhoon.data.batching import length_grouped_batches, token_counts
     from typhoon.masking import get_strategy
+    from typhoon.masking.saliency_source import SaliencySource, saliency_kind
     from typhoon.training import examples, flops, speed
     from typhoon.training import run as training_run
     from typhoon.training import step as training_step
@@ -140,12 +141,13 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         strategy = get_strategy(kind_config.strategy, **kind_config.strategy_params())
         strategy.prepare(counts)
         task_model = None
-        if kind == "task_saliency":  # frozen, as training_run.warm_up_task_model leaves it (its weights do not matter here)
+        if saliency_kind(kind_config) == "task":  # frozen, as training_run.warm_up_task_model leaves it (its weights do not matter here)
             task_model = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device).eval()
+        saliency = SaliencySource.for_run(kind_config, task_model)
 
         def mlm_step(idx, kind_ctx=kind_ctx, mlm=mlm, strategy=strategy, optimizer=optimizer, scheduler=scheduler,
-                     task_model=task_model):
-            training_step.mlm_step(kind_ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx], task_model)
+                     saliency=saliency):
+            training_step.mlm_step(kind_ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx], saliency)
 
         def mlm_flops(idx, kind_config=kind_config):
             width = padded_width(max(lengths[i] for i in idx))
@@ -154,7 +156,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
             return flops.step_flops(shape, [width] * len(idx), selected=selected) / 1e9
 
         costs[f"mlm_{kind}"] = measure(mlm_step, mlm_flops, sample)
-        del mlm, optimizer, task_model
+        del mlm, optimizer, task_model, saliency
         if time.perf_counter() - started > CALIBRATION_BUDGET_S:
             break
 

@@ -32,7 +32,7 @@ from typhoon.data.batching import length_grouped_batches, token_counts
 from typhoon.data.glue_files import TaskSpec, get_task
 from typhoon.data.metrics import glue_metrics, majority_baseline
 from typhoon.masking import MaskingStrategy, get_strategy
-from typhoon.masking.params import uses_task_saliency
+from typhoon.masking.saliency_source import SaliencySource, saliency_kind
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
 from typhoon.models.backbones import Backbone, load_backbone, seeded
 from typhoon.models.mlm_head import MaskedLM
@@ -113,11 +113,11 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
 
 
 def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
-              task_model: torch.nn.Module | None = None) -> tuple[list, dict]:
+              saliency: SaliencySource) -> tuple[list, dict]:
     """Masked-LM training on the task's training text; returns loss rows and timing.
 
-    Each step is :func:`typhoon.training.step.mlm_step`. With ``task_model`` (task-loss saliency,
-    :func:`warm_up_task_model`) the saliency is the gradient of its loss, which reaches no parameter.
+    Each step is :func:`typhoon.training.step.mlm_step`, the strategy learning from the run's ``saliency``
+    source (a task source: the gradient of the warmed-up task model's loss, which reaches no parameter).
     """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
@@ -141,7 +141,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
                            ctx.progress, leave=False)
         for idx in bar:
             done = training_step.mlm_step(ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx],
-                                          task_model)
+                                          saliency)
             if done is None:  # nothing selected: no update
                 continue
             if done.task_loss is not None:
@@ -161,7 +161,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
     wall = meter.wall_s
     timing = {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
               **meter.summary("mlm")}
-    if task_model is not None:  # the task model's mean loss per epoch on the masked phase-1 batches
+    if saliency.kind == "task":  # the task model's mean loss per epoch on the masked phase-1 batches
         timing["mlm_task_loss_by_epoch"] = [float(np.mean(task_losses[e])) if e in task_losses else None
                                             for e in range(1, config.mlm_epochs + 1)]
     return rows, timing
@@ -348,13 +348,13 @@ def phase_one(ctx: RunContext) -> PhaseOne:
     strategy = prepared_strategy(ctx)
 
     task_model, task_head = None, None
-    if uses_task_saliency(config.strategy, config.strategy_params()) and config.mlm_epochs > 0:
+    if saliency_kind(config) == "task" and config.mlm_epochs > 0:
         task_model, task_head = warm_up_task_model(ctx)  # refuses a task model at chance
     mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
     full_mask_loss = None
     if config.mlm_epochs > 0:
-        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, task_model)
+        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config, task_model))
         full_mask_loss = full_mask_dev_loss(ctx, mlm)
     return PhaseOne(mlm, strategy, loss_rows, timing, full_mask_loss, task_head)
 

@@ -20,6 +20,7 @@ import torch
 
 from typhoon.data.batching import PAD_MULTIPLE, collate
 from typhoon.masking import MaskingStrategy, SaliencyProbe
+from typhoon.masking.saliency_source import SaliencySource
 from typhoon.masking.schedules import sample_rates
 from typhoon.masking.task_saliency import task_saliency
 from typhoon.models.mlm_head import MaskedLM
@@ -66,11 +67,12 @@ class MLMStep:
 
 
 def mlm_step(ctx, mlm: MaskedLM, strategy: MaskingStrategy, optimizer, scheduler, examples: list[dict],
-             task_model: torch.nn.Module | None = None) -> MLMStep | None:
+             saliency: SaliencySource) -> MLMStep | None:
     """One masked-LM step on ``examples``; None (no update) when the strategy selected nothing.
 
-    With ``task_model`` (frozen, eval mode) the strategy's saliency is the gradient of its loss, which
-    reaches no parameter: the encoder is updated by the MLM loss alone, as for every strategy.
+    The strategy learns from the run's ``saliency`` source. A task source's saliency is the gradient of its
+    frozen task model's loss, which reaches no parameter: the encoder is updated by the MLM loss alone, as for
+    every strategy.
     """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     batch = collate(examples, tokenizer.pad_token_id, PAD_MULTIPLE)
@@ -82,19 +84,18 @@ def mlm_step(ctx, mlm: MaskedLM, strategy: MaskingStrategy, optimizer, scheduler
         return None
     inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
     task_loss = None
-    if task_model is not None:  # the frozen task model's gradient, w.r.t. its inputs only
-        task_loss, saliency = task_saliency(task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
+    if saliency.kind == "task":  # the frozen task model's gradient, w.r.t. its inputs only
+        task_loss, gradient = task_saliency(saliency.task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
                                             batch["input_ids"].to(ctx.device), ctx.autocast)
-    mlm_saliency = strategy.needs_saliency and task_model is None
-    with SaliencyProbe(mlm.input_embeddings()) if mlm_saliency else contextlib.nullcontext() as probe:
+    with SaliencyProbe(mlm.input_embeddings()) if saliency.kind == "mlm" else contextlib.nullcontext() as probe:
         with ctx.autocast():
             loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
         loss.backward()
-    if mlm_saliency:
+    if saliency.kind == "mlm":
         # saliency w.r.t. the one-hot of the *original* token at every position
-        saliency = probe.saliency(batch["input_ids"].to(ctx.device))
-    if strategy.needs_saliency:
-        strategy.update(batch, selected, saliency.float().cpu())
+        gradient = probe.saliency(batch["input_ids"].to(ctx.device))
+    if saliency.kind != "none":
+        strategy.update(batch, selected, gradient.float().cpu())
     optimizer_step(mlm, optimizer, scheduler)
     return MLMStep(loss=loss, batch=batch, selected=int(selected.sum()), task_loss=task_loss)
 
