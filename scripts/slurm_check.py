@@ -1,4 +1,4 @@
-"""The real-SLURM check of ``reproduce --cluster slurm``: a one-node SLURM on this machine, three grids.
+"""The real-SLURM check of ``reproduce --cluster slurm``: a one-node SLURM on this machine, grids and a design.
 
 Installs Debian's ``slurm-wlm`` and ``munge`` if they are missing (as root), writes a one-node
 ``slurm.conf`` (node ``localhost`` on 127.0.0.1, state, spool and logs under a temp folder), starts
@@ -9,15 +9,20 @@ every run) four times:
 - ``plain``: ``--cluster slurm`` with two jobs;
 - ``scancel``: the same, with one job cancelled while its cell is mid-run (the cell must run again on a
   replacement job, and its temp notebook must go);
-- ``walltime``: jobs whose time limit is shorter than the grid, so they end and must be replaced.
+- ``walltime``: jobs whose time limit is shorter than the grid, so they end and must be replaced;
+- ``design``: a sequential design (:data:`DESIGN_PROFILE`, two comparisons on the tiny backbone, looks at 3
+  and 6 seeds, a wide margin; a profiles file of its own, ``TYPHOON_PROFILES``) run locally and then with
+  ``--cluster slurm``: the cluster run must train look by look and stop where the rule says, with the local
+  run's records, looks and verdicts.
 
 Each SLURM run must end with every cell ok (exit 0), no temp file left under its output folder, and a
 results table whose metric columns equal the local run's. The times of the runs are printed at the end.
+tests/test_slurm.py runs ``scancel`` and ``walltime``; ``plain`` and ``design`` are run by hand.
 
 Exit status: 0 passed, 1 a check failed, 3 SLURM could not be set up here (not root, apt failed, a daemon
 did not start): the test (tests/test_slurm.py) skips with the printed reason.
 
-    sudo .venv/bin/python scripts/slurm_check.py [--keep] [--modes plain,scancel,walltime]
+    sudo .venv/bin/python scripts/slurm_check.py [--keep] [--modes plain,scancel,walltime,design]
 """
 
 from __future__ import annotations
@@ -40,7 +45,46 @@ SKIP = 3
 SMOKE_SET = ["max_train_examples=48", "max_eval_examples=32", "max_length=32", "num_threads=1"]
 # Columns of results.csv that are measurements of time or speed, not results.
 TIMING = ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s", "error")
-MODES = ("plain", "scancel", "walltime")
+MODES = ("plain", "scancel", "walltime", "design")
+DEFAULT_MODES = ("plain", "scancel", "walltime")
+# The design mode's profile: 9 tiny cells a look. With a margin of 0.5 F1 the rule can say "equivalent" at the
+# first look (3 seeds); the check asks only that the cluster run stops where the local one does, with its verdicts.
+DESIGN_PROFILE = """
+[tiny-design]
+description = "Two comparisons on the tiny backbone as a sequential design (scripts/slurm_check.py)."
+tasks = ["mrpc"]
+backbones = ["tiny-random"]
+strategies = ["random", "whole_word", "typhoon"]
+seeds = [0, 1, 2, 3, 4, 5]
+workers = 2
+pipeline_check = true
+[tiny-design.settings]
+max_train_examples = 48
+max_eval_examples = 32
+max_length = 32
+batch_size = 16
+mlm_epochs = 1
+ft_epochs = 1
+ft_lr = 1e-4
+precision = "fp32"
+num_threads = 1
+[tiny-design.design]
+comparisons = [["whole_word", "random"], ["typhoon", "random"]]
+looks = [3, 6]
+alpha = 0.5
+familywise = "bonferroni"
+spending = "pocock"
+reuse_from = []
+never_reuse = []
+power = 0.8
+[tiny-design.design.margin]
+mrpc = 0.5
+[tiny-design.design.planning_sd.mrpc]
+"whole_word - random" = 0.05
+"typhoon - random" = 0.05
+[tiny-design.design.why]
+margin = "wide, so that a tiny model's seeds can decide at the first look: the check is about looks on a cluster"
+"""
 
 
 class SetupError(RuntimeError):
@@ -203,9 +247,9 @@ class OneNodeSlurm:
                 process.kill()
 
 
-def reproduce_command(out: Path, cluster: dict | None) -> list[str]:
-    command = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), "--no-analysis",
-               "--no-reuse", *(arg for item in SMOKE_SET for arg in ("--set", item))]
+def reproduce_command(out: Path, cluster: dict | None, design: bool = False) -> list[str]:
+    profile = ["--profile", "tiny-design"] if design else ["--profile", "smoke", *(arg for item in SMOKE_SET for arg in ("--set", item))]
+    command = [sys.executable, "-m", "typhoon", "reproduce", *profile, "--out", str(out), "--no-analysis", "--no-reuse"]
     if cluster is None:
         return [*command, "--no-estimate", "--workers", "2"]
     return [*command, "--cluster", "slurm", "--partition", "check", "--jobs", str(cluster.get("jobs", 2)), "--cpus", "1",
@@ -221,16 +265,20 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     out = root / f"out-{mode}"
     # walltime: one job at a time, so the cells run one after another and the grid outlives a 1-minute job
     # even on a fast machine (with two jobs it finished in 65 s on an idle 2-core CPU and lost no job)
-    cluster = None if mode == "local" else {"walltime": walltime if mode == "walltime" else "00:30:00",
+    design = mode.startswith("design")
+    cluster = None if mode in ("local", "design-local") else {"walltime": walltime if mode == "walltime" else "00:30:00",
                                             "retries": 3 if mode == "walltime" else 2,
                                             "jobs": 1 if mode == "walltime" else 2}
     env = {**(slurm.env if slurm else os.environ), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    say(f"{mode}: {' '.join(reproduce_command(out, cluster)[1:])}")
+    if design:
+        (root / "profiles.toml").write_text(DESIGN_PROFILE)
+        env["TYPHOON_PROFILES"] = str(root / "profiles.toml")
+    say(f"{mode}: {' '.join(reproduce_command(out, cluster, design)[1:])}")
     started = time.monotonic()
     log_path = root / f"{mode}.log"
     with open(log_path, "w") as log:
-        process = subprocess.Popen(reproduce_command(out, cluster), cwd=root / "jobs", env=env, stdout=log,
+        process = subprocess.Popen(reproduce_command(out, cluster, design), cwd=root / "jobs", env=env, stdout=log,
                                    stderr=subprocess.STDOUT)
         cancelled = cancel_mid_cell(out, slurm, process) if mode == "scancel" else None
         code = process.wait(timeout=1500)
@@ -260,8 +308,13 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     results = pd.read_csv(out / "results.csv") if (out / "results.csv").is_file() else None
     if results is not None and not (results["status"] == "ok").all():
         problems.append(f"cells not ok: {results.loc[results['status'] != 'ok', 'record_path'].tolist()}")
+    verdicts = pd.read_csv(out / "stats" / "verdicts.csv") if design and (out / "stats" / "verdicts.csv").is_file() else None
+    if design and verdicts is None:
+        problems.append("no stats/verdicts.csv: the design's looks were not analysed")
     say(f"{mode}: exit {code} in {seconds:.0f} s" + (f" (cancelled SLURM job {cancelled})" if cancelled else ""))
-    return {"mode": mode, "seconds": seconds, "results": results, "problems": problems}
+    if verdicts is not None:
+        say(f"{mode}: " + "; ".join(f"{v.comparison} {v.verdict} at {v.n_seeds} seeds" for v in verdicts.itertuples()))
+    return {"mode": mode, "seconds": seconds, "results": results, "verdicts": verdicts, "problems": problems}
 
 
 def cancel_mid_cell(out: Path, slurm: OneNodeSlurm, process: subprocess.Popen, timeout_s: float = 600) -> str | None:
@@ -279,16 +332,16 @@ def cancel_mid_cell(out: Path, slurm: OneNodeSlurm, process: subprocess.Popen, t
     return None
 
 
-def metric_columns(frame: pd.DataFrame) -> pd.DataFrame:
+def metric_columns(frame: pd.DataFrame, sort_by: str = "record_path") -> pd.DataFrame:
     keep = [c for c in frame.columns if c not in TIMING]
-    return frame[keep].sort_values("record_path").reset_index(drop=True)
+    return frame[keep].sort_values(sort_by).reset_index(drop=True)
 
 
-def compare(reference: pd.DataFrame, results: pd.DataFrame | None) -> list[str]:
+def compare(reference: pd.DataFrame, results: pd.DataFrame | None, sort_by: str = "record_path") -> list[str]:
     if results is None:
         return ["no results.csv"]
     try:
-        pd.testing.assert_frame_equal(metric_columns(reference), metric_columns(results), check_exact=True)
+        pd.testing.assert_frame_equal(metric_columns(reference, sort_by), metric_columns(results, sort_by), check_exact=True)
     except AssertionError as err:
         return [f"results differ from the local run's: {str(err).strip().splitlines()[:6]}"]
     return []
@@ -296,7 +349,7 @@ def compare(reference: pd.DataFrame, results: pd.DataFrame | None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default=",".join(MODES), help=f"which SLURM runs, of {','.join(MODES)}")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"which SLURM runs, of {','.join(MODES)}")
     parser.add_argument("--walltime", default="00:01:00", help="the jobs' time limit in the walltime mode")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (outputs, logs, slurm.conf)")
     args = parser.parse_args(argv)
@@ -313,11 +366,17 @@ def main(argv: list[str] | None = None) -> int:
         except (SetupError, OSError, subprocess.SubprocessError) as err:
             print(f"SKIP: SLURM cannot run here: {err}", flush=True)
             return SKIP
-        runs = [run_mode("local", root, None, args.walltime)]
-        reference = runs[0]["results"]
+        runs = [run_mode("local", root, None, args.walltime)] if set(modes) - {"design"} else []
+        if "design" in modes:
+            runs.append(run_mode("design-local", root, None, args.walltime))
+        local = {run["mode"]: run for run in runs}
         for mode in modes:
             runs.append(run_mode(mode, root, slurm, args.walltime))
-            runs[-1]["problems"] += compare(reference, runs[-1]["results"]) if reference is not None else []
+            reference = local["design-local" if mode == "design" else "local"]
+            if reference["results"] is not None:
+                runs[-1]["problems"] += compare(reference["results"], runs[-1]["results"])
+            if mode == "design" and reference["verdicts"] is not None:
+                runs[-1]["problems"] += compare(reference["verdicts"], runs[-1]["verdicts"], sort_by="comparison")
         print("\nmode      seconds  outcome")
         for run in runs:
             print(f"{run['mode']:9s} {run['seconds']:7.0f}  {'; '.join(run['problems']) or 'ok: every cell ok, table equal'}")
