@@ -58,6 +58,7 @@ def parse_variant(name: str) -> dict:
 def worker(args) -> None:
     """One measurement: a capped cell in this process; prints its figures as one JSON line."""
     from typhoon.config import resolve
+    from typhoon.training import examples as training_examples
     from typhoon.training import run as training_run
     from typhoon.training import speed
     from typhoon.training import step as training_step
@@ -65,7 +66,7 @@ def worker(args) -> None:
     options = parse_variant(args.worker)
     configure = speed.configure
     speed.configure = lambda device_type: configure(device_type, options["malloc"])  # the variant's, not auto
-    training_step.PAD_MULTIPLE = training_run.PAD_MULTIPLE = options["pad"]  # training and evaluation batches (read at each call)
+    training_step.PAD_MULTIPLE = training_examples.PAD_MULTIPLE = options["pad"]  # training and evaluation batches (read at each call)
     config = resolve("cpu", dict(
         task=args.task, backbone="minilm-l6", strategy=args.strategy, seed=0, precision=options["precision"],
         num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9)))

@@ -19,7 +19,7 @@ import time
 import torch
 
 from typhoon.config import resolve
-from typhoon.data.batching import collate, length_grouped_batches
+from typhoon.data.batching import PAD_MULTIPLE, collate, length_grouped_batches
 from typhoon.masking import SaliencyProbe, get_strategy
 from typhoon.masking.task_saliency import task_saliency
 from typhoon.training import run as training_run
@@ -42,7 +42,7 @@ def main() -> None:
     lengths = [len(x["input_ids"]) for x in train]
     times = {"mlm": [], "task": []}
     for i, idx in enumerate(length_grouped_batches(lengths, config.batch_size, ctx.rng)):
-        batch = collate([train[j] for j in idx], tokenizer.pad_token_id, training_run.PAD_MULTIPLE)
+        batch = collate([train[j] for j in idx], tokenizer.pad_token_id, PAD_MULTIPLE)
         masked, labels = masker(batch, generator, mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
         inputs = ctx.backbone.model_inputs({**batch, "input_ids": masked})
         for kind in ("mlm", "task") if i % 2 == 0 else ("task", "mlm"):
