@@ -142,6 +142,23 @@ def test_readme_block_is_rewritten_in_place(tmp_path):
         results_readme.update_readme(tmp_path / "ref", readme)
 
 
+def test_a_reference_run_with_its_own_markers_updates_its_own_block(tmp_path):
+    """Two reference runs of one profile (results/cpu and results/cpu-mlm): the one whose folder has its own
+    markers on the page writes there and leaves the Results block alone; the other still writes the Results block."""
+    make_output(tmp_path / "cpu")
+    make_output(tmp_path / "cpu-mlm", shift={"random": 0.01})
+    begin, end = results_readme.own_markers(tmp_path / "cpu-mlm")
+    assert (begin, end) == ("<!-- results:cpu-mlm:begin -->", "<!-- results:cpu-mlm:end -->")
+    readme = tmp_path / "results.md"
+    readme.write_text(f"{results_readme.README_BEGIN}\nold cpu\n{results_readme.README_END}\n{begin}\nold mlm\n{end}\n")
+    assert results_readme.update_readme(tmp_path / "cpu-mlm", readme)
+    text = readme.read_text()
+    assert "old cpu" in text and "old mlm" not in text and "(`cpu-mlm/`)" in text.split(begin)[1]
+    assert results_readme.update_readme(tmp_path / "cpu", readme)
+    text = readme.read_text()
+    assert "old cpu" not in text and text.count("(`cpu/`)") == 1 and text.index("(`cpu/`)") < text.index(begin)
+
+
 @pytest.mark.results
 def test_the_readme_results_agree_with_the_committed_reference_run():
     """docs/results.md's Results block is what `python -m typhoon results-readme results/cpu` makes from the

@@ -37,6 +37,14 @@ README_BEGIN = "<!-- results:begin -->"
 README_END = "<!-- results:end -->"
 
 
+def own_markers(out_dir: str | os.PathLike) -> tuple[str, str]:
+    """The markers of a reference run's own block, ``<!-- results:<folder>:begin -->`` ... ``:end -->``: a
+    profile with a reference run per backbone (``results/cpu``, ``results/cpu-mlm``) gives each its block. A
+    page without them keeps the one Results block (:data:`README_BEGIN`)."""
+    name = Path(out_dir).resolve().name
+    return f"<!-- results:{name}:begin -->", f"<!-- results:{name}:end -->"
+
+
 # The decisive study's block leads the Results section: the answer so far, from its sequential tables.
 DECISIVE_BEGIN = "<!-- decisive:begin -->"
 
@@ -282,12 +290,15 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
     return "; ".join(parts) or "no MANIFEST.json"
 
 
-def _markers(out_dir: str | os.PathLike) -> tuple[str, str, Callable[..., str]]:
-    """The README markers of the folder's block and the function that writes it."""
+def _markers(out_dir: str | os.PathLike, page: Path) -> tuple[str, str, Callable[..., str]]:
+    """The markers of the folder's block on ``page`` and the function that writes it."""
     if decisive.is_sequential_study(out_dir):
         return DECISIVE_BEGIN, DECISIVE_END, decisive_markdown
     if schedule_study.is_schedule_study(out_dir):
         return SCHEDULES_BEGIN, SCHEDULES_END, schedules_markdown
+    begin, end = own_markers(out_dir)
+    if page.is_file() and begin in page.read_text(encoding="utf-8"):
+        return begin, end, results_markdown
     return README_BEGIN, README_END, results_markdown
 
 
@@ -349,17 +360,18 @@ def _rewrite_block(page: Path, begin: str, end: str, block: str, check: bool, wh
 def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:
     """The marked block as it belongs in ``readme`` (markers included): the decisive block for a sequential
     study's folder, the schedules block for a schedules grid's, else the Results block of a reference run."""
-    begin, end, markdown = _markers(out_dir)
+    begin, end, markdown = _markers(out_dir, readme)
     return f"{begin}\n{markdown(out_dir, readme.parent)}\n{end}"
 
 
 def update_readme(out_dir: str | os.PathLike, readme: str | os.PathLike | None = None, check: bool = False) -> bool:
     """Rewrite the block of ``out_dir`` in ``readme`` (default: the results page :data:`RESULTS_PAGE`) from its
     tables: between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study,
-    :data:`SCHEDULES_BEGIN` and :data:`SCHEDULES_END` for a schedules grid, else between :data:`README_BEGIN`
-    and :data:`README_END`; returns whether it changed (``check``: do not write)."""
+    :data:`SCHEDULES_BEGIN` and :data:`SCHEDULES_END` for a schedules grid, else between the folder's own
+    markers (:func:`own_markers`) where the page has them, or :data:`README_BEGIN` and :data:`README_END`;
+    returns whether it changed (``check``: do not write)."""
     readme = Path(readme) if readme else paths.repo_root() / RESULTS_PAGE
-    begin, end, _ = _markers(out_dir)
+    begin, end, _ = _markers(out_dir, readme)
     return _rewrite_block(readme, begin, end, readme_block(out_dir, readme), check, paths.shown(Path(out_dir)))
 
 
