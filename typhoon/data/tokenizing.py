@@ -3,9 +3,12 @@ and span masking group subwords by them)."""
 
 from __future__ import annotations
 
-import datasets
+from typing import TYPE_CHECKING
 
 from typhoon.data.glue_files import TaskSpec, get_task
+
+if TYPE_CHECKING:  # only annotations here: the DatasetDict's own methods do the work (Arrow loads with it)
+    import datasets
 
 
 def text_pairs(dataset: datasets.Dataset, spec: TaskSpec) -> tuple[list[str], list[str] | None]:
