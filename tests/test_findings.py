@@ -172,6 +172,18 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
         "docs/results.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
+@pytest.mark.results
+def test_the_results_page_block_of_the_mlm_reference_run_agrees_with_it():
+    """docs/results.md's results/cpu-mlm block is what `results-readme results/cpu-mlm` makes from its tables."""
+    reference = REPO / "results" / "cpu-mlm"
+    if not (reference / "results.csv").is_file():
+        pytest.skip("no committed cpu reference run on minilm-l6-mlm yet (results/cpu-mlm)")
+    readme = REPO / results_readme.RESULTS_PAGE
+    begin, end = results_readme.own_markers(reference)
+    assert results_readme.readme_block_in(readme, begin, end) == results_readme.readme_block(reference, readme), \
+        "docs/results.md's cpu-mlm block is out of date: run `python -m typhoon results-readme results/cpu-mlm`"
+
+
 def sequential_folder(out):
     """A copy of the committed decisive study's tables (stats/*.csv and results.csv), without its figure."""
     source = REPO / "results" / "decisive"

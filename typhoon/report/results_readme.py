@@ -37,12 +37,13 @@ README_BEGIN = "<!-- results:begin -->"
 README_END = "<!-- results:end -->"
 
 
-def own_markers(out_dir: str | os.PathLike) -> tuple[str, str]:
-    """The markers of a reference run's own block, ``<!-- results:<folder>:begin -->`` ... ``:end -->``: a
-    profile with a reference run per backbone (``results/cpu``, ``results/cpu-mlm``) gives each its block. A
-    page without them keeps the one Results block (:data:`README_BEGIN`)."""
+def own_markers(out_dir: str | os.PathLike, kind: str = "results") -> tuple[str, str]:
+    """The markers of a study's own block, ``<!-- <kind>:<folder>:begin -->`` ... ``:end -->`` (kind
+    ``results`` for a reference run, ``decisive`` for a sequential study): two studies of one kind
+    (``results/cpu`` and ``results/cpu-mlm``; ``results/decisive`` and ``results/decisive-mlm``) each get a
+    block. A page without them keeps the kind's one block (:data:`README_BEGIN`, :data:`DECISIVE_BEGIN`)."""
     name = Path(out_dir).resolve().name
-    return f"<!-- results:{name}:begin -->", f"<!-- results:{name}:end -->"
+    return f"<!-- {kind}:{name}:begin -->", f"<!-- {kind}:{name}:end -->"
 
 
 # The decisive study's block leads the Results section: the answer so far, from its sequential tables.
@@ -291,15 +292,17 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
 
 
 def _markers(out_dir: str | os.PathLike, page: Path) -> tuple[str, str, Callable[..., str]]:
-    """The markers of the folder's block on ``page`` and the function that writes it."""
-    if decisive.is_sequential_study(out_dir):
-        return DECISIVE_BEGIN, DECISIVE_END, decisive_markdown
+    """The markers of the folder's block on ``page`` (its own where the page has them) and the function that
+    writes it."""
     if schedule_study.is_schedule_study(out_dir):
         return SCHEDULES_BEGIN, SCHEDULES_END, schedules_markdown
-    begin, end = own_markers(out_dir)
+    kind, shared, markdown = (("decisive", (DECISIVE_BEGIN, DECISIVE_END), decisive_markdown)
+                              if decisive.is_sequential_study(out_dir) else
+                              ("results", (README_BEGIN, README_END), results_markdown))
+    begin, end = own_markers(out_dir, kind)
     if page.is_file() and begin in page.read_text(encoding="utf-8"):
-        return begin, end, results_markdown
-    return README_BEGIN, README_END, results_markdown
+        return begin, end, markdown
+    return *shared, markdown
 
 
 def _study_column(profile: str, verdicts: pd.DataFrame | None, n_records: int) -> tuple[str, dict]:
