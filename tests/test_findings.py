@@ -159,6 +159,30 @@ def test_a_reference_run_with_its_own_markers_updates_its_own_block(tmp_path):
     assert "old cpu" not in text and text.count("(`cpu/`)") == 1 and text.index("(`cpu/`)") < text.index(begin)
 
 
+def test_a_folder_of_reused_records_names_the_cpus_its_records_were_trained_on(tmp_path):
+    """Nothing trained in the folder (every record reused, as results/cpu-mlm's): its provenance line names
+    each CPU its records' metrics.json names, once, with the flags that decide the precision; a manifest that
+    trained cells names its machine instead, with "1 core" for one."""
+    import json
+
+    out = tmp_path / "cpu-mlm"
+    make_output(out)
+    records = sorted((out / "runs").glob("*/*/*/seed*"))
+    for n, run_dir in enumerate(records):
+        cpu = ({"model": "AMD EPYC", "avx2": True, "avx512f": True, "avx512_bf16": True, "amx_bf16": False} if n % 2
+               else {"model": "Intel Xeon", "avx2": True, "amx_bf16": True, "amx_tile": True})
+        (run_dir / "metrics.json").write_text(json.dumps({"status": "ok", "hardware": {"cpu": cpu}}))
+    (out / "MANIFEST.json").write_text(json.dumps({"profile": "cpu", "machine": {
+        "cpu": "Intel Xeon", "cores": 1, "cpu_features": ["avx2"], "memory_gib": 24.0}}))
+    block = results_readme.readme_block(out, tmp_path / "results.md")
+    assert ("records trained on Intel Xeon (avx2, amx_bf16, amx_tile); records trained on AMD EPYC "
+            "(avx2, avx512f, avx512_bf16); tables made on Intel Xeon, 1 core (avx2); 24 GiB") in block
+    (out / "MANIFEST.json").write_text(json.dumps({"profile": "cpu", "cells": {"ok": 18}, "machine": {
+        "cpu": "Intel Xeon", "cores": 2, "cpu_features": ["avx2"]}}))
+    block = results_readme.readme_block(out, tmp_path / "results.md")
+    assert "trained on Intel Xeon, 2 cores (avx2)" in block and "records trained on" not in block
+
+
 @pytest.mark.results
 def test_the_readme_results_agree_with_the_committed_reference_run():
     """docs/results.md's Results block is what `python -m typhoon results-readme results/cpu` makes from the

@@ -187,7 +187,8 @@ def machine() -> dict:
 
 def machine_line(info: dict) -> str:
     """One line for a header: ``"Intel Xeon ..., 2 cores (avx512_bf16, ...), 15.6 GiB"``."""
-    parts = [f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores"]
+    cores = info.get("cores", "?")
+    parts = [f"{info.get('cpu', '?')}, {cores} core{'' if cores == 1 else 's'}"]
     if info.get("cpu_features"):
         parts[0] += f" ({', '.join(info['cpu_features'])})"
     if info.get("memory_gib"):

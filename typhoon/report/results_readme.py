@@ -27,7 +27,7 @@ from typhoon.analysis.paper_claims import (
 )
 from typhoon.analysis.stats_tables import markdown_table
 from typhoon.config import get_profile
-from typhoon.records import provenance, run_numerics
+from typhoon.records import provenance, run_numerics, run_record
 
 RESULTS_PAGE = Path("docs") / "results.md"  # under the repository root: where the study blocks live
 
@@ -284,11 +284,26 @@ def _provenance_line(manifest: dict, tables: Tables) -> str:
     made = manifest.get("machine")
     for line in dict.fromkeys(machine.machine_line(m) for m in trained):
         parts.append(f"trained on {line}")
+    if not trained:  # every record reused from another study: the CPUs the records themselves name
+        parts += [f"records trained on {line}" for line in _record_cpus(tables)]
     if made and (not trained or machine.machine_line(made) != machine.machine_line(trained[-1])):
         parts.append(f"tables made on {machine.machine_line(made)}")
     if manifest.get("runs_wall_s"):
         parts.append(f"{len(tables.results)} runs, {manifest['runs_wall_s'] / 60:.0f} min of training")
     return "; ".join(parts) or "no MANIFEST.json"
+
+
+def _record_cpus(tables: Tables) -> list[str]:
+    """Each CPU the folder's records were trained on, as ``metrics.json`` ``hardware.cpu`` names it (model and
+    the flags that decide the precision), for a folder whose own runs trained none of them."""
+    lines = {}
+    for path in tables.results.get("record_path", pd.Series(dtype=str)).dropna():
+        metrics = run_record.read_json(tables.out_dir / path / "metrics.json") or {}
+        cpu = (metrics.get("hardware") or {}).get("cpu") or {}
+        if cpu.get("model"):
+            flags = [flag for flag in machine.CPU_FLAGS if cpu.get(flag)]
+            lines[f"{cpu['model']} ({', '.join(flags)})" if flags else cpu["model"]] = None
+    return list(lines)
 
 
 def _markers(out_dir: str | os.PathLike, page: Path) -> tuple[str, str, Callable[..., str]]:
