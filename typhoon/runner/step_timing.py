@@ -141,9 +141,10 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         strategy = get_strategy(kind_config.strategy, **kind_config.strategy_params())
         strategy.prepare(counts)
         task_model = None
-        if saliency_kind(kind_config) == "task":  # frozen, as training_run.warm_up_task_model leaves it (its weights do not matter here)
+        source_kind = saliency_kind(kind_config)
+        if source_kind == "task":  # frozen, as training_run.warm_up_task_model leaves it (its weights do not matter here)
             task_model = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device).eval()
-        saliency = SaliencySource.for_run(kind_config, task_model)
+        saliency = SaliencySource(source_kind, task_model)
 
         def mlm_step(idx, kind_ctx=kind_ctx, mlm=mlm, strategy=strategy, optimizer=optimizer, scheduler=scheduler,
                      saliency=saliency):

@@ -347,14 +347,14 @@ def phase_one(ctx: RunContext) -> PhaseOne:
     config, backbone = ctx.config, ctx.backbone
     strategy = prepared_strategy(ctx)
 
-    task_model, task_head = None, None
-    if saliency_kind(config) == "task" and config.mlm_epochs > 0:
+    kind, task_model, task_head = saliency_kind(config), None, None
+    if kind == "task" and config.mlm_epochs > 0:
         task_model, task_head = warm_up_task_model(ctx)  # refuses a task model at chance
     mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
     full_mask_loss = None
     if config.mlm_epochs > 0:
-        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config, task_model))
+        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, SaliencySource(kind, task_model))
         full_mask_loss = full_mask_dev_loss(ctx, mlm)
     return PhaseOne(mlm, strategy, loss_rows, timing, full_mask_loss, task_head)
 
