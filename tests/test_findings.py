@@ -269,15 +269,43 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
 
 
 @pytest.mark.results
-def test_the_readme_decisive_block_agrees_with_the_committed_study():
-    """docs/results.md's decisive block is what `python -m typhoon results-readme results/decisive` makes."""
-    study = REPO / "results" / "decisive"
+@pytest.mark.parametrize("folder, markers", [
+    ("decisive", (results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)),
+    ("decisive-mlm", ("<!-- decisive:decisive-mlm:begin -->", "<!-- decisive:decisive-mlm:end -->"))])
+def test_the_readme_decisive_blocks_agree_with_the_committed_studies(folder, markers):
+    """docs/results.md's block of each sequential study is what `python -m typhoon results-readme
+    results/<folder>` makes, between the markers written here by hand (a study in progress included)."""
+    study = REPO / "results" / folder
     if not (study / "stats" / "verdicts.csv").is_file():
-        pytest.skip("no committed decisive study in results/decisive yet")
+        pytest.skip(f"no committed sequential study in results/{folder} yet")
     readme = REPO / results_readme.RESULTS_PAGE
-    block = results_readme.readme_block_in(readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
+    block = results_readme.readme_block_in(readme, *markers)
+    assert block is not None, f"docs/results.md has no {markers[0]} block"
     assert block == results_readme.readme_block(study, readme), \
-        "docs/results.md's decisive block is out of date: run `python -m typhoon results-readme results/decisive`"
+        f"docs/results.md's {folder} block is out of date: run `python -m typhoon results-readme results/{folder}`"
+
+
+def test_a_design_planned_per_comparison_names_the_comparisons_its_cap_leaves_short(tmp_path):
+    """A study in progress whose design planned each comparison at its own sd (as decisive-mlm does): the block
+    says so, counts the comparisons the simulation puts at >= 0.8 and names the others with their probability,
+    and says from how few seeds the measured sds come."""
+    study = sequential_folder(tmp_path / "study")
+    design = pd.read_csv(study / "stats" / "design.csv")
+    design["planning_sd"] = np.linspace(0.005, 0.03, len(design))
+    design["p_decided_at_0"] = 0.95
+    design.loc[design.index[[2, 7]], "p_decided_at_0"] = [0.61, 0.49]
+    design.to_csv(study / "stats" / "design.csv", index=False)
+    verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
+    verdicts["verdict"], verdicts["next_look_seeds"] = "continue", 6.0
+    verdicts["power_at_cap"], verdicts["power_sd"], verdicts["power_sd_seeds"] = 0.9, 0.01, 3
+    verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
+    block, _ = rewritten_block(study, tmp_path / "README.md", results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
+    a, b = design.iloc[2], design.iloc[7]
+    assert block.splitlines()[1].startswith("**The decisive study so far**")
+    assert (f"at the planning sds, one per comparison (`stats/design.csv`), {len(design) - 2} of {len(design)} "
+            f"comparisons reach the ≥ 0.8 the cap was chosen for ({a.task} {a.comparison} 0.61 (sd {a.planning_sd:.4f}); "
+            f"{b.task} {b.comparison} 0.49 (sd {b.planning_sd:.4f}))") in block
+    assert "3 seeds so far, a rough estimate) 0 of" in block
 
 
 def schedule_folder(out):

@@ -163,22 +163,38 @@ def _mixed(value) -> str:
 
 def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
     """How likely the design was to decide each comparison, at the planning sds (stats/design.csv) and at the
-    sds measured on each comparison's seeds (stats/verdicts.csv ``power_at_cap`` at ``power_sd``)."""
-    plan = design.drop_duplicates("task")
-    target = float(plan["power"].iloc[0]) if "power" in plan else 0.8
+    sds measured on each comparison's seeds (stats/verdicts.csv ``power_at_cap`` at ``power_sd``).
+
+    A design planned with one sd per task is stated per task; one planned per comparison (the sds another
+    study measured) names the comparisons its simulation puts below the target. While comparisons continue,
+    the measured sds come from few seeds, and the sentence says how few."""
+    target = float(design["power"].iloc[0]) if "power" in design else 0.8
     # a design.csv written before p_decided_at_0 existed gives the planning sds only
-    decided = plan["p_decided_at_0"] if "p_decided_at_0" in plan else pd.Series(float("nan"), plan.index)
-    at_plan = ", ".join(f"{task} {probability(p)} (sd {sd:.4f})"
-                        for task, p, sd in zip(plan["task"], decided, plan["planning_sd"], strict=True))
+    design = design.assign(p_decided_at_0=design.get("p_decided_at_0", float("nan")))
     head = ("Power, the probability that the design decides a comparison (equivalent or different) by its cap when "
-            f"the true difference is 0, simulated: at the planning sds (3 seeds; `stats/design.csv`) {at_plan}, the "
-            f"≥ {target:g} the cap was chosen for")
+            "the true difference is 0, simulated: ")
+    if design.groupby("task")["planning_sd"].nunique().max() > 1:
+        short = design[design["p_decided_at_0"] < target]
+        head += (f"at the planning sds, one per comparison (`stats/design.csv`), {len(design) - len(short)} of "
+                 f"{len(design)} comparisons reach the ≥ {target:g} the cap was chosen for"
+                 + (" (" + "; ".join(f"{r.task} {r.comparison} {probability(r.p_decided_at_0)} (sd {r.planning_sd:.4f})"
+                                     for r in short.itertuples()) + ")" if len(short) else ""))
+    else:
+        plan = design.drop_duplicates("task")
+        at_plan = ", ".join(f"{task} {probability(p)} (sd {sd:.4f})"
+                            for task, p, sd in zip(plan["task"], plan["p_decided_at_0"], plan["planning_sd"], strict=True))
+        head += f"at the planning sds (3 seeds; `stats/design.csv`) {at_plan}, the ≥ {target:g} the cap was chosen for"
     if "power_at_cap" not in verdicts:
         return head + "."
     measured = verdicts.dropna(subset=["power_at_cap"])
     below = measured[measured["power_at_cap"] < target]
-    return (head + "; at the sd of the paired differences measured on each comparison's seeds (`power_at_cap` at "
-            f"`power_sd` in `stats/verdicts.csv`) {len(below)} of {len(measured)} comparisons fall below {target:g}"
+    so_far = ""
+    if (verdicts["verdict"] == "continue").any() and "power_sd_seeds" in measured and len(measured):
+        counts = measured["power_sd_seeds"].astype(int)
+        span = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}–{counts.max()}"
+        so_far = f"; {span} seeds so far, a rough estimate"
+    return (head + "; at the sd of the paired differences measured on each comparison's seeds (`power_at_cap` "
+            f"at `power_sd` in `stats/verdicts.csv`{so_far}) {len(below)} of {len(measured)} comparisons fall below {target:g}"
             + (": " + "; ".join(f"{r.task} {r.comparison} {probability(r.power_at_cap)} (sd {r.power_sd:.4f})"
                                 for r in below.itertuples()) if len(below) else "") + ".")
 
@@ -241,7 +257,8 @@ def decisive_markdown(out_dir: str | os.PathLike, link_base: str | None = None) 
     executed = out_dir / "notebooks" / decisive.NOTEBOOK
     notebook = Path(os.path.relpath(executed.resolve() if executed.is_file() else paths.repo_root() / "notebooks" / decisive.NOTEBOOK,
                                     base)).as_posix()
-    lines = [f"**A decisive answer** (`{shown}/`, [notebook 50]({notebook})): {len(results)} records; "
+    title = "A decisive answer" if open_.empty else "The decisive study so far"
+    lines = [f"**{title}** (`{shown}/`, [notebook 50]({notebook})): {len(results)} records; "
              f"looks at {_looks(looks)} seeds (the last is the cap); {state}.", ""]
     lines += [f"- {line}." for line in decisive.verdict_counts(verdicts)]
     table = verdict_display_table(verdicts)
