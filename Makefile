@@ -46,9 +46,12 @@ $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts
 #                      kernel, pip, a browser -- or train a model) and without `results`: under 5 min on 2 cores.
 #   make test-results  only `results`: the committed results under results/ (tables, executed notebooks,
 #                      README blocks) agree with their records, the code and each other.
-# --durations: CI's log names its slowest tests, so a change that slows CI shows where
+# --durations: CI's log names its slowest tests, so a change that slows CI shows where.
+# -n 2: two pytest-xdist workers, one per core of the 2-core machines CI runs on; whole files go to a
+# worker (loadfile) in the order tests/conftest.py puts them, the two longest first.
+PYTEST_WORKERS ?= 2
 test: install
-	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: install
 	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow and not results"

@@ -17,7 +17,7 @@ every run) four times:
 
 Each SLURM run must end with every cell ok (exit 0), no temp file left under its output folder, and a
 results table whose metric columns equal the local run's. The times of the runs are printed at the end.
-tests/test_slurm.py runs ``scancel`` and ``walltime``; ``plain`` and ``design`` are run by hand.
+tests/test_slurm.py runs ``walltime`` (its jobs are lost mid-cell, as ``scancel``'s is); the others are run by hand.
 
 Exit status: 0 passed, 1 a check failed, 3 SLURM could not be set up here (not root, apt failed, a daemon
 did not start): the test (tests/test_slurm.py) skips with the printed reason.

@@ -16,10 +16,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # The estimate keeps its calibration for a restart (typhoon.runner.calibration_cache): a test must calibrate
 # for itself, never reuse what an earlier test or a user's run kept. One fresh cache per test session.
-if "TYPHOON_CACHE_DIR" not in os.environ:
+# Under pytest-xdist every worker is a session of its own and inherits the controller's environment, so the
+# cache this file made in the controller is replaced by one per worker.
+if "TYPHOON_CACHE_DIR" not in os.environ or os.environ.get("TYPHOON_TEST_OWN_CACHE") == "1":
+    import atexit
+    import shutil
     import tempfile
 
-    os.environ["TYPHOON_CACHE_DIR"] = tempfile.mkdtemp(prefix="typhoon-test-cache-")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    os.environ["TYPHOON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"typhoon-test-cache-{worker}-")
+    os.environ["TYPHOON_TEST_OWN_CACHE"] = "1"
+    atexit.register(shutil.rmtree, os.environ["TYPHOON_CACHE_DIR"], ignore_errors=True)
 # Every supported family (typhoon.models.mlm_head.FAMILIES; test_models checks the two agree), listed here so
 # that collecting the tests does not import transformers.
 FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "electra"]
@@ -164,3 +171,16 @@ def _processes_only_in_slow_tests(request, monkeypatch):
     if started:
         pytest.fail(f"starts {started[0]!r} but is not marked slow: mark it @pytest.mark.slow (the fast tier "
                     "starts no process that does real work; tests/conftest.py says why)", pytrace=False)
+
+
+# --- the order, for two workers ------------------------------------------------------------------------------
+# `make test` spreads the files over two pytest-xdist workers (`--dist loadfile --no-loadscope-reorder`: a
+# file's module fixtures, such as test_reproduce's smoke reference run, are made once), handing out files
+# in collection order. The two longest files (docs/testing.md: 10-15 min each on one core) go first, one
+# to each worker, so the rest fills in around them instead of one of them starting last.
+LONGEST_FIRST = ("test_reproduce.py", "test_slurm.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
