@@ -7,10 +7,8 @@ one must match bit for bit (CPU, fixed seeds and threads).
 
 import io
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO
+from smoke_batch import finish, kill_tree, start, wait_for
 
 from typhoon.config import get_profile
 from typhoon.records import provenance, run_record, schema
@@ -29,61 +28,6 @@ GRID = get_profile("smoke").grid()
 GOLDEN = REPO / "tests" / "data" / "smoke_golden.csv"
 METRIC_COLUMNS = ["task", "backbone", "strategy", "seed", "status", "primary_metric", "primary_value",
                   "majority_value", "dev_accuracy", "dev_f1", "dev_mcc"]
-
-
-def start(out: Path, *extra: str, faults=None) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("TYPHOON_FAULT_INJECT", None)
-    if faults:
-        env["TYPHOON_FAULT_INJECT"] = json.dumps(faults)
-    # --no-estimate: the estimate's calibration (typhoon.runner.estimate; tested in test_estimate) would add a minute to
-    # every invocation here
-    cmd = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), "--no-estimate",
-           *extra]
-    log_path = out.parent / f"{out.name}-{time.monotonic_ns()}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    proc.log_path = log_path
-    return proc
-
-
-def finish(proc: subprocess.Popen, timeout: float = 1200) -> tuple[int, str]:
-    code = proc.wait(timeout=timeout)
-    return code, proc.log_path.read_text()
-
-
-def descendants(pid: int) -> list[int]:
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the batch and every process under it (its notebook kernels), as a lost machine would."""
-    for pid in [proc.pid, *descendants(proc.pid)]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait(timeout=60)
-
-
-def wait_for(condition, proc: subprocess.Popen, timeout: float = 900, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert proc.poll() is None, f"the batch ended before {what}: {proc.log_path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def complete_records(out: Path) -> dict[str, int]:
@@ -279,33 +223,3 @@ def test_kill_anywhere_then_resume_gives_the_uninterrupted_results(reference, tm
     assert_untouched(out, done)
     pd.testing.assert_frame_equal(results(out), results(reference), check_exact=True)
     assert (out / "report.html").stat().st_size > 100_000
-
-
-def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
-    out = tmp_path / "out"
-    first = start(out, "--no-analysis")
-    try:
-        holder = out / ".reproduce.lock.pid"  # written once the lock is held (locks.exclusive_lock)
-        wait_for(lambda: holder.exists() and holder.read_text().strip(), first, what="the first batch's lock")
-        second = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out)],
-                                cwd=REPO, capture_output=True, text=True, timeout=600)
-        assert second.returncode == 2
-        assert "in use by another process" in second.stderr
-    finally:
-        kill_tree(first)
-
-
-def test_grid_on_a_dask_cluster(tmp_path):
-    """Cells run on a (local) Dask cluster through the same executor interface as many machines would."""
-    import distributed
-
-    from typhoon.runner.grid import run_grid
-    from typhoon.runner.notebooks import notebooks_dir
-
-    configs = [c for c in GRID if c.backbone == "tiny-random" and c.strategy == "random"]
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            cells = run_grid(configs, tmp_path, notebooks_dir(), executor=client.get_executor())
-    assert list(cells["status"]) == ["ok", "ok"]
-    for config in configs:
-        assert run_record.is_complete(tmp_path / config.relative_dir(), config)

@@ -1,0 +1,47 @@
+"""Two batches on one folder, and a grid on a Dask cluster: the smoke grid's cells as other processes run
+them. Apart from tests/test_reproduce.py, whose smoke reference run this needs none of, so that `make test`'s
+two workers can take the files at once."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+from smoke_batch import kill_tree, start, wait_for
+
+from typhoon.config import get_profile
+from typhoon.records import run_record
+
+pytestmark = pytest.mark.slow
+
+GRID = get_profile("smoke").grid()
+
+
+def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
+    out = tmp_path / "out"
+    first = start(out, "--no-analysis")
+    try:
+        holder = out / ".reproduce.lock.pid"  # written once the lock is held (locks.exclusive_lock)
+        wait_for(lambda: holder.exists() and holder.read_text().strip(), first, what="the first batch's lock")
+        second = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out)],
+                                cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert second.returncode == 2
+        assert "in use by another process" in second.stderr
+    finally:
+        kill_tree(first)
+
+
+def test_grid_on_a_dask_cluster(tmp_path):
+    """Cells run on a (local) Dask cluster through the same executor interface as many machines would."""
+    import distributed
+
+    from typhoon.runner.grid import run_grid
+    from typhoon.runner.notebooks import notebooks_dir
+
+    configs = [c for c in GRID if c.backbone == "tiny-random" and c.strategy == "random"]
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            cells = run_grid(configs, tmp_path, notebooks_dir(), executor=client.get_executor())
+    assert list(cells["status"]) == ["ok", "ok"]
+    for config in configs:
+        assert run_record.is_complete(tmp_path / config.relative_dir(), config)
