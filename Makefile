@@ -50,14 +50,15 @@ $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts
 # -n 2: two pytest-xdist workers, one per core of the 2-core machines CI runs on; whole files go to a
 # worker (loadfile) in the order tests/conftest.py puts them, the two longest first.
 PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: install
-	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 $(XDIST)
 
 test-fast: install
-	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow and not results"
+	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow and not results" $(XDIST)
 
 test-results: install
-	$(OFFLINE) $(BIN)/python -m pytest -q -m results
+	$(OFFLINE) $(BIN)/python -m pytest -q -m results $(XDIST)
 
 reproduce: install
 	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) $(if $(strip $(OUT)),--out $(OUT)) $(if $(strip $(WORKERS)),--workers $(WORKERS))

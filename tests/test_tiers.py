@@ -29,3 +29,27 @@ def test_the_make_targets_select_the_declared_markers():
     assert recipes["test"].split()[3:].count("-m") == 0  # after `python -m pytest`: CI's `make test` runs every tier
     assert '-m "not slow and not results"' in recipes["test-fast"]
     assert "-m results" in recipes["test-results"]
+
+
+def test_make_test_hands_whole_files_to_two_workers_the_longest_first():
+    """`make test` runs on pytest-xdist workers taking whole files (a file's module fixtures made once) in
+    collection order (xdist's own reorder, by test count, would put the two longest files last), and the
+    collection puts the two longest files first, the others in the order pytest found them."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from conftest import LONGEST_FIRST, pytest_collection_modifyitems
+
+    makefile = (REPO / "Makefile").read_text()
+    flags = re.search(r"^XDIST := (.*)$", makefile, re.M).group(1).split()
+    assert flags[:2] == ["-n", "$(PYTEST_WORKERS)"] and "--no-loadscope-reorder" in flags
+    assert flags[flags.index("--dist") + 1] == "loadfile"
+    assert "$(XDIST)" in re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1)
+    assert all((REPO / "tests" / name).is_file() for name in LONGEST_FIRST)
+
+    found = ["test_a.py", "test_slurm.py", "test_b.py", "test_reproduce.py", "test_b.py", "test_c.py"]
+    items = [SimpleNamespace(path=Path("tests") / name, n=i) for i, name in enumerate(found)]
+    pytest_collection_modifyitems(None, items)
+    assert [(item.path.name, item.n) for item in items] == [
+        ("test_reproduce.py", 3), ("test_slurm.py", 1), ("test_a.py", 0), ("test_b.py", 2), ("test_b.py", 4),
+        ("test_c.py", 5)]
