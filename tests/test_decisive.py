@@ -223,3 +223,20 @@ def test_a_design_may_plan_each_comparison_at_its_own_sd():
     bad = dataclasses.replace(profile, design={**profile.design, "planning_sd": {"mrpc": {"typhoon - random": 0.01}}})
     with pytest.raises(ValueError, match=r"planning_sd.mrpc must name each comparison once"):
         decisive.study_design(bad)
+
+
+def test_the_looks_figure_spans_the_designs_looks_while_the_study_is_in_progress(tmp_path, monkeypatch):
+    """At its first look the figure's seed axis runs to the cap, ticked at every registered look (an axis
+    of one look would show 2.9-3.1 seeds); without the looks it is ticked at the looks analysed."""
+    from typhoon.analysis import decisive_figure
+
+    figures = []
+    monkeypatch.setattr(decisive_figure, "save_figure", lambda fig, path, caption: figures.append(fig) or [])
+    history = pd.DataFrame({"task": ["mrpc"] * 2, "comparison": ["typhoon - random", "whole_word - random"],
+                            "n_seeds": 3, "difference": [0.002, -0.001], "ci_low": -np.inf, "ci_high": np.inf,
+                            "tost_low": -5.0, "tost_high": 5.0, "margin": 0.01, "verdict": "continue"})
+    decisive_figure.plot_sequential_looks(history, tmp_path / "looks", looks=(3, 6, 10, 15, 20, 24))
+    decisive_figure.plot_sequential_looks(history, tmp_path / "plain")
+    with_looks, plain = (fig.axes[0] for fig in figures)
+    assert list(with_looks.get_xticks()) == [3, 6, 10, 15, 20, 24] and with_looks.get_xlim() == (2, 25)
+    assert list(plain.get_xticks()) == [3]

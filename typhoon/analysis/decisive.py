@@ -389,7 +389,7 @@ def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_di
         atomic.atomic_write_csv(out_dir / "stats" / f"{name}.csv", frame)
     atomic.atomic_write_csv(out_dir / "results.csv", results)
     if len(history):
-        plot_sequential_looks(history, out_dir / "figures" / "decisive_looks")
+        plot_sequential_looks(history, out_dir / "figures" / "decisive_looks", looks=study.design.looks)
     return tables
 
 

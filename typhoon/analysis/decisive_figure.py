@@ -4,6 +4,7 @@ the TOST interval, in the bundle's figure style (written by :func:`typhoon.analy
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,13 @@ from typhoon.figure_style import MAX_WIDTH_IN, new_figure, save_figure, shared_l
 
 
 @styled
-def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
+def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike,
+                          looks: Sequence[int] | None = None) -> list[Path]:
     """The sequential study look by look (:mod:`typhoon.analysis.sequential`): per task (row) and comparison
     (column), at each look's seed count the paired difference with its repeated CI for "different"
     (thick: it must exclude 0) and its TOST interval (thin: it must lie inside the grey ±margin band),
-    each look's verdict as the marker's colour."""
+    each look's verdict as the marker's colour. The seed axis is ticked at the looks analysed; with the design's ``looks`` it spans
+    and ticks all of them, so a study in progress shows how far it is from its cap."""
     require_plottable(history, ["task", "comparison", "n_seeds", "difference", "ci_low", "ci_high", "tost_low",
                                 "tost_high", "margin", "verdict"], "history")
     tasks, comparisons = list(dict.fromkeys(history["task"])), list(dict.fromkeys(history["comparison"]))
@@ -45,6 +48,9 @@ def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike) ->
             ax.set_title(f"{task}: {name}".replace(" - ", " −\n"), fontsize=8)
             ax.tick_params(labelsize=7.5)
             ax.yaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))
+            ax.set_xticks(list(looks) if looks else sorted(set(history["n_seeds"].astype(int))))
+            if looks:
+                ax.set_xlim(looks[0] - 1, looks[-1] + 1)
             if i == len(tasks) - 1:
                 ax.set_xlabel("seeds", fontsize=8)
         axes[i, 0].set_ylabel(f"{task} difference", fontsize=8)
