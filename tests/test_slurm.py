@@ -1,5 +1,5 @@
 """A real SLURM: ``scripts/slurm_check.py`` starts a one-node SLURM (Debian's slurm-wlm and munge, on
-localhost) and runs the smoke grid through ``reproduce --cluster slurm`` with jobs whose walltime is shorter
+localhost) and runs the smoke profile's six tiny cells through ``reproduce --cluster slurm`` with jobs whose walltime is shorter
 than the grid; the grid must end with every cell ok and the local run's table. Jobs ended by their walltime
 are lost mid-cell, so this one mode exercises what every lost job needs: the cell retried on a
 replacement job, its temp notebook gone, the job replaced. The check's other modes (``plain``; ``scancel``, a
