@@ -161,6 +161,12 @@ def _mixed(value) -> str:
     return "" if pd.isna(value) or not str(value).strip() else seed_span(str(value).split())
 
 
+def _named(rows: pd.DataFrame, power: str, sd: str) -> str:
+    """Comparisons named with a probability and the sd it was simulated at: 'cola a - b 0.49 (sd 0.0280); ...'."""
+    return "; ".join(f"{task} {comparison} {probability(p)} (sd {s:.4f})"
+                     for task, comparison, p, s in zip(rows["task"], rows["comparison"], rows[power], rows[sd], strict=True))
+
+
 def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
     """How likely the design was to decide each comparison, at the planning sds (stats/design.csv) and at the
     sds measured on each comparison's seeds (stats/verdicts.csv ``power_at_cap`` at ``power_sd``).
@@ -177,8 +183,7 @@ def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
         short = design[design["p_decided_at_0"] < target]
         head += (f"at the planning sds, one per comparison (`stats/design.csv`), {len(design) - len(short)} of "
                  f"{len(design)} comparisons reach the ≥ {target:g} the cap was chosen for"
-                 + (" (" + "; ".join(f"{r.task} {r.comparison} {probability(r.p_decided_at_0)} (sd {r.planning_sd:.4f})"
-                                     for r in short.itertuples()) + ")" if len(short) else ""))
+                 + (f" ({_named(short, 'p_decided_at_0', 'planning_sd')})" if len(short) else ""))
     else:
         plan = design.drop_duplicates("task")
         at_plan = ", ".join(f"{task} {probability(p)} (sd {sd:.4f})"
@@ -195,8 +200,7 @@ def power_sentence(verdicts: pd.DataFrame, design: pd.DataFrame) -> str:
         so_far = f"; {span} seeds so far, a rough estimate"
     return (head + "; at the sd of the paired differences measured on each comparison's seeds (`power_at_cap` "
             f"at `power_sd` in `stats/verdicts.csv`{so_far}) {len(below)} of {len(measured)} comparisons fall below {target:g}"
-            + (": " + "; ".join(f"{r.task} {r.comparison} {probability(r.power_at_cap)} (sd {r.power_sd:.4f})"
-                                for r in below.itertuples()) if len(below) else "") + ".")
+            + (f": {_named(below, 'power_at_cap', 'power_sd')}" if len(below) else "") + ".")
 
 
 # the verdict without the mixed seeds, in words where the bare verdict would mislead
