@@ -5,7 +5,8 @@ Installs Debian's ``slurm-wlm`` and ``munge`` if they are missing (as root), wri
 munged, slurmctld and slurmd, and runs the smoke profile's six tiny cells (on less data: :data:`PROFILES`,
 the same in every run) four times:
 
-- ``local``: ``reproduce`` on this machine, the reference table;
+- ``local``: the reference table: the same cells trained one after another in this script's process (no
+  notebook, no cluster), as :func:`run_local` says why;
 - ``plain``: ``--cluster slurm`` with two jobs;
 - ``scancel``: the same, with one job cancelled while its cell is mid-run (the cell must run again on a
   replacement job, and its temp notebook must go);
@@ -331,6 +332,30 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     return {"mode": mode, "seconds": seconds, "results": results, "verdicts": verdicts, "problems": problems}
 
 
+def run_local(root: Path) -> dict:
+    """The grid modes' reference table: the tiny grid's six cells trained one after another in this process,
+    then ``results.csv`` rebuilt from their records as the grid rebuilds it. A cell's record does not depend on
+    the process or the notebook that trains it (tests/test_pipeline.py checks that bit for bit), and one import
+    of the training stack here costs about 10 s where ``reproduce``'s six notebook kernels cost a minute."""
+    (root / "profiles.toml").write_text(PROFILES)
+    os.environ["TYPHOON_PROFILES"] = str(root / "profiles.toml")  # before typhoon.config first reads the profiles
+    sys.path.insert(0, str(REPO))
+    from typhoon.config import get_profile
+    from typhoon.records import result_rows
+    from typhoon.training import run as training_run
+
+    out, started = root / "out-local", time.monotonic()
+    grid = get_profile("tiny-grid").grid()
+    say(f"local: the {len(grid)} cells of tiny-grid in this process")
+    for config in grid:
+        training_run.run(config, out, progress=False)  # a cell that fails raises, and the check fails with it
+    result_rows.collect_results(out, grid).to_csv(out / "results.csv", index=False)
+    results = pd.read_csv(out / "results.csv")  # the dtypes the cluster run's results.csv is read with
+    seconds = time.monotonic() - started
+    say(f"local: {len(grid)} cells in {seconds:.0f} s")
+    return {"mode": "local", "seconds": seconds, "results": results, "verdicts": None, "problems": []}
+
+
 def cancel_mid_cell(out: Path, slurm: OneNodeSlurm, process: subprocess.Popen, timeout_s: float = 600) -> str | None:
     """``scancel`` a running job once a cell is mid-training (a progress file exists, written by the cell's
     kernel); returns the job id."""
@@ -380,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         except (SetupError, OSError, subprocess.SubprocessError) as err:
             print(f"SKIP: SLURM cannot run here: {err}", flush=True)
             return SKIP
-        runs = [run_mode("local", root, None, args.walltime)] if set(modes) - {"design"} else []
+        runs = [run_local(root)] if set(modes) - {"design"} else []
         if "design" in modes:
             runs.append(run_mode("design-local", root, None, args.walltime))
         local = {run["mode"]: run for run in runs}
