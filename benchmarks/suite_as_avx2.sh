@@ -15,7 +15,11 @@ set -euo pipefail
 log=$(realpath -m "$1"); shift
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$repo/.venv/bin/python}
-[ $# -gt 0 ] || set -- -q -p no:cacheprovider --durations=0 -n 2 --dist loadfile --no-loadscope-reorder
+if [ $# -eq 0 ]; then  # the whole suite with `make test`'s workers, read from the Makefile (their one home)
+    read -r -a xdist < <(make -s -C "$repo" --no-print-directory \
+        --eval="suite-as-avx2-xdist: ; @printf '%s\n' '\$(XDIST)'" suite-as-avx2-xdist)
+    set -- -q -p no:cacheprovider --durations=0 "${xdist[@]}"
+fi
 cpuinfo=$(mktemp)
 trap 'rm -f "$cpuinfo"' EXIT
 sed -E 's/ (avx512[a-z0-9_]*|amx_[a-z0-9]*)//g' /proc/cpuinfo > "$cpuinfo"
@@ -37,6 +41,7 @@ status=$?
 read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ < /proc/stat
 busy=$(( (u1 - u0) + (n1 - n0) + (s1 - s0) + (q1 - q0) + (sq1 - sq0) ))
 total=$(( busy + (i1 - i0) + (w1 - w0) + (st1 - st0) ))
+total=$(( total > 0 ? total : 1 ))  # a run shorter than one clock tick
 echo "pytest exit $status in $(( $(date +%s) - start )) s; cores busy $(( 100 * busy / total )) %" \
      "($(( busy / $(getconf CLK_TCK) )) core-seconds); log: $log"
 tail -1 "$log"

@@ -287,7 +287,6 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
                                             "jobs": 1 if mode == "walltime" else 2}
     env = {**(slurm.env if slurm else os.environ), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    (root / "profiles.toml").write_text(PROFILES)
     env["TYPHOON_PROFILES"] = str(root / "profiles.toml")
     say(f"{mode}: {' '.join(reproduce_command(out, cluster, design)[1:])}")
     started = time.monotonic()
@@ -337,7 +336,6 @@ def run_local(root: Path) -> dict:
     then ``results.csv`` rebuilt from their records as the grid rebuilds it. A cell's record does not depend on
     the process or the notebook that trains it (tests/test_pipeline.py checks that bit for bit), and one import
     of the training stack here costs about 10 s where ``reproduce``'s six notebook kernels cost a minute."""
-    (root / "profiles.toml").write_text(PROFILES)
     os.environ["TYPHOON_PROFILES"] = str(root / "profiles.toml")  # before typhoon.config first reads the profiles
     sys.path.insert(0, str(REPO))
     from typhoon.config import get_profile
@@ -396,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if set(modes) - set(MODES):
         parser.error(f"unknown mode(s) {sorted(set(modes) - set(MODES))}")
     root = Path(tempfile.mkdtemp(prefix="typhoon-slurm-check-"))
+    (root / "profiles.toml").write_text(PROFILES)  # every run's profiles, the local reference's and the jobs'
     slurm = None
     try:
         try:
