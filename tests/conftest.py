@@ -175,7 +175,7 @@ def _processes_only_in_slow_tests(request, monkeypatch):
 
 # --- the order, for two workers ------------------------------------------------------------------------------
 # `make test` spreads the files over two pytest-xdist workers (`--dist loadfile --no-loadscope-reorder`: a
-# file's module fixtures, such as test_reproduce's smoke reference run, are made once), handing out files
+# file's module fixtures, such as test_reproduce's smoke run, are made once), handing out files
 # in collection order. The two longest files (docs/testing.md: 10-15 min each on one core) go first, one
 # to each worker, so the rest fills in around them instead of one of them starting last.
 LONGEST_FIRST = ("test_reproduce.py", "test_slurm.py")

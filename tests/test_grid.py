@@ -219,3 +219,23 @@ def test_usable_cores_honour_a_container_quota(tmp_path):
     assert machine.usable_cores(cpu_max) == 1
     cpu_max.write_text("max 100000\n")
     assert machine.usable_cores(cpu_max) == machine.usable_cores(tmp_path / "none")
+
+
+def test_a_complete_record_without_its_notebook_is_run_again_unless_it_was_copied(tmp_path):
+    """A batch killed after a cell's kernel wrote the record but before its notebook was published: the cell is
+    not done (the rerun executes its notebook, which reuses the record); a record copied from another folder is
+    done without one (its source may have none); an incomplete record is never done."""
+    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
+    run_dir = tmp_path / config.relative_dir()
+    assert not grid.cell_is_done(config, tmp_path)
+    run_record.write_record(run_dir, config, {"status": "failed", "error": "x"})
+    assert not grid.cell_is_done(config, tmp_path)
+    run_record.write_record(run_dir, config, {"status": "ok"})
+    assert run_record.is_complete(run_dir, config) and not grid.cell_is_done(config, tmp_path)
+    notebook = notebooks.cell_notebook(config, tmp_path)
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("{}")
+    assert grid.cell_is_done(config, tmp_path)
+    notebook.unlink()
+    run_record.write_record(run_dir, config, {"status": "ok", "reused_from": {"profile": "cpu", "record": "x"}})
+    assert grid.cell_is_done(config, tmp_path)

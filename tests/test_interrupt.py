@@ -216,3 +216,25 @@ def test_resume_command_and_exit_codes():
     assert stop.Interrupted(signal.SIGINT).exit_code == 130
     assert stop.Interrupted(signal.SIGTERM).exit_code == 143
     assert stop.as_interrupted(KeyboardInterrupt()).signal_name == "SIGINT"
+
+
+def test_a_batch_start_removes_a_killed_cells_lock_and_progress_file_but_not_a_live_ones(tmp_path):
+    """A cell killed just after its record was written is complete, so no rerun trains it and removes its lock and
+    progress file: the next batch's start does (``clean_dead_writers``), sparing live writers and resume states."""
+    from typhoon.config import resolve
+
+    config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 1})
+    run_dir = tmp_path / config.relative_dir()
+    with locks.record_lock(run_dir):
+        run_record.write_record(run_dir, config, {"status": "ok"})
+    folder, dead = run_dir.parent, 2**22 + 4321  # above Linux's pid_max: no such process
+    (folder / ".seed1.lock").write_text("")  # the killed kernel's lock, no longer held
+    atomic.atomic_write_json(folder / ".seed1.progress.json", {"pid": dead})  # ... and its progress file
+    atomic.atomic_write_json(folder / ".seed2.progress.json", {"pid": os.getpid()})  # a live run's
+    resume_state = run_record.resume_state_path(folder / "seed3")
+    resume_state.write_bytes(b"state")
+    with locks.record_lock(folder / "seed4"):  # held by a live writer while the batch starts
+        stop.clean_dead_writers(tmp_path)
+        assert (folder / ".seed4.lock").exists()
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["seed1", ".seed2.progress.json", resume_state.name])
+    assert run_record.is_complete(run_dir, config)

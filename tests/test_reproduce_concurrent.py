@@ -1,5 +1,5 @@
 """Two batches on one folder, and a grid on a Dask cluster: the smoke grid's cells as other processes run
-them. Apart from tests/test_reproduce.py, whose smoke reference run this needs none of, so that `make test`'s
+them. Apart from tests/test_reproduce.py, whose killed-and-resumed smoke run this needs none of, so that `make test`'s
 two workers can take the files at once."""
 
 import subprocess

@@ -54,7 +54,7 @@ from typhoon.runner.notebooks import (
     notebooks_dir,
     scrub_notebook,
 )
-from typhoon.runner.stop import clean_stale_staging
+from typhoon.runner.stop import clean_dead_writers
 from typhoon.training import device_settings, progress_file
 
 
@@ -183,17 +183,29 @@ def cell_outcome(future, config: RunConfig, out_dir: Path) -> dict:
         return result_rows.status_row(config, "failed", error=error)
 
 
+def cell_is_done(config: RunConfig, out_dir: Path) -> bool:
+    """The cell has a complete record and its executed notebook (a record copied from elsewhere needs none: its
+    source may have had none). A batch killed between the two -- the kernel had written the record, the notebook
+    was not yet published -- leaves a record that must not be retrained but a notebook and figures still to
+    make: such a cell runs again, and its notebook's kernel reuses the record (``training.run``)."""
+    run_dir = out_dir / config.relative_dir()
+    if not run_record.is_complete(run_dir, config):
+        return False
+    return cell_notebook(config, out_dir).is_file() or "reused_from" in run_record.read_json(run_dir / "metrics.json")
+
+
 def run_grid(configs: list[RunConfig], out_dir: Path, nb_dir: Path, workers: int = 1,
              executor: Executor | None = None, on_done: Callable[[dict], None] | None = None,
              monitor: progress.GridMonitor | None = None) -> pd.DataFrame:
-    """Run every incomplete cell (in parallel with ``workers`` > 1); returns one status row per cell.
+    """Run every cell not done (:func:`cell_is_done`; in parallel with ``workers`` > 1); returns one status row
+    per cell.
 
     ``on_done`` is called with each cell's status row as the cell finishes (in this thread). ``monitor``
     shows the running cells' progress (default: a :class:`typhoon.runner.progress.GridMonitor` on stdout).
     Anything that ends the grid early -- Ctrl-C / SIGTERM (``KeyboardInterrupt``), a full disk -- stops
     the cells still running (:func:`stop_cells`) and is re-raised.
     """
-    todo = [c for c in configs if not run_record.is_complete(out_dir / c.relative_dir(), c)]
+    todo = [c for c in configs if not cell_is_done(c, out_dir)]
     rows = [result_rows.status_row(c, "skipped") for c in configs if c not in todo]
     gpus = gpu_devices()
     monitor = monitor or progress.GridMonitor(out_dir, todo, len(rows))
@@ -345,12 +357,14 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             log.write(line)
         numerics = device_settings.check_numerics(configs, out_dir, allow_mixed_precision)
         started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
-        clean_stale_staging(out_dir)
+        clean_dead_writers(out_dir)
         command = provenance.invocation()
-        todo = [c for c in configs if not run_record.is_complete(out_dir / c.relative_dir(), c)]
+        todo = [c for c in configs if not cell_is_done(c, out_dir)]
         for config in todo:  # a damaged or stale record is replaced: say so, naming the file and the error
-            why = run_record.why_incomplete(out_dir / config.relative_dir(), config)
-            if why and why != "no record yet":
+            why = (run_record.why_incomplete(out_dir / config.relative_dir(), config)
+                   or "complete, but its notebook is missing (a batch was killed before publishing it): the "
+                      "notebook is executed again and reuses the record")
+            if why != "no record yet":
                 print(f"{config.relative_dir().as_posix()}: {why}", flush=True)
                 log.write(f"{config.relative_dir().as_posix()}: {why}")
         log.write(f"reproduce started: profile {spec.name}, {len(configs)} cells ({len(todo)} to run, "

@@ -83,7 +83,7 @@ def reproduce_decisive(profile: str, out_dir: str | Path | None = None, *, worke
             print(f"reused {copied['record_path']} from {copied['reused_from']}")
             if commit_records:
                 provenance.commit_cell(out_dir, {**copied, "status": "ok", "notebook": None})
-        stop.clean_stale_staging(out_dir)
+        stop.clean_dead_writers(out_dir)
         log.write(f"reproduce (sequential design) started: profile {spec.name}, output {paths.shown(out_dir)}")
 
         def on_done(row: dict) -> None:

@@ -193,19 +193,26 @@ def clean_stale_staging(out_dir: Path, own: bool = False) -> None:
             path.unlink(missing_ok=True)
 
 
-def clean_after_stop(out_dir: Path) -> None:
-    """Remove what stopped or killed writers left under ``out_dir``: staging folders and temp files
-    (:func:`clean_stale_staging`), unlocked record locks, progress files of dead
-    processes, and the empty folders a run made for a record it never wrote."""
+def clean_dead_writers(out_dir: Path, own: bool = False) -> None:
+    """Remove what writers that died left under ``out_dir``: staging folders and temp files
+    (:func:`clean_stale_staging`), record locks no live process holds, and progress files of dead processes.
+    A batch runs it as it starts: a cell killed after its record was written (complete, so never rerun) leaves
+    its lock and progress file, and only a clean-up of the whole folder removes them. Live writers' files stay."""
     from typhoon.records import locks
     from typhoon.runner import progress
 
-    out_dir = Path(out_dir)
-    clean_stale_staging(out_dir, own=True)  # this process's temp notebooks too: its cells have stopped
-    runs = out_dir / "runs"
-    for lock in runs.glob("*/*/*/.seed*.lock"):
+    clean_stale_staging(out_dir, own=own)
+    for lock in (Path(out_dir) / "runs").glob("*/*/*/.seed*.lock"):
         locks.remove_stale_lock(lock)
     progress.remove_stale_progress(out_dir)
+
+
+def clean_after_stop(out_dir: Path) -> None:
+    """Remove what stopped or killed writers left under ``out_dir`` (:func:`clean_dead_writers`, this process's
+    temp notebooks too: its cells have stopped), and the empty folders a run made for a record it never wrote."""
+    out_dir = Path(out_dir)
+    clean_dead_writers(out_dir, own=True)
+    runs = out_dir / "runs"
     for tree in (runs, out_dir / "notebooks"):
         # only empty ones go, and never a hidden one: that is a live writer's staging folder
         folders = [tree, *(p for p in tree.rglob("[!.]*") if p.is_dir())] if tree.is_dir() else []
