@@ -47,3 +47,14 @@ def test_redact_makes_this_machines_paths_relative(monkeypatch, tmp_path):
                      "~/.cache/hf but /rootfs/data stays; data $TYPHOON_GLUE_DIR/MRPC; out_dir = \".\"")
     assert paths.shown(out / "stats" / "summary.csv", out) == "stats/summary.csv"
     assert paths.shown(REPO / "results" / "cpu") == "results/cpu"
+
+
+def test_redact_knows_a_site_packages_reached_through_a_symlink(monkeypatch, tmp_path):
+    """A venv linked from elsewhere (``.venv -> /shared/venv``) appears in tracebacks under either spelling."""
+    real = tmp_path / "shared" / "lib" / "site-packages"
+    real.mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(tmp_path / "shared", target_is_directory=True)
+    linked = tmp_path / "linked" / "lib" / "site-packages"
+    monkeypatch.setattr(sys, "path", [str(linked), *sys.path])
+    assert paths.redact(f"{linked}/tqdm/auto.py and {real}/torch/nn.py") == \
+        "<site-packages>/tqdm/auto.py and <site-packages>/torch/nn.py"

@@ -194,7 +194,8 @@ def redact(text: str, base: str | os.PathLike | None = None) -> str:
         prefixes.append((Path(base).resolve(), ""))
     prefixes.append((repo_root().resolve(), ""))
     site = [Path(p) for p in sys.path if p.endswith("site-packages")]
-    prefixes += [(p.resolve(), "<site-packages>/") for p in site if p.is_dir()]
+    # both spellings: a venv reached through a symlink (say, .venv -> a shared one) shows up in paths either way
+    prefixes += [(q, "<site-packages>/") for p in site if p.is_dir() for q in {p.absolute(), p.resolve()}]
     prefixes.append((Path(sys.prefix).resolve(), "<python>/"))
     prefixes.append((Path.home().resolve(), "~/"))
     prefixes += [(Path(os.environ[var]).resolve(), f"${var}/") for var in ENV_FOLDERS if os.environ.get(var)]
