@@ -1,5 +1,5 @@
-"""Two batches on one folder, and a grid on a Dask cluster: the smoke grid's cells as other processes run
-them. Apart from tests/test_reproduce.py, whose killed-and-resumed smoke run this needs none of, so that `make test`'s
+"""A second batch on a folder in use, and a grid on a Dask cluster: the smoke grid's cells as other processes
+run them. Apart from tests/test_reproduce.py, whose killed-and-resumed smoke run this needs none of, so that `make test`'s
 two workers can take the files at once."""
 
 import subprocess
@@ -7,10 +7,9 @@ import sys
 
 import pytest
 from conftest import REPO
-from smoke_batch import kill_tree, start, wait_for
 
 from typhoon.config import get_profile
-from typhoon.records import run_record
+from typhoon.records import locks, run_record
 
 pytestmark = pytest.mark.slow
 
@@ -18,17 +17,16 @@ GRID = get_profile("smoke").grid()
 
 
 def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
+    """While another process holds the folder's lock -- this test, with the lock a running batch takes
+    (``locks.output_folder_lock``), instead of a batch that would train until killed -- ``reproduce`` exits 2."""
     out = tmp_path / "out"
-    first = start(out, "--no-analysis")
-    try:
-        holder = out / ".reproduce.lock.pid"  # written once the lock is held (locks.exclusive_lock)
-        wait_for(lambda: holder.exists() and holder.read_text().strip(), first, what="the first batch's lock")
+    out.mkdir()
+    with locks.output_folder_lock(out):
         second = subprocess.run([sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out)],
                                 cwd=REPO, capture_output=True, text=True, timeout=600)
-        assert second.returncode == 2
-        assert "in use by another process" in second.stderr
-    finally:
-        kill_tree(first)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "in use by another process" in second.stderr
+    assert not (out / "runs").exists()  # refused before anything was written
 
 
 def test_grid_on_a_dask_cluster(tmp_path):

@@ -34,6 +34,7 @@ from typhoon.paths import (
     is_file_system_error,
     resolve_out_dir,
 )
+from typhoon.records import locks
 from typhoon.runner import stop
 from typhoon.runner.options import ReproduceOptions  # light: it imports the runners when it runs
 
@@ -191,11 +192,8 @@ def parse_scheduler_options(pairs: list[str] | None) -> dict | None:
 
 
 def user_errors() -> tuple[type[Exception], ...]:
-    """The errors that mean bad input (a message and exit 2, no traceback). The records module, which
-    defines LockedError, is imported here, when an error happens, not for every ``--help``."""
-    from typhoon.records.locks import LockedError
-
-    return ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError
+    """The errors that mean bad input (a message and exit 2, no traceback)."""
+    return ValueError, FileNotFoundError, locks.LockedError, ConnectionError, OutputPathError
 
 
 def strategies_on_command_line(argv: list[str]) -> list[str]:
@@ -404,9 +402,11 @@ def _decisive_tables(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
     overrides = parse_overrides(args.set, named_strategies(args))
+    options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
+    if not (options.estimate_only or args.cluster):  # a folder in use is said before the imports below
+        locks.check_folder_free(resolve_out_dir(options.out_dir, options.profile))
     from typhoon.runner.grid import dask_executor
 
-    options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
     if options.estimate_only:
         print(options.run().text(max_cells=10**6))
         return 0

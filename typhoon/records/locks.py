@@ -59,6 +59,17 @@ def output_folder_lock(out_dir: Path):
     return exclusive_lock(Path(out_dir) / ".reproduce.lock", f"output folder {out_dir}")
 
 
+def check_folder_free(out_dir: Path) -> None:
+    """Raise :class:`LockedError` now if another process holds ``out_dir``'s lock (:func:`output_folder_lock`).
+
+    A batch asks this before it loads the training stack (about 15 s of imports), so a second batch on a folder in
+    use is refused at once; it still takes the lock itself afterwards, which is what keeps two batches apart.
+    Without a lock file nobody holds it, and nothing is created."""
+    if (Path(out_dir) / ".reproduce.lock").exists():
+        with output_folder_lock(out_dir):
+            pass  # free (a killed holder's file): released, and its file removed, at once
+
+
 def pid_alive(pid) -> bool:
     """Whether a process ``pid`` (an int from a temp name or a progress file) still runs on this machine."""
     if not isinstance(pid, int) or pid <= 0:
