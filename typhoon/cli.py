@@ -340,7 +340,9 @@ def check_input(args: argparse.Namespace) -> None:
         for folder in args.reuse_from:
             check_reuse_source(folder)
         if not (args.estimate or args.job_script):  # these print and write nothing
-            check_can_write(resolve_out_dir(args.out, profile.name))
+            out_dir = resolve_out_dir(args.out, profile.name)
+            check_can_write(out_dir)
+            locks.check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
     elif args.command == "kl-gap":
         from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
 
@@ -402,11 +404,9 @@ def _decisive_tables(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
     overrides = parse_overrides(args.set, named_strategies(args))
-    options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
-    if not (options.estimate_only or args.cluster):  # a folder in use is said before the imports below
-        locks.check_folder_free(resolve_out_dir(options.out_dir, options.profile))
     from typhoon.runner.grid import dask_executor
 
+    options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
     if options.estimate_only:
         print(options.run().text(max_cells=10**6))
         return 0

@@ -56,7 +56,11 @@ def exclusive_lock(path: Path, what: str, wait_s: float = 0.0):
 def output_folder_lock(out_dir: Path):
     """The lock a ``reproduce`` (or a re-analysis of its records) holds on its output folder: one writer
     of its records and tables at a time."""
-    return exclusive_lock(Path(out_dir) / ".reproduce.lock", f"output folder {out_dir}")
+    return exclusive_lock(_folder_lock_path(out_dir), f"output folder {out_dir}")
+
+
+def _folder_lock_path(out_dir: Path) -> Path:
+    return Path(out_dir) / ".reproduce.lock"
 
 
 def check_folder_free(out_dir: Path) -> None:
@@ -65,7 +69,7 @@ def check_folder_free(out_dir: Path) -> None:
     A batch asks this before it loads the training stack (about 15 s of imports), so a second batch on a folder in
     use is refused at once; it still takes the lock itself afterwards, which is what keeps two batches apart.
     Without a lock file nobody holds it, and nothing is created."""
-    if (Path(out_dir) / ".reproduce.lock").exists():
+    if _folder_lock_path(out_dir).exists():
         with output_folder_lock(out_dir):
             pass  # free (a killed holder's file): released, and its file removed, at once
 
