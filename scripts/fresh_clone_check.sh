@@ -5,7 +5,7 @@
 #
 #   scripts/fresh_clone_check.sh [REV]      (default HEAD; only committed files are cloned)
 #
-# Takes a while: make install (~2 min), the whole test suite, the smoke grid. The folder is left in
+# Takes a while: make install (~30 s), the whole test suite, the smoke grid. The folder is left in
 # place for inspection; its path is printed first.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
