@@ -27,9 +27,10 @@ install: $(VENV)/.installed-$(TORCH_VARIANT)
 
 # The lock first (every package but torch, hash-checked, no resolution), then torch, then the package
 # itself, built with the locked setuptools (no isolated build env to download).
-# The lock goes in with uv: it downloads in parallel and compiles no bytecode up front, 19 s where pip took
-# 115 s (benchmarks/bench_install.sh). uv itself comes first, with pip, from its own hash-pinned lines of the
-# lock. uv reads no pip configuration, so where it cannot get the packages (a mirror named only in pip.conf),
+# The lock goes in with uv: it downloads in parallel and byte-compiles on every core, 67 s where pip took
+# 212 s on a 2-core Xeon (benchmarks/bench_install.sh, docs/install.md). Compiled up front because where
+# PYTHONDONTWRITEBYTECODE is set, every process would compile each module it imports anew. uv itself comes
+# first, with pip, from its own hash-pinned lines of the lock. uv reads no pip configuration, so where it cannot get the packages (a mirror named only in pip.conf),
 # pip installs the same lock.
 $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts/install_torch.sh
 	$(PYTHON) -m venv $(VENV)
