@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -278,3 +281,18 @@ def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_p
     assert {t.get_text() for t in fig.legends[0].get_texts()} == {"theory (Holm) agrees", "theory (Holm) disagrees"}
     with pytest.raises(ValueError, match="full_mask_loss_diff"):
         figures.plot_schedule_comparisons(table.drop(columns="full_mask_loss_diff"), tmp_path / "bad")
+
+
+def test_the_palette_is_seaborns_colorblind_without_importing_seaborn():
+    """figure_style spells out seaborn's "colorblind" palette so that no figure module imports seaborn (about a
+    second of every notebook kernel's start); the colours, cycling past ten, are seaborn's own."""
+    import seaborn as sns
+
+    for n in (1, 2, 4, 10, 13):
+        assert figure_style.colorblind(n) == list(sns.color_palette("colorblind", n))
+    palette = figure_style.strategy_palette(["whole_word", "random", "typhoon", "random"])
+    assert palette == dict(zip(["random", "typhoon", "whole_word"], sns.color_palette("colorblind", 3), strict=True))
+    package = Path(figure_style.__file__).parent
+    importers = [str(p.relative_to(package)) for p in package.rglob("*.py")
+                 if re.search(r"^\s*(import seaborn|from seaborn)", p.read_text(encoding="utf-8"), flags=re.M)]
+    assert importers == []

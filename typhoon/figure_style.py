@@ -20,9 +20,9 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
 from cycler import cycler  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from typhoon.atomic import written_atomically
@@ -31,6 +31,17 @@ from typhoon.atomic import written_atomically
 # a session that already imported pyplot keeps its backend; figures here never use pyplot anyway.
 if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
     matplotlib.use("Agg")
+
+# seaborn's "colorblind" palette (seaborn.palettes.SEABORN_PALETTES), spelled out: importing seaborn for its
+# ten colours cost every notebook kernel about a second.
+COLORBLIND = tuple(to_rgb(hex_colour) for hex_colour in (
+    "#0173B2", "#DE8F05", "#029E73", "#D55E00", "#CC78BC", "#CA9161", "#FBAFE4", "#949494", "#ECE133", "#56B4E9"))
+
+
+def colorblind(n: int) -> list[tuple[float, float, float]]:
+    """The first ``n`` colours of :data:`COLORBLIND`, cycling past ten (as ``seaborn.color_palette`` does)."""
+    return [COLORBLIND[i % len(COLORBLIND)] for i in range(n)]
+
 
 DPI = 150
 MAX_WIDTH_IN = 7.3  # 1095 px at DPI: the report's column (typhoon.report.html.REPORT_WIDTH_PX) shows it unscaled
@@ -41,7 +52,7 @@ STYLE = {
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "0.92",
     "grid.linewidth": 0.6, "axes.axisbelow": True, "lines.linewidth": 1.4, "lines.markersize": 4,
     "axes.formatter.useoffset": False,  # "+1.031e1" offsets hide the values a reader wants
-    "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")), "savefig.dpi": DPI,
+    "axes.prop_cycle": cycler(color=COLORBLIND), "savefig.dpi": DPI,
 }
 
 
@@ -103,5 +114,4 @@ def shared_legend(fig: Figure, axes, ncols: int | None = None) -> None:
 def strategy_palette(strategies: Iterable[str]) -> dict[str, tuple]:
     """A stable colour per strategy (sorted names -> colorblind palette), shared by all figures."""
     names = sorted(dict.fromkeys(str(s) for s in strategies))
-    colors = sns.color_palette("colorblind", max(len(names), 1))
-    return {s: colors[i % len(colors)] for i, s in enumerate(names)}
+    return dict(zip(names, colorblind(len(names)), strict=True))

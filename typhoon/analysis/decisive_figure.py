@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from typhoon.analysis.run_summary import require_plottable
-from typhoon.figure_style import MAX_WIDTH_IN, new_figure, save_figure, shared_legend, styled
+from typhoon.figure_style import MAX_WIDTH_IN, colorblind, new_figure, save_figure, shared_legend, styled
 
 
 @styled
@@ -28,7 +27,7 @@ def plot_sequential_looks(history: pd.DataFrame, out_path: str | os.PathLike,
                                 "tost_high", "margin", "verdict"], "history")
     tasks, comparisons = list(dict.fromkeys(history["task"])), list(dict.fromkeys(history["comparison"]))
     colours = dict(zip(["continue", "equivalent", "different", "undecided at cap"],
-                       sns.color_palette("colorblind", 4), strict=True))
+                       colorblind(4), strict=True))
     fig = new_figure(MAX_WIDTH_IN, 1.0 + 2.0 * len(tasks))
     axes = np.atleast_2d(fig.subplots(len(tasks), len(comparisons), sharex=True, squeeze=False))
     for i, task in enumerate(tasks):

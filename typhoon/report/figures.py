@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from typhoon.analysis import run_summary
 from typhoon.figure_style import (
     MAX_WIDTH_IN,
+    colorblind,
     new_figure,
     save_figure,
     shared_legend,
@@ -242,7 +242,7 @@ def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) 
     run_summary.require_plottable(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
                      "full_mask_loss_diff", "full_mask_loss_ci_low", "full_mask_loss_ci_high", "theory"], "schedule table")
     df = table.reset_index(drop=True)
-    agrees, disagrees = sns.color_palette("colorblind", 2)
+    agrees, disagrees = colorblind(2)
     colours = {"agrees": agrees, "disagrees": disagrees, "not decided": "0.55"}  # undecided: grey, not a third hue
     fig = new_figure(MAX_WIDTH_IN, 1.5 + 0.42 * len(df))
     metric_ax, loss_ax = fig.subplots(1, 2, sharey=True)

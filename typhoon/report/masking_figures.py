@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter  # noqa: E402
 
 from typhoon.analysis.run_summary import require_plottable
 from typhoon.figure_style import (
     MAX_WIDTH_IN,
     MIN_FONT_PT,
+    colorblind,
     legend_handles,
     new_figure,
     save_figure,
@@ -110,7 +110,7 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
     df["label"] = [f"{m} (τ = {t:g})" if np.isfinite(t) else m for m, t in zip(df["method"], df["tau"].astype(float),
                                                                                  strict=True)]
     labels = list(dict.fromkeys(df["label"]))
-    colors = dict(zip(labels, sns.color_palette("colorblind", len(labels)), strict=True))
+    colors = dict(zip(labels, colorblind(len(labels)), strict=True))
     fig = new_figure(MAX_WIDTH_IN, 6.2)
     grid = fig.subplots(2, 2)
     axes = [grid[0, 0], grid[0, 1], grid[1, 0]]

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import seaborn as sns
 from matplotlib.ticker import NullFormatter
 
 from typhoon.analysis.identifiability.experiments import (
@@ -20,7 +19,7 @@ from typhoon.analysis.identifiability.experiments import (
     TextStudy,
     range_label,
 )
-from typhoon.figure_style import MAX_WIDTH_IN, new_figure, save_figure, shared_legend, styled
+from typhoon.figure_style import MAX_WIDTH_IN, colorblind, new_figure, save_figure, shared_legend, styled
 
 
 @styled
@@ -29,7 +28,7 @@ def plot_discrepancy_decay(study: DiscrepancyStudy, out_path: str | os.PathLike)
     ``v_min``, per schedule family, on a log scale. Right: the distance of the joint laws (TV, KL)."""
     table = study.table
     families = list(dict.fromkeys(table["family"]))
-    colors = dict(zip(families, sns.color_palette("colorblind", len(families)), strict=True))
+    colors = dict(zip(families, colorblind(len(families)), strict=True))
     quantities = {"discrepancy": ("-", "o", "exact"), "second_order": ("--", None, "second order"),
                   "upper_bound": (":", None, "upper bound")}
     fig = new_figure(MAX_WIDTH_IN, 4.4)
