@@ -30,8 +30,8 @@ install: $(VENV)/.installed-$(TORCH_VARIANT)
 # The lock goes in with uv: it downloads in parallel and byte-compiles on every core, 67 s where pip took
 # 212 s on a 2-core Xeon (benchmarks/bench_install.sh, docs/install.md). Compiled up front because where
 # PYTHONDONTWRITEBYTECODE is set, every process would compile each module it imports anew. uv itself comes
-# first, with pip, from its own hash-pinned lines of the lock. uv reads no pip configuration, so where it cannot get the packages (a mirror named only in pip.conf),
-# pip installs the same lock.
+# first, with pip, from its own hash-pinned lines of the lock. uv reads no pip configuration, so where it
+# cannot get the packages (a mirror named only in pip.conf), pip installs the same lock.
 $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts/install_torch.sh
 	$(PYTHON) -m venv $(VENV)
 	sed -n '/^uv==/,/[^\\]$$/p' requirements/dev.txt > $(VENV)/uv-requirement.txt
