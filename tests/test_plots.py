@@ -284,8 +284,8 @@ def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_p
 
 
 def test_the_palette_is_seaborns_colorblind_without_importing_seaborn():
-    """figure_style spells out seaborn's "colorblind" palette so that no figure module imports seaborn (about a
-    second of every notebook kernel's start); the colours, cycling past ten, are seaborn's own."""
+    """figure_style spells out seaborn's "colorblind" palette so that no figure module imports seaborn (about 0.8 s
+    of a cell kernel's imports); the colours, cycling past ten, are seaborn's own."""
     import seaborn as sns
 
     for n in (1, 2, 4, 10, 13):
