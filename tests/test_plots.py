@@ -296,3 +296,15 @@ def test_the_palette_is_seaborns_colorblind_without_importing_seaborn():
     importers = [str(p.relative_to(package)) for p in package.rglob("*.py")
                  if re.search(r"^\s*(import seaborn|from seaborn)", p.read_text(encoding="utf-8"), flags=re.M)]
     assert importers == []
+
+
+def test_the_saliency_scatter_is_one_image_in_the_svg_not_a_marker_per_type(tmp_path):
+    """One point per seen token type (tens of thousands on a real vocabulary): drawn as vector markers, the
+    SVG grew past 1.8 MB for 12,000 types; rasterized, the points are one embedded image."""
+    rng = np.random.default_rng(0)
+    weights = rng.pareto(2.0, 5000) + 0.01
+    probs = 0.15 * weights / weights.mean()
+    svg = masking_figures.plot_weights_vs_probs(weights, np.clip(probs, 0, 1), 0.15, tmp_path / "rank")[1]
+    text = svg.read_text(encoding="utf-8")
+    assert text.count("<image") == 1
+    assert text.count("<use") < 1000  # the ticks' and the legend's markers (352), not one per type (5,000 more)

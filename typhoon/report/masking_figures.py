@@ -60,7 +60,7 @@ def plot_weights_vs_probs(weights, probs, p: float, out_path: str | os.PathLike,
     ax1.set_xlabel("rank of the type by saliency weight")
     ax1.set_ylabel("relative to mean / budget")
     ax1.legend()
-    ax2.scatter(w, pi, s=4, alpha=0.5)
+    ax2.scatter(w, pi, s=4, alpha=0.5, rasterized=True)
     ax2.axhline(p, color="0.5", ls=":", lw=0.8, label=f"budget p = {p:g}")
     ax2.set_xlabel("saliency weight w")
     ax2.set_ylabel("masking probability π")
