@@ -34,7 +34,7 @@ install: $(VENV)/.installed-$(TORCH_VARIANT)
 # cannot get the packages (a mirror named only in pip.conf), pip installs the same lock.
 $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts/install_torch.sh
 	$(PYTHON) -m venv $(VENV)
-	sed -n '/^uv==/,/[^\\]$$/p' requirements/dev.txt > $(VENV)/uv-requirement.txt
+	$(PYTHON) scripts/lockfiles.py requirement uv > $(VENV)/uv-requirement.txt
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
 	$(UV) pip install --quiet --compile-bytecode --python $(BIN)/python --require-hashes --no-deps -r requirements/dev.txt \
 	    || { echo "uv could not install the lock; pip installs it instead" >&2; \

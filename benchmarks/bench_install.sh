@@ -21,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 git clone -q "$repo" "$work/clone"
 cd "$work/clone"
 export PIP_NO_CACHE_DIR=1
-sed -n '/^uv==/,/[^\\]$/p' requirements/dev.txt > "$work/uv-requirement.txt"
+python3 scripts/lockfiles.py requirement uv > "$work/uv-requirement.txt"  # as `make install` does
 
 timed() {  # LABEL COMMAND...: prints the label, wall and CPU seconds (the command's output goes to $work/log)
     local label=$1; shift

@@ -1,6 +1,7 @@
 """The lock files (requirements/*.txt, written by `uv pip compile`) and the environment.yml made from them.
 
     python scripts/lockfiles.py environment.yml     # `make lock` runs this after uv
+    python scripts/lockfiles.py requirement uv      # one package's pin with its hashes (`make install`)
 
 environment.yml carries the dev lock's exact pins without their hashes: conda runs a single pip command,
 and pip's hash-checking mode cannot be combined there with torch's own index and the editable install.
@@ -121,7 +122,24 @@ def locked_python(makefile: Path = REPO / "Makefile") -> str:
     return match.group(1)
 
 
+def requirement_line(name: str, lock: Path = DEV_LOCK) -> str:
+    """``name``'s pin in ``lock`` as one requirement line, marker and hashes included, for
+    ``pip install --require-hashes -r``: `make install` installs uv alone with it before uv installs the lock."""
+    pin = read_lock(lock).get(normalize(name))
+    if pin is None:
+        raise ValueError(f"{lock.name} has no pin for {name!r}")
+    marker = f" ; {pin.marker}" if pin.marker else ""
+    return f"{pin.name}=={pin.version}{marker} " + " ".join(f"--hash={h}" for h in pin.hashes)
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "requirement":
+        try:
+            print(requirement_line(argv[1]))
+        except ValueError as error:
+            print(f"lockfiles.py: {error}", file=sys.stderr)
+            return 2
+        return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2

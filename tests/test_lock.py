@@ -190,3 +190,17 @@ def test_environment_yml_is_what_make_lock_writes():
     rendered = lockfiles.render_environment(lockfiles.DEV_LOCK, lockfiles.makefile_variable("TORCH_VERSION"),
                                             lockfiles.locked_python())
     assert (REPO / "environment.yml").read_text(encoding="utf-8") == rendered
+
+
+def test_the_uv_requirement_make_install_writes_is_the_locks_uv_block(capsys):
+    """`make install` installs uv alone, hash-checked, from `lockfiles.py requirement uv`: its version and hashes
+    are those of the lock's own uv block, read here straight from the text; an unknown package is refused."""
+    text = (REPO / "requirements" / "dev.txt").read_text(encoding="utf-8")
+    block = re.search(r"^uv==(\S+) \\\n((?:\s+--hash=\S+(?: \\)?\n)+)", text, flags=re.M)
+    assert lockfiles.main(["requirement", "uv"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"uv=={block.group(1)} ")
+    assert re.findall(r"--hash=(\S+)", line) == re.findall(r"--hash=([^\s\\]+)", block.group(2))
+    assert lockfiles.main(["requirement", "no-such"]) == 2
+    assert "dev.txt has no pin for 'no-such'" in capsys.readouterr().err
+    assert "scripts/lockfiles.py requirement uv > $(VENV)/uv-requirement.txt" in (REPO / "Makefile").read_text()
