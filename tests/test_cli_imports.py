@@ -70,3 +70,19 @@ def test_run_help_lists_every_strategy_parameter():
     for params in STRATEGY_PARAMS.values():
         for param in params:
             assert f"{param.name} ({param.type.__name__}, default {param.default!r})" in text
+
+
+@pytest.mark.slow  # a fresh interpreter that imports the training stack
+def test_a_cell_does_not_import_transformers_pipelines():
+    """Scoring a cell imports no evaluation framework: `evaluate` imports transformers' pipelines (0.7 s more
+    CPU in every cell's process, typhoon/data/metrics.py). The training stack and one scored prediction, then
+    the modules loaded; the check fails if the metrics go back through such a library."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    code = ("import json, sys; from typhoon.training import run; from typhoon.data.metrics import glue_metrics; "
+            "glue_metrics('cola', [1, 0], [1, 1]); "
+            "print(json.dumps({'run': 'typhoon.training.run' in sys.modules, "
+            "'heavy': sorted(n for n in sys.modules if n == 'evaluate' or n.startswith('transformers.pipelines'))}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == {"run": True, "heavy": []}
