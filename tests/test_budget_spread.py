@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from notebook_here import run_notebook_here
 from scipy import stats as st
 
 from typhoon.analysis import bottleneck_verdict, budget_spread
@@ -237,13 +238,15 @@ def _stored_without_outputs(nb: str) -> None:
             assert c.outputs == [] and c.execution_count is None
 
 
-@pytest.mark.slow
 def test_notebooks_end_to_end(tmp_path):
+    """Every table and figure the two notebooks write, their code run in this process (tests/notebook_here.py;
+    the next test and the smoke run execute them in kernels)."""
     _stored_without_outputs("20_statistics.ipynb")
     _stored_without_outputs("30_budget_spread.ipynb")
     out = make_outputs(tmp_path / "outputs", seeds=3)
-    _run("20_statistics.ipynb", out, tmp_path, margin=0.02)
-    _run("30_budget_spread.ipynb", out, tmp_path, deltas=[0.0, 0.4, 1.0], taus=[0.5, 1.0])
+    run_notebook_here(REPO / "notebooks" / "20_statistics.ipynb", {"out_dir": str(out), "margin": 0.02})
+    run_notebook_here(REPO / "notebooks" / "30_budget_spread.ipynb",
+                      {"out_dir": str(out), "deltas": [0.0, 0.4, 1.0], "taus": [0.5, 1.0]})
     for name in ("summary", "comparisons", "seeds_needed", "expected_max", "degenerate", "budget_states",
                  "budget_sweep", "budget_synthetic_sweep"):
         for ext in ("csv", "md", "tex"):

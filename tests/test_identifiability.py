@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from notebook_here import run_notebook_here
 
 from typhoon.analysis import identifiability as idf
 from typhoon.masking.schedules import (
@@ -510,17 +511,11 @@ def test_recovery_error_scales_like_inverse_sqrt_pi0():
     assert summary.loc[summary.schedule == "blind", "rmse"].item() > 2 * cured["rmse"].min()
 
 
-@pytest.mark.slow
 def test_notebook_runs_quick(tmp_path):
-    papermill = pytest.importorskip("papermill")
+    """The theory notebook's quick version writes its three figures and tables (its code run in this process,
+    tests/notebook_here.py; the smoke run executes it in a kernel)."""
     out_dir = tmp_path / "outputs"
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / "40_mask_schedules.ipynb"),
-        str(tmp_path / "executed.ipynb"),
-        parameters={"quick": True, "out_dir": str(out_dir)},
-        kernel_name="python3",
-        cwd=str(REPO),
-    )
+    run_notebook_here(REPO / "notebooks" / "40_mask_schedules.ipynb", {"quick": True, "out_dir": str(out_dir)})
     figures = {p.name for p in (out_dir / "figures").iterdir()}
     stats_files = {p.name for p in (out_dir / "stats").iterdir()}
     for name in ("mask_schedules_a_discrepancy", "mask_schedules_b_recovery", "mask_schedules_c_text"):
