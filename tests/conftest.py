@@ -4,6 +4,7 @@ tokenizer, and small saved checkpoints of every supported backbone family."""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,6 +147,19 @@ def _heavy_program(args) -> str | None:
     if program == sys.executable or any(name.startswith(heavy) for heavy in _HEAVY_PROGRAMS):
         return subprocess.list2cmdline([os.fsdecode(a) for a in argv])[:200]
     return None
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Each test ends with torch's thread count as it began: a run's config sets it for the process (the
+    grid's cells are processes of their own), and a count left behind would change the numerics, and the
+    records, of the next test in this worker that trains in process. Torch is not imported for this."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)

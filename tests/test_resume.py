@@ -19,9 +19,11 @@ from typhoon.config import resolve
 from typhoon.records import run_record
 
 # Typhoon learns a masking state (its EMA), so every kind of state is exercised; two fine-tuning epochs give
-# a boundary between epochs as well as after the last.
+# a boundary between epochs as well as after the last. One thread, named: the smoke profile leaves the
+# threads to torch, whose count differs between this process (a test may have set it) and a fresh one (the
+# machine's cores), and the record holds the count and the sums it split.
 CELL = dict(task="mrpc", backbone="tiny-random", strategy="typhoon", seed=0, max_train_examples=64,
-            max_eval_examples=32, ft_epochs=2)
+            max_eval_examples=32, ft_epochs=2, num_threads=1)
 BOUNDARIES = ["mlm", "ft1", "ft2"]
 # metrics.json's wall-clock times and speeds, which differ between any two runs; everything else is compared
 TIMED_SUFFIXES = ("wall_s", "tokens_per_s", "gflop_per_s", "cpu_s", "gflop_per_cpu_s", "peak_fraction")
@@ -64,7 +66,11 @@ def reference(tmp_path_factory):
 
     config = resolve("smoke", CELL)
     out = tmp_path_factory.mktemp("uninterrupted")
-    run(config, out, progress=False)
+    threads = torch.get_num_threads()
+    try:
+        run(config, out, progress=False)
+    finally:
+        torch.set_num_threads(threads)  # the config's one thread would stay for this worker's next tests
     assert not run_record.resume_state_path(out / config.relative_dir()).exists()  # removed with the record
     return out / config.relative_dir()
 
@@ -101,7 +107,7 @@ def test_a_killed_run_command_resumes_to_the_same_record(reference, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), _faults.ENV: json.dumps({"stage": "state_saved:mlm", "action": "kill"})}
     argv = [sys.executable, "-m", "typhoon", "run", "--profile", "smoke", "--out", str(out),
             *(f"--{key}={CELL[key]}" for key in ("task", "backbone", "strategy", "seed")),
-            *(arg for key in ("max_train_examples", "max_eval_examples", "ft_epochs")
+            *(arg for key in ("max_train_examples", "max_eval_examples", "ft_epochs", "num_threads")
               for arg in ("--set", f"{key}={CELL[key]}"))]
     killed = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert killed.returncode == -9, killed.stderr[-3000:]

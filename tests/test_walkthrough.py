@@ -13,7 +13,15 @@ from typhoon.data.batching import collate
 from typhoon.masking import kl_to_uniform, maskable_positions
 from typhoon.report import masking_figures
 
-torch.set_num_threads(1)
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny tensors: one thread is quicker. Restored after the module, not set at import: collection imports
+    every test file in every worker, and the count would stay for all their tests."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 # --------------------------------------------------------------------------------------------------
