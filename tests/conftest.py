@@ -3,6 +3,7 @@ tokenizer, and small saved checkpoints of every supported backbone family."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -149,17 +150,26 @@ def _heavy_program(args) -> str | None:
     return None
 
 
-@pytest.fixture(autouse=True)
-def _torch_threads_restored():
-    """Each test ends with torch's thread count as it began: a run's config sets it for the process (the
-    grid's cells are processes of their own), and a count left behind would change the numerics, and the
-    records, of the next test in this worker that trains in process. Torch is not imported for this."""
+@contextlib.contextmanager
+def torch_threads_kept():
+    """torch's thread count as it was on entry, again on exit. A run's config sets the count for the process
+    (the grid's cells are processes of their own), and a count left behind would change the numerics, and
+    the records, of the next test in this worker that trains in process. Torch is not imported for this."""
     torch = sys.modules.get("torch")
     before = torch.get_num_threads() if torch else None
-    yield
-    torch = sys.modules.get("torch")
-    if torch is not None and before is not None and torch.get_num_threads() != before:
-        torch.set_num_threads(before)
+    try:
+        yield
+    finally:
+        if before is not None and torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Each test ends with torch's thread count as it began (module fixtures that train use
+    :func:`torch_threads_kept` themselves: they are set up before this)."""
+    with torch_threads_kept():
+        yield
 
 
 @pytest.fixture(autouse=True)

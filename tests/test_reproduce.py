@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, torch_threads_kept
 from smoke_batch import finish, kill_tree, start, wait_for
 
 from typhoon.config import get_profile
@@ -222,20 +222,15 @@ def test_kill_anywhere_then_resume_gives_the_uninterrupted_results(resumed, tmp_
     test's process from the config its record stores (its threads too): a cell's record does not depend on the
     process that trains it (tests/test_pipeline.py). The MiniLM cell, never interrupted, is checked against the
     golden numbers above."""
-    import torch
-
     from typhoon.config import RunConfig
     from typhoon.records import result_rows
     from typhoon.training import run as training_run
 
     stored = [resumed / c.relative_dir() / "config.json" for c in GRID if c.backbone == "tiny-random"]
     configs = [RunConfig.from_json(path.read_text()) for path in stored]
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads_kept():  # a config's threads would otherwise stay for this worker's next tests
         for config in configs:
             training_run.run(config, tmp_path, progress=False)
-    finally:
-        torch.set_num_threads(threads)  # a config's threads would otherwise stay for this worker's next tests
     uninterrupted = result_rows.collect_results(tmp_path, configs)
     uninterrupted = pd.read_csv(io.StringIO(uninterrupted.to_csv(index=False)))[METRIC_COLUMNS]  # a CSV's dtypes
     got = results(resumed)

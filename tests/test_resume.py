@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, torch_threads_kept
 
 from typhoon import _faults
 from typhoon.config import resolve
@@ -66,11 +66,8 @@ def reference(tmp_path_factory):
 
     config = resolve("smoke", CELL)
     out = tmp_path_factory.mktemp("uninterrupted")
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads_kept():  # the config's one thread would stay for this worker's next tests
         run(config, out, progress=False)
-    finally:
-        torch.set_num_threads(threads)  # the config's one thread would stay for this worker's next tests
     assert not run_record.resume_state_path(out / config.relative_dir()).exists()  # removed with the record
     return out / config.relative_dir()
 
