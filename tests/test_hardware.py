@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 import torch
+from conftest import torch_threads_kept
 from torch.utils.flop_counter import FlopCounterMode
 
 from typhoon import machine
@@ -104,6 +105,18 @@ def test_matmul_peak_is_measured_cached_and_restores_threads():
     assert flops.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01) is peak
     with pytest.raises(ValueError, match="unknown dtype 'int8'"):
         flops.matmul_peak("int8")
+
+
+def test_matmul_peak_is_cached_per_thread_count():
+    # A run on one thread, in a process that measured the peak on two, records the one-thread peak (a
+    # cache keyed on the unresolved default handed it the two-thread one, with threads=2 in its record)
+    with torch_threads_kept():
+        torch.set_num_threads(2)
+        on_two = flops.matmul_peak("fp32", repeats=1, min_seconds=0.01)
+        torch.set_num_threads(1)
+        on_one = flops.matmul_peak("fp32", repeats=1, min_seconds=0.01)
+    assert (on_two.threads, on_one.threads) == (2, 1)
+    assert flops.matmul_peak("fp32", threads=1, repeats=1, min_seconds=0.01) is on_one
 
 
 # FLOPs against torch's own counter on real forward + backward passes -----------------------------

@@ -83,11 +83,10 @@ def time_matmul(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device
     return 2.0 * m * k * n / best / 1e9
 
 
-@functools.cache
 def matmul_peak(dtype: str = "fp32", threads: int | None = None, device: str = "cpu", *,
                 repeats: int = 3, min_seconds: float = 0.1) -> MatmulPeak:
     """The measured matrix-product peak in GFLOP/s for ``dtype`` ("fp32" / "bf16") on ``threads``
-    threads (None: torch's current count); cached per process. About a second on a CPU.
+    threads (None: torch's current count); cached per process and thread count. About a second on a CPU.
 
     On a CPU it is timed by this process's CPU time (times the thread count): on an idle machine that
     is the wall-clock rate, and on a shared one the time other processes held the cores does not
@@ -96,13 +95,19 @@ def matmul_peak(dtype: str = "fp32", threads: int | None = None, device: str = "
     """
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r} for the matmul peak; choose one of {sorted(DTYPES)}")
-    target = torch.device(device)
-    previous = torch.get_num_threads()
-    threads = threads or previous
+    # The count is resolved before the cache: a peak measured on 2 threads is not the peak of a run on 1
+    threads = threads or torch.get_num_threads()
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    return _measured_peak(dtype, threads, device, repeats, min_seconds)
+
+
+@functools.cache
+def _measured_peak(dtype: str, threads: int, device: str, repeats: int, min_seconds: float) -> MatmulPeak:
+    target = torch.device(device)
     on_cpu = target.type == "cpu"
     clock, scale = (time.process_time, threads) if on_cpu else (time.perf_counter, 1)
+    previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         by_shape = {name: round(scale * time_matmul(*shape, DTYPES[dtype], target, repeats=repeats,
@@ -112,6 +117,9 @@ def matmul_peak(dtype: str = "fp32", threads: int | None = None, device: str = "
         torch.set_num_threads(previous)
     return MatmulPeak(dtype, threads, str(target), max(by_shape.values()), by_shape,
                       "cpu time x threads" if on_cpu else "wall")
+
+
+matmul_peak.cache_clear = _measured_peak.cache_clear  # the estimate times a fresh measurement
 
 
 @dataclass(frozen=True)
