@@ -150,18 +150,13 @@ def _heavy_program(args) -> str | None:
     return None
 
 
-@contextlib.contextmanager
 def torch_threads_kept():
     """torch's thread count as it was on entry, again on exit. A run's config sets the count for the process
     (the grid's cells are processes of their own), and a count left behind would change the numerics, and
     the records, of the next test in this worker that trains in process. Torch is not imported for this."""
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch else None
-    try:
-        yield
-    finally:
-        if before is not None and torch.get_num_threads() != before:
-            torch.set_num_threads(before)
+    from typhoon import machine
+
+    return machine.torch_threads() if "torch" in sys.modules else contextlib.nullcontext()
 
 
 @pytest.fixture(autouse=True)

@@ -107,6 +107,20 @@ def test_matmul_peak_is_measured_cached_and_restores_threads():
         flops.matmul_peak("int8")
 
 
+
+def test_torch_threads_sets_the_count_inside_and_restores_it_even_on_error():
+    with torch_threads_kept():
+        torch.set_num_threads(2)
+        with machine.torch_threads(1):
+            inside = torch.get_num_threads()
+        with pytest.raises(RuntimeError), machine.torch_threads(1):
+            raise RuntimeError("a failing block")
+        after_error = torch.get_num_threads()
+        with machine.torch_threads():  # None: the count is left as it is, and restored
+            unchanged = torch.get_num_threads()
+            torch.set_num_threads(1)
+        assert (inside, after_error, unchanged, torch.get_num_threads()) == (1, 2, 2, 2)
+
 def test_matmul_peak_is_cached_per_thread_count():
     # A run on one thread, in a process that measured the peak on two, records the one-thread peak (a
     # cache keyed on the unresolved default handed it the two-thread one, with threads=2 in its record)

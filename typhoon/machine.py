@@ -7,6 +7,7 @@ imported where a fact needs it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -158,6 +159,19 @@ def cell_threads(config: RunConfig, workers: int, gpus: list[str]) -> int | None
     return max(1, usable_cores() // workers)
 
 
+@contextlib.contextmanager
+def torch_threads(threads: int | None = None):
+    """Torch on ``threads`` threads inside the block (None: as it is), and on the count it had on entry
+    afterwards: a count left behind would change the numerics of whatever trains next in this process."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")  # those that decide the fast precision

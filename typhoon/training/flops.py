@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from typhoon import machine
+
 # (M, K, N): the FFN product of MiniLM-L6 at 2048 tokens (H=384, I=1536), and a square one.
 PEAK_SHAPES = {"minilm_ffn": (2048, 384, 1536), "square": (2048, 2048, 2048)}
 
@@ -107,14 +109,10 @@ def _measured_peak(dtype: str, threads: int, device: str, repeats: int, min_seco
     target = torch.device(device)
     on_cpu = target.type == "cpu"
     clock, scale = (time.process_time, threads) if on_cpu else (time.perf_counter, 1)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with machine.torch_threads(threads):
         by_shape = {name: round(scale * time_matmul(*shape, DTYPES[dtype], target, repeats=repeats,
                                                     min_seconds=min_seconds, clock=clock), 2)
                     for name, shape in PEAK_SHAPES.items()}
-    finally:
-        torch.set_num_threads(previous)
     return MatmulPeak(dtype, threads, str(target), max(by_shape.values()), by_shape,
                       "cpu time x threads" if on_cpu else "wall")
 

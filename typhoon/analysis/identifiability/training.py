@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
+from typhoon import machine
 from typhoon.analysis.identifiability.discrepancy import (
     full_mask_weight_error_bound,
     fully_masked_mode_weights,
@@ -79,18 +79,6 @@ class MixtureOfProductsPredictor(torch.nn.Module):
         return MixtureLaw(tuple(ProductMode(t) for t in tables), weights)
 
 
-@contextmanager
-def _single_torch_thread():
-    """Run torch on one thread (restored afterwards): for these tiny tensors, thread hand-offs cost more
-    than they save, badly so on a shared machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 @dataclass(frozen=True, eq=False)
 class TrainingSets:
     """One training set per (seed, schedule) replica, stacked: ``x`` and ``visible`` are ``(R, n, N)``."""
@@ -129,7 +117,8 @@ def fit_masked_predictors(data: TrainingSets, law: MixtureLaw, steps: int, lr: f
     model = MixtureOfProductsPredictor(len(data.replicas), law.num_modes, law.length, law.num_symbols,
                                        torch.Generator().manual_seed(seed))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    with _single_torch_thread():
+    # one thread: for these tiny tensors, thread hand-offs cost more than they save, badly so on a shared machine
+    with machine.torch_threads(1):
         for _ in range(steps):
             optimizer.zero_grad()
             model.masked_loss_per_replica(x, visible).sum().backward()
