@@ -191,9 +191,14 @@ def parse_scheduler_options(pairs: list[str] | None) -> dict | None:
     return options
 
 
-def user_errors() -> tuple[type[Exception], ...]:
-    """The errors that mean bad input (a message and exit 2, no traceback)."""
-    return ValueError, FileNotFoundError, locks.LockedError, ConnectionError, OutputPathError
+# The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
+USER_ERRORS = (ValueError, FileNotFoundError, locks.LockedError, ConnectionError, OutputPathError)
+
+
+def refused(problem: Exception | str) -> int:
+    """Bad input (or an output folder that cannot be written) said in one line on stderr; the exit status 2."""
+    print(f"typhoon: error: {problem}", file=sys.stderr)
+    return 2
 
 
 def strategies_on_command_line(argv: list[str]) -> list[str]:
@@ -215,16 +220,12 @@ def main(argv: list[str] | None = None) -> int:
                 plugins.load(spec)
         parser = build_parser()  # reads profiles.toml (the profile names in --help)
     except ValueError as err:
-        print(f"typhoon: error: {err}", file=sys.stderr)
-        return 2
+        return refused(err)
     args = parser.parse_args(argv)
     try:
         check_input(args)
-    except Exception as err:
-        if not isinstance(err, user_errors()):
-            raise
-        print(f"typhoon: error: {err}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as err:
+        return refused(err)
     if args.command in ("run", "reproduce", "kl-gap"):
         with stop.stop_on_signals():
             return _stoppable(args, argv)
@@ -245,9 +246,7 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
     except OSError as err:
         if not is_file_system_error(err):
             raise
-        out = args.out or resolve_out_dir(None, args.profile)
-        print(f"typhoon: error: {describe_os_error(err, out)}", file=sys.stderr)
-        return 2
+        return refused(describe_os_error(err, args.out or resolve_out_dir(None, args.profile)))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -441,8 +440,5 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the subcommand's function (each subparser sets ``func``); bad input is a message and exit 2."""
     try:
         return args.func(args)
-    except Exception as err:
-        if not isinstance(err, user_errors()):
-            raise
-        print(f"typhoon: error: {err}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as err:
+        return refused(err)
