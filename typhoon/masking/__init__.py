@@ -20,11 +20,11 @@ import importlib
 
 # Each public name and the module of this package that defines it.
 _HOMES = {
-    **dict.fromkeys(["ALIASES", "STRATEGY_PARAMS", "inactive_parameters", "parameters_of", "resolve_alias",
-                     "strategy_names"], "params"),
-    **dict.fromkeys(["BudgetSolver", "CALIBRATIONS", "budget_moved", "calibrate", "calibrate_budget", "kl_to_uniform", "masked_distribution_kl", "preference", "spread"], "calibration"),
-    **dict.fromkeys(["CORRUPTIONS", "IGNORE_INDEX", "MaskingStrategy", "Param", "corrupt", "load_state", "maskable_positions"], "base"),
-    **dict.fromkeys(["SALIENCY_SOURCES", "SaliencyProbe", "TyphoonMasking", "batch_weight_estimate", "ema_update"], "saliency"),
+    **dict.fromkeys(["ALIASES", "CALIBRATIONS", "CORRUPTIONS", "SALIENCY_SOURCES", "STRATEGY_PARAMS",
+                     "inactive_parameters", "parameters_of", "resolve_alias", "strategy_names"], "params"),
+    **dict.fromkeys(["BudgetSolver", "budget_moved", "calibrate", "calibrate_budget", "kl_to_uniform", "masked_distribution_kl", "preference", "spread"], "calibration"),
+    **dict.fromkeys(["IGNORE_INDEX", "MaskingStrategy", "Param", "corrupt", "load_state", "maskable_positions"], "base"),
+    **dict.fromkeys(["SaliencyProbe", "TyphoonMasking", "batch_weight_estimate", "ema_update"], "saliency"),
     **dict.fromkeys(["STRATEGIES", "get_strategy"], "registry"),
     **dict.fromkeys(["RandomMasking", "random_token_mask"], "random"),
     **dict.fromkeys(["SpanMasking", "sample_span_lengths", "span_length_pmf", "span_mask"], "span"),

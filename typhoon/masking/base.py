@@ -17,14 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-# The parameter declarations live in typhoon.masking.params (torch-free, for the CLI and the config).
-from typhoon.allowed import (  # noqa: F401 -- the checks' old home: importable from here as before
-    check_choice,
-    check_in_interval,
-    check_positive,
-    check_positive_int,
-)
-from typhoon.masking.params import BASE_PARAMS, CORRUPTION, CORRUPTIONS, P, Param
+# The parameter declarations, with the values each allows, live in typhoon.masking.params (torch-free, for
+# the CLI and the config); the checks behind them in typhoon.allowed.
+from typhoon.masking.params import BASE_PARAMS, CORRUPTION, P, Param
 
 IGNORE_INDEX = -100  # label value the MLM loss skips
 
@@ -90,7 +85,7 @@ def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, generator: torch.Ge
     ``"mask_only"``: every selected token becomes [MASK]. Labels hold the original token where
     selected and -100 elsewhere. ``input_ids`` is not modified.
     """
-    check_choice("corruption", corruption, CORRUPTIONS)
+    CORRUPTION.check(corruption)  # the strategies' declaration: the same values, the same message
     selected = selected.bool()
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     if corruption == "mask_only":

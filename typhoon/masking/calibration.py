@@ -42,9 +42,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from typhoon.masking.params import CALIBRATIONS
-
-from .base import check_choice, check_in_interval, check_positive
+from typhoon.allowed import check_in_interval
+from typhoon.masking.params import CALIBRATION, DELTA, TAU
 
 
 def _seen_mask(weights: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
@@ -73,9 +72,9 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 def preference(weights: np.ndarray, method: str = "minmax", delta: float = 0.4, tau: float = 1.0,
                seen: np.ndarray | None = None) -> np.ndarray:
     """Unnormalised masking preference b_v >= 0 (step 1 of the module docstring)."""
-    check_choice("calibration", method, CALIBRATIONS)
-    delta = check_in_interval("delta", delta, 0.0, 1.0, low_open=False, high_open=False)
-    tau = check_positive("tau", tau)
+    # the values typhoon's parameters declare (typhoon.masking.params), checked as the strategy checks them
+    CALIBRATION.check(method)
+    delta, tau = DELTA.check(delta), TAU.check(tau)
     weights = np.asarray(weights, dtype=np.float64)
     seen = _seen_mask(weights, seen)
     w = weights[seen]

@@ -167,11 +167,16 @@ def strategy_help() -> str:
     lines = ["masking strategies and their parameters (--set NAME=VALUE):"]
     for name, params in STRATEGY_PARAMS.items():
         lines.append(f"  {name}")
-        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in params]
+        lines += _param_lines(params)
     lines.append("  aliases: " + ", ".join(f"{alias} = {base} with {fixed}" for alias, (base, fixed) in ALIASES.items()))
     for name, cls in PLUGIN_STRATEGIES.items():
         lines.append(f"  {name} (--strategy {cls.__module__}:{cls.__qualname__})")
-        lines += [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in cls.PARAMS]
+        lines += _param_lines(cls.PARAMS)
     lines.append("  your own: --strategy MODULE:CLASS (a MaskingStrategy in a file importable from here; "
                  "docs/extending.md); add --help to see its parameters")
     return "\n".join(lines)
+
+
+def _param_lines(params) -> list[str]:
+    """One help line per parameter: its name, type, default and what it does."""
+    return [f"    {p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}" for p in params]

@@ -51,15 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from typhoon.masking.params import (  # SALIENCY_SOURCES: typhoon.masking exports it from here
-    CALIBRATION,
-    DELTA,
-    LAM,
-    SALIENCY,
-    SALIENCY_SOURCES,  # noqa: F401
-    STRATEGY_PARAMS,
-    TAU,
-)
+from typhoon.masking.params import CALIBRATION, DELTA, LAM, SALIENCY, STRATEGY_PARAMS, TAU
 
 from .base import MaskingStrategy, maskable_positions
 from .calibration import (
