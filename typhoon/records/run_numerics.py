@@ -8,13 +8,9 @@ import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from typhoon import machine
 from typhoon.records import run_record
-
-if TYPE_CHECKING:
-    pass
 
 
 def numerics(precision: str | None, device: str | None) -> str:

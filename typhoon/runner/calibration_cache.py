@@ -22,9 +22,9 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig
+from typhoon.training.software import code_version
 
 MAX_AGE_S = 6 * 3600.0  # a calibration older than this is measured again: the machine's load moves
-PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def cache_dir() -> Path:
@@ -33,17 +33,7 @@ def cache_dir() -> Path:
     return Path(root) / "calibration"
 
 
-@functools.cache  # the sources do not change under a running process; an estimate looks the key up three times
-def code_version(package: Path = PACKAGE) -> str:
-    """A hash of the package's Python sources and profiles: any change to the code prices the cells anew."""
-    digest = hashlib.sha256()
-    for path in sorted([*package.rglob("*.py"), *package.glob("*.toml")]):
-        digest.update(path.relative_to(package).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-@functools.cache  # nor does the machine (read-only: the key is only serialised)
+@functools.cache  # the machine does not change under a running process (read-only: the key is only serialised)
 def machine_key() -> dict:
     """What of the machine the step times depend on: the CPU, its features and cores, the GPUs."""
     cpu = machine.cpu_features()

@@ -13,8 +13,8 @@ state is removed; a cell that fails starts over.
 What it holds:
 
 - ``fingerprint``: the run config (every field, the profile too), the code version (a hash of the
-  package's source, :func:`code_version`), torch's version and the resolved device, precision, kernels
-  and thread count. A state whose fingerprint differs from the rerun's is refused: the cell starts over,
+  package's sources and profiles, :func:`typhoon.training.software.code_version`), torch's version and the
+  resolved device, precision, kernels and thread count. A state whose fingerprint differs from the rerun's is refused: the cell starts over,
   and says why (:func:`load`).
 - ``boundary``: ``mlm`` (phase 1 done) or ``ft<e>`` (fine-tuning epoch ``e`` done).
 - ``rng``: every random generator the run draws from: torch's global CPU generator (dropout) and the
@@ -33,8 +33,6 @@ It loads with ``torch.load(weights_only=True)``: tensors, numbers, strings, list
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import random
@@ -44,22 +42,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import typhoon
 from typhoon import _faults
 from typhoon.atomic import written_atomically
+from typhoon.training.software import code_version
 
 FORMAT = 1  # the layout of the state; a state of another layout is refused
-
-
-@functools.lru_cache(maxsize=1)
-def code_version() -> str:
-    """A hash of every ``.py`` file of the package (paths and bytes) and its version: any edit of the
-    code changes it, so a state saved by other code is refused. A few ms."""
-    root = Path(typhoon.__file__).parent
-    digest = hashlib.sha256(typhoon.__version__.encode())
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"{typhoon.__version__}+{digest.hexdigest()[:16]}"
 
 
 def fingerprint(ctx) -> dict:

@@ -1,8 +1,11 @@
 """The software a record was made with: the package's git commit and the library versions, written into
-every record's ``metrics.json`` and shown in the report's set-up table."""
+every record's ``metrics.json`` and shown in the report's set-up table; and the version of the package's own
+code that a resume state and a kept calibration must match (:func:`code_version`)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import platform
 import subprocess
 from pathlib import Path
@@ -29,3 +32,15 @@ def library_versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "datasets": datasets.__version__,
             "typhoon": typhoon.__version__}
+
+
+@functools.cache  # the sources do not change under a running process
+def code_version() -> str:
+    """The package's version and a hash of its sources (every ``.py`` file and the profiles, by path and
+    bytes): any edit of the code changes it, so a resume state (:mod:`typhoon.training.resume`) or a kept
+    calibration (:mod:`typhoon.runner.calibration_cache`) made by other code is not used. A few ms."""
+    root = Path(typhoon.__file__).parent
+    digest = hashlib.sha256(typhoon.__version__.encode())
+    for path in sorted([*root.rglob("*.py"), *root.glob("*.toml")]):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{typhoon.__version__}+{digest.hexdigest()[:16]}"
