@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import torch_threads_kept
 
+from typhoon import machine
 from typhoon.data.batching import collate
 from typhoon.masking import kl_to_uniform, maskable_positions
 from typhoon.report import masking_figures
@@ -19,8 +19,7 @@ from typhoon.report import masking_figures
 def one_thread():
     """Tiny tensors: one thread is quicker. Restored after the module, not set at import: collection imports
     every test file in every worker, and the count would stay for all their tests."""
-    with torch_threads_kept():
-        torch.set_num_threads(1)
+    with machine.torch_threads(1):
         yield
 
 
