@@ -154,6 +154,7 @@ def test_a_record_without_the_full_mask_loss_is_not_reused_for_the_schedules_gri
 
 
 def test_the_full_mask_loss_is_the_mean_cross_entropy_with_every_token_masked():
+    from typhoon.training import dev_losses
     from typhoon.training import run as training_run
     config = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="random", seed=0, max_eval_examples=12))
     ctx = training_run.set_up(config, progress=False)
@@ -170,7 +171,7 @@ def test_the_full_mask_loss_is_the_mean_cross_entropy_with_every_token_masked():
             hidden = mlm.encoder(**inputs).last_hidden_state[maskable]
             total += float(F.cross_entropy(mlm.head(hidden).float(), ids[maskable], reduction="sum"))
             count += int(maskable.sum())
-    assert training_run.full_mask_dev_loss(ctx, mlm) == pytest.approx(total / count, rel=1e-5)
+    assert dev_losses.full_mask_dev_loss(ctx, mlm) == pytest.approx(total / count, rel=1e-5)
 
 
 def test_the_notebook_section_reads_the_folder_and_writes_its_table(tmp_path):

@@ -143,6 +143,21 @@ def build_parser() -> argparse.ArgumentParser:
     kl_gap.add_argument("--table-only", action="store_true", help="train nothing: write the table from the states there")
     kl_gap.set_defaults(profile="cpu", func=_kl_gap)
 
+    kl_original = sub.add_parser("kl-original", help="the kl-original study: the paper's 2023 calibration rules one at a "
+                                 "time (rows), over its long MLM phase (curve), fine-tuned against random (finetune); "
+                                 "each part resumes (typhoon/runner/kl_original.py)")
+    kl_original.add_argument("part", choices=("rows", "curve", "finetune"), help="which part to run")
+    kl_original.add_argument("--out", default="results/kl_original", help="the study's folder (default results/kl_original)")
+    kl_original.add_argument("--row", action="append", help="rows: run only this row (repeatable; default: all)")
+    kl_original.add_argument("--tasks", nargs="+", choices=("mrpc", "cola"), help="tasks (default mrpc cola)")
+    kl_original.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
+    kl_original.add_argument("--epochs", type=int, default=1,
+                             help="curve: advance the runs round robin until each has this many MLM epochs (default 1)")
+    kl_original.add_argument("--checkpoints", default=".kl_original_checkpoints",
+                             help="curve: the folder of the runs' resume states, ~0.3 GB each, not committed "
+                             "(default .kl_original_checkpoints)")
+    kl_original.set_defaults(profile="cpu", func=_kl_original)
+
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     fetch = data_sub.add_parser("fetch", help="download a task's official GLUE files (needs a network)")
@@ -226,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         check_input(args)
     except USER_ERRORS as err:
         return refused(err)
-    if args.command in ("run", "reproduce", "kl-gap"):
+    if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
         with stop.stop_on_signals():
             return _stoppable(args, argv)
     return _dispatch(args)
@@ -277,6 +292,21 @@ def _run(args: argparse.Namespace) -> int:
         raise
     print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
     print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
+    return 0
+
+
+def _kl_original(args: argparse.Namespace) -> int:
+    """``typhoon kl-original <part>``: the part's missing runs, in ``--out``."""
+    from typhoon.analysis.kl_original_design import SEEDS, TASKS
+    from typhoon.runner import kl_original
+
+    out, tasks, seeds = Path(args.out), tuple(args.tasks or TASKS), tuple(args.seeds or SEEDS)
+    if args.part == "rows":
+        kl_original.run_rows(out, args.row, tasks, seeds)
+    elif args.part == "curve":
+        kl_original.run_curves(out, Path(args.checkpoints), args.epochs, tasks, seeds)
+    else:
+        kl_original.run_finetune(out, tasks, seeds)
     return 0
 
 
@@ -349,6 +379,15 @@ def check_input(args: argparse.Namespace) -> None:
             cause_named(name)
         for seed in args.seeds or []:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
+        check_can_write(args.out)
+    elif args.command == "kl-original":
+        from typhoon.analysis.kl_original_design import row_named
+
+        for name in args.row or []:
+            row_named(name)
+        for seed in args.seeds or []:
+            allowed_of(RunConfig, "seed").check("--seeds", seed)
+        allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         check_can_write(args.out)
     elif args.command in ("decisive-design", "decisive-tables"):
         get_profile(args.profile).require_design()

@@ -89,6 +89,9 @@ class RunConfig:
     calibration: str = "minmax"  # typhoon: minmax (paper) | rank | softmax
     tau: float = 1.0  # typhoon softmax temperature
     saliency: str = "mlm"  # typhoon: gradient of the mlm loss (paper) | of a task loss in phase 1 (typhoon_task)
+    ema_start: str = "first_sighting"  # typhoon: a type's first weight (zeros: the 2023 code's EMA from 0)
+    unseen: str = "neutral"  # typhoon: preference of a never-seen type (top: the 2023 code's)
+    budget: str = "non_special"  # typhoon: exact over non-special tokens | all_ids (the 2023 code's closed form)
     geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
     max_span: int = 10  # span: longest span, in words
     schedule: str = field(default=DEFAULT_SCHEDULE, metadata=allows(OneOf(SCHEDULES)))  # per-sequence masking rate: fixed | uniform | mixture

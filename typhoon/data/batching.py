@@ -85,10 +85,11 @@ def length_grouped_batches(
 
 
 def token_counts(input_ids: Sequence[Sequence[int]], special_tokens_mask: Sequence[Sequence[int]],
-                 vocab_size: int) -> np.ndarray:
-    """Counts f_v of every non-special token type in a tokenized corpus (Typhoon's calibration needs them)."""
+                 vocab_size: int, *, special: bool = False) -> np.ndarray:
+    """Counts f_v of every non-special token type in a tokenized corpus (Typhoon's calibration needs them);
+    ``special=True``: the counts of the special tokens ([CLS], [SEP]) instead."""
     import numpy as np
 
     ids = np.fromiter((t for row in input_ids for t in row), dtype=np.int64)
-    special = np.fromiter((s for row in special_tokens_mask for s in row), dtype=bool)
-    return np.bincount(ids[~special], minlength=vocab_size).astype(np.int64)
+    is_special = np.fromiter((s for row in special_tokens_mask for s in row), dtype=bool)
+    return np.bincount(ids[is_special if special else ~is_special], minlength=vocab_size).astype(np.int64)

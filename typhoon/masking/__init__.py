@@ -22,7 +22,8 @@ import importlib
 _HOMES = {
     **dict.fromkeys(["ALIASES", "CALIBRATIONS", "CORRUPTIONS", "SALIENCY_SOURCES", "STRATEGY_PARAMS",
                      "inactive_parameters", "parameters_of", "resolve_alias", "strategy_names"], "params"),
-    **dict.fromkeys(["BudgetSolver", "budget_moved", "calibrate", "calibrate_budget", "kl_to_uniform", "masked_distribution_kl", "preference", "spread"], "calibration"),
+    **dict.fromkeys(["BudgetSolver", "ClosedFormBudget", "budget_moved", "budget_rule", "calibrate", "calibrate_budget",
+                     "kl_to_uniform", "masked_distribution_kl", "preference", "realised_rate", "spread"], "calibration"),
     **dict.fromkeys(["IGNORE_INDEX", "MaskingStrategy", "Param", "corrupt", "load_state", "maskable_positions"], "base"),
     **dict.fromkeys(["SaliencyProbe", "TyphoonMasking", "batch_weight_estimate", "ema_update"], "saliency"),
     **dict.fromkeys(["STRATEGIES", "get_strategy"], "registry"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 
 # The parameter declarations, with the values each allows, live in typhoon.masking.params (torch-free, for
 # the CLI and the config); the checks behind them in typhoon.allowed.
+from typhoon.data.batching import token_counts
 from typhoon.masking.params import BASE_PARAMS, CORRUPTION, P, Param
 
 IGNORE_INDEX = -100  # label value the MLM loss skips
@@ -141,8 +143,16 @@ class MaskingStrategy:
         return f"{type(self).__name__}({args})"
 
     # -- the interface of docs/CONTRACTS.md ------------------------------------------------------
-    def prepare(self, token_counts: np.ndarray | None) -> None:
-        """Corpus token counts f_v; only Typhoon uses them."""
+    def prepare(self, token_counts: np.ndarray | None, special_counts: np.ndarray | None = None) -> None:
+        """Corpus token counts f_v of the non-special tokens, and of the special ones; only Typhoon uses them."""
+
+    def prepare_on(self, examples: Sequence[Mapping], vocab_size: int) -> None:
+        """:meth:`prepare` with the counts of tokenized ``examples`` (their ``input_ids`` and
+        ``special_tokens_mask``): the corpus a strategy is calibrated on, its training text."""
+        ids = [x["input_ids"] for x in examples]
+        special = [x["special_tokens_mask"] for x in examples]
+        self.prepare(token_counts(ids, special, vocab_size),
+                     special_counts=token_counts(ids, special, vocab_size, special=True))
 
     def select(self, batch: dict[str, torch.Tensor], generator: torch.Generator,
                rate: torch.Tensor | float | None = None) -> torch.Tensor:
@@ -180,14 +190,15 @@ class MaskingStrategy:
             if key in meta and meta[key] != value:
                 raise ValueError(f"state was saved with {key}={meta[key]!r}, this strategy has {key}={value!r}")
 
-    def save(self, path: str | Path) -> Path:
-        """Write the state as ``.npz`` (arrays plus a JSON ``meta`` string; see docs/CONTRACTS.md)."""
+    def save(self, path: str | Path, compressed: bool = False) -> Path:
+        """Write the state as ``.npz`` (arrays plus a JSON ``meta`` string; see docs/CONTRACTS.md);
+        ``compressed``: deflated (a quarter of the size for a Typhoon state; :func:`load_state` reads both)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = self.state_dict()
         arrays = {k: v for k, v in state.items() if k != "meta"}
         with open(path, "wb") as fh:  # a file handle keeps np.savez from appending ".npz"
-            np.savez(fh, meta=np.array(json.dumps(state["meta"])), **arrays)
+            (np.savez_compressed if compressed else np.savez)(fh, meta=np.array(json.dumps(state["meta"])), **arrays)
         return path
 
 

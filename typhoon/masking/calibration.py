@@ -13,8 +13,10 @@ Calibration (``calibrate``)
    - ``softmax``: b = exp(z / tau) with z the standardised w (mean 0, sd 1 over seen types);
      ``delta`` is not used.
    Unseen types (weight never observed, NaN) get the neutral preference: the band midpoint
-   1 - delta/2 (minmax, rank) or exp(0) = the preference of an average type (softmax). A degenerate
-   spread (one seen type, or all weights equal) gives every seen type the neutral value too.
+   1 - delta/2 (minmax, rank) or exp(0) = the preference of an average type (softmax); with
+   ``unseen="top"`` (the paper's 2023 code) they get 1, the highest preference any method gives (there,
+   min-max ran over the seen types and left the never-updated ones at the top of the band). A degenerate
+   spread (one seen type, or all weights equal) gives every seen type the neutral value.
 2. A scale beta so that the expected number of masked tokens equals the budget under the
    token-independence approximation: sum_v f_v pi_v = p sum_v f_v, with f_v the corpus counts of
    non-special tokens and pi_v = min(1, beta b_v). Probabilities are capped at 1 and beta is
@@ -24,6 +26,10 @@ Calibration (``calibrate``)
    A budget larger than the corpus share of the types with a positive preference (possible with
    delta = 1, where the least salient types get b = 0, and a high per-row rate) caps all of those
    at 1 and spreads the rest evenly over the zero-preference types, so every budget in [0, 1] is met.
+   The paper's 2023 code solved it otherwise (``budget="all_ids"``, :class:`ClosedFormBudget`):
+   beta = p N / sum_v b_v c_v over the counts c_v of *every* training input id, [CLS] and [SEP]
+   included, with no cap. Special tokens are never masked, so their share of the budget is lost and
+   the realised rate over the maskable tokens falls below p.
 
 Because the band is affine in z and beta > 0, pi is monotone (non-decreasing) in w for all three
 methods; uniform p is recovered when delta = 0 or nothing has been seen yet.
@@ -43,7 +49,9 @@ from __future__ import annotations
 import numpy as np
 
 from typhoon.allowed import check_in_interval
-from typhoon.masking.params import CALIBRATION, DELTA, TAU
+from typhoon.masking.params import CALIBRATION, DELTA, TAU, UNSEEN
+
+TOP_PREFERENCE = 1.0  # the highest preference of every method: the band's top, softmax's exp(0) after its shift
 
 
 def _seen_mask(weights: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
@@ -70,11 +78,20 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 
 
 def preference(weights: np.ndarray, method: str = "minmax", delta: float = 0.4, tau: float = 1.0,
-               seen: np.ndarray | None = None) -> np.ndarray:
+               seen: np.ndarray | None = None, unseen: str = "neutral") -> np.ndarray:
     """Unnormalised masking preference b_v >= 0 (step 1 of the module docstring)."""
     # the values typhoon's parameters declare (typhoon.masking.params), checked as the strategy checks them
     CALIBRATION.check(method)
-    delta, tau = DELTA.check(delta), TAU.check(tau)
+    delta, tau, unseen = DELTA.check(delta), TAU.check(tau), UNSEEN.check(unseen)
+    pref = _seen_preference(weights, method, delta, tau, seen)
+    if unseen == "top":
+        pref[~_seen_mask(weights, seen)] = TOP_PREFERENCE
+    return pref
+
+
+def _seen_preference(weights: np.ndarray, method: str, delta: float, tau: float,
+                     seen: np.ndarray | None) -> np.ndarray:
+    """:func:`preference` with the unseen types at the neutral value."""
     weights = np.asarray(weights, dtype=np.float64)
     seen = _seen_mask(weights, seen)
     w = weights[seen]
@@ -103,7 +120,64 @@ def preference(weights: np.ndarray, method: str = "minmax", delta: float = 0.4, 
     return pref
 
 
-class BudgetSolver:
+class _Budget:
+    """What both budget rules share: the checked preference and counts, the types' rank by preference
+    (descending, ties by index) and :meth:`solve` from the (k, beta, floor) of :meth:`coefficients`."""
+
+    def __init__(self, pref: np.ndarray, counts: np.ndarray):
+        pref = np.asarray(pref, dtype=np.float64)
+        counts = np.asarray(counts, dtype=np.float64)
+        if pref.shape != counts.shape or pref.ndim != 1:
+            raise ValueError(f"preference {pref.shape} and counts {counts.shape} must be 1-D of the same length")
+        if not np.isfinite(pref).all() or (pref < 0).any() or (counts < 0).any():
+            raise ValueError("preferences must be finite and non-negative, counts non-negative")
+        self.total = counts.sum()
+        if self.total <= 0:
+            raise ValueError("counts must have a positive total (corpus counts of non-special tokens)")
+        self.pref, self.counts = pref, counts
+        self.order = np.argsort(-pref, kind="stable")
+        self.rank = np.empty(len(pref), dtype=np.int64)  # position of each type in the sorted order
+        self.rank[self.order] = np.arange(len(pref))
+
+    @staticmethod
+    def _checked(ps) -> np.ndarray:
+        ps = np.atleast_1d(np.asarray(ps, dtype=np.float64))
+        if not ((ps >= 0) & (ps <= 1)).all():
+            raise ValueError(f"p must lie in [0, 1], got {ps.tolist()}")
+        return ps
+
+    def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def solve(self, p: float) -> np.ndarray:
+        """pi (V,) for budget ``p`` in [0, 1]."""
+        p = check_in_interval("p", p, 0.0, 1.0, low_open=False, high_open=False)
+        (k,), (beta,), (floor,) = self.coefficients([p])
+        return np.where(self.rank < k, 1.0, np.maximum(np.minimum(beta * self.pref, 1.0), floor))
+
+
+class ClosedFormBudget(_Budget):
+    """The paper's 2023 budget rule: beta = p N / sum_v b_v c_v, pi_v = min(1, beta b_v), where c_v counts
+    *every* input id of the training text (special tokens included) and N = sum c. No water-filling: with
+    the band's b <= 1, beta b stays below 1 for p <= 1 - delta, the regime of the paper (the 2023 code drew
+    against beta b as it was). A budget of 1 masks everything and 0 nothing, as :class:`BudgetSolver`'s.
+    Special tokens are never masked, so the expected rate over the maskable tokens is
+    (p N - beta sum_special b c) / N_maskable < p: the specials' share of the budget is lost."""
+
+    def __init__(self, pref: np.ndarray, counts: np.ndarray):
+        super().__init__(pref, counts)
+        self.mass = float((self.pref * self.counts).sum())
+        if self.mass <= 0:
+            raise ValueError("no preference on any counted token: beta = p N / sum b c is undefined")
+
+    def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(k, beta, floor) per budget: k = 0 (V for p = 1), beta = p N / sum b c, no floor."""
+        ps = self._checked(ps)
+        k = np.where(ps >= 1, len(self.pref), 0)
+        return k, ps * self.total / self.mass, np.zeros_like(ps)
+
+
+class BudgetSolver(_Budget):
     """Water-filling for one preference vector, solved for any budget p (mask schedules) in O(1).
 
     pi_v = min(1, beta b_v) with beta solving sum f_v pi_v = p sum f_v. Sort types by preference,
@@ -122,20 +196,9 @@ class BudgetSolver:
     """
 
     def __init__(self, pref: np.ndarray, counts: np.ndarray):
-        pref = np.asarray(pref, dtype=np.float64)
-        counts = np.asarray(counts, dtype=np.float64)
-        if pref.shape != counts.shape or pref.ndim != 1:
-            raise ValueError(f"preference {pref.shape} and counts {counts.shape} must be 1-D of the same length")
-        if not np.isfinite(pref).all() or (pref < 0).any() or (counts < 0).any():
-            raise ValueError("preferences must be finite and non-negative, counts non-negative")
-        self.total = counts.sum()
-        if self.total <= 0:
-            raise ValueError("counts must have a positive total (corpus counts of non-special tokens)")
-        self.pref, self.counts = pref, counts
-        order = np.argsort(-pref, kind="stable")
-        self.rank = np.empty(len(pref), dtype=np.int64)  # position of each type in the sorted order
-        self.rank[order] = np.arange(len(pref))
-        sorted_pref, sorted_counts = pref[order], counts[order]
+        super().__init__(pref, counts)
+        pref, counts = self.pref, self.counts
+        sorted_pref, sorted_counts = pref[self.order], counts[self.order]
         self.capped_mass = np.concatenate(([0.0], np.cumsum(sorted_counts)[:-1]))  # C_k
         self.rest = (sorted_counts * sorted_pref)[::-1].cumsum()[::-1]  # R_k
         n_open = int((self.rest > 0).sum())  # R_k > 0 on a prefix (R is non-increasing), so b_(k) > 0 there
@@ -148,9 +211,7 @@ class BudgetSolver:
 
     def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(k, beta, floor) per budget in ``ps``: types of rank < k get 1, the others max(min(1, beta b_v), floor)."""
-        ps = np.atleast_1d(np.asarray(ps, dtype=np.float64))
-        if not ((ps >= 0) & (ps <= 1)).all():
-            raise ValueError(f"p must lie in [0, 1], got {ps.tolist()}")
+        ps = self._checked(ps)
         k = np.searchsorted(self.threshold, ps, side="left")
         interior = (ps > 0) & (ps < 1)
         overflow = interior & (k >= len(self.threshold))  # more budget than the positive preferences can hold
@@ -163,12 +224,6 @@ class BudgetSolver:
         k = np.where(ps >= 1, len(self.pref), np.where(ps <= 0, 0, k))
         return k, beta, floor
 
-    def solve(self, p: float) -> np.ndarray:
-        """pi (V,) for budget ``p`` in [0, 1]."""
-        p = check_in_interval("p", p, 0.0, 1.0, low_open=False, high_open=False)
-        (k,), (beta,), (floor,) = self.coefficients([p])
-        return np.where(self.rank < k, 1.0, np.maximum(np.minimum(beta * self.pref, 1.0), floor))
-
 
 def calibrate_budget(pref: np.ndarray, counts: np.ndarray, p: float) -> np.ndarray:
     """pi_v = min(1, beta b_v) with sum f_v pi_v = p sum f_v exactly (water-filling, :class:`BudgetSolver`)."""
@@ -179,6 +234,16 @@ def calibrate(weights: np.ndarray, counts: np.ndarray, p: float, method: str = "
               tau: float = 1.0, seen: np.ndarray | None = None) -> np.ndarray:
     """Masking probability pi_v of every token type (float64 (V,)); see the module docstring."""
     return calibrate_budget(preference(weights, method, delta, tau, seen), counts, p)
+
+
+def budget_rule(budget: str, pref: np.ndarray, counts: np.ndarray, special_counts: np.ndarray | None) -> _Budget:
+    """The solver of budget rule ``budget`` (typhoon.masking.params.BUDGET): water-filling over the non-special
+    ``counts``, or the 2023 closed form over every input id (``counts + special_counts``)."""
+    if budget == "non_special":
+        return BudgetSolver(pref, counts)
+    if special_counts is None:
+        raise ValueError("budget='all_ids' counts the special tokens too: give their corpus counts (special_counts)")
+    return ClosedFormBudget(pref, np.asarray(counts) + np.asarray(special_counts))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,6 +298,12 @@ def budget_moved(probs: np.ndarray, counts: np.ndarray, seen: np.ndarray | None 
     """Total variation TV(q, u): the fraction of the masking budget moved between token types."""
     q, u = _masked_and_uniform(probs, counts, seen)
     return float(0.5 * np.abs(q - u).sum())
+
+
+def realised_rate(probs: np.ndarray, counts: np.ndarray) -> float:
+    """sum f pi / sum f: the expected share of the counted (maskable) tokens masked; p for the exact budget."""
+    probs, counts = _restrict(probs, counts, None)
+    return float((counts * probs).sum() / counts.sum())
 
 
 def spread(probs: np.ndarray, seen: np.ndarray | None) -> dict[str, float]:

@@ -17,6 +17,11 @@ from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
 CORRUPTIONS = ("bert", "mask_only")
 CALIBRATIONS = ("minmax", "rank", "softmax")  # typhoon's calibrations (typhoon.masking.calibration)
 SALIENCY_SOURCES = ("mlm", "task")  # which loss typhoon's saliency is the gradient of (typhoon.masking.task_saliency)
+# Typhoon's calibration rules, each this package's choice first and the paper's 2023 code's second
+# (man2machine/cs324-final-project-2023, cs324_project/masking.py; typhoon.masking.calibration says what each does)
+EMA_STARTS = ("first_sighting", "zeros")  # a type's first weight: its first batch estimate | an EMA from zero
+UNSEEN_RULES = ("neutral", "top")  # preference of a type never seen: the band's midpoint | its top
+BUDGETS = ("non_special", "all_ids")  # exact budget over non-special tokens | closed form over every input id
 #: The schedules a run config can name (typhoon.masking.schedules): every sequence at the budget p; a rate
 #: uniform on (0, 1]; the budget p with a whole sequence masked with probability pi0.
 SCHEDULES = ("fixed", "uniform", "mixture")
@@ -64,18 +69,30 @@ TAU = Param("tau", float, 1.0, "typhoon: softmax calibration temperature, > 0", 
 SALIENCY = Param("saliency", str, "mlm", f"typhoon: saliency from the {' | '.join(SALIENCY_SOURCES)} loss "
                                          "(mlm is the paper's; task: typhoon.masking.task_saliency)",
                  OneOf(SALIENCY_SOURCES))
+EMA_START = Param("ema_start", str, "first_sighting",
+                  "typhoon: a type's first weight: first_sighting = its first batch estimate; zeros = an EMA from 0 "
+                  "(the 2023 code: lam x the estimate, but at the very first step)", OneOf(EMA_STARTS))
+UNSEEN = Param("unseen", str, "neutral",
+               "typhoon: preference of a type never seen: neutral = the band's midpoint (softmax: an average "
+               "type's); top = the highest preference (the 2023 code)", OneOf(UNSEEN_RULES))
+BUDGET = Param("budget", str, "non_special",
+               "typhoon: non_special = the expected rate over non-special tokens is exactly p (water-filled); "
+               "all_ids = beta = p N / sum b f over every input id, specials included, in closed form (the 2023 "
+               "code: specials are never masked, so the realised rate falls below p)", OneOf(BUDGETS))
+TYPHOON_2023 = {"ema_start": "zeros", "unseen": "top", "budget": "all_ids"}  # the 2023 code's three rules
 
 STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {
     "random": BASE_PARAMS,
     "whole_word": BASE_PARAMS,
     "span": (*BASE_PARAMS, GEOMETRIC, MAX_SPAN),
-    "typhoon": (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY),
+    "typhoon": (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY, EMA_START, UNSEEN, BUDGET),
 }
 
 # Registry aliases: a name fixing some parameters of a strategy.
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     **{f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS},
     "typhoon_task": ("typhoon", {"saliency": "task"}),
+    "typhoon_2023": ("typhoon", dict(TYPHOON_2023)),  # the paper's code's calibration rules (min-max, MLM saliency)
     # every calibration with task saliency has its name too, so that a strategy's ``name`` is always one
     # get_strategy accepts (typhoon.masking.saliency.TyphoonMasking.name)
     **{f"typhoon_{method}_task": ("typhoon", {"calibration": method, "saliency": "task"})

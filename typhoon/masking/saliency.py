@@ -15,12 +15,16 @@ Weights (EMA)
 Per token type v, a batch estimate  w_hat_v = mean(+s_i over the selected occurrences of v)
 + mean(-s_i over its visible, non-special occurrences)  (a side with no occurrence adds 0), and
 w_v <- (1 - lam) w_v + lam w_hat_v for the types seen in the batch; the first sighting sets
-w_v = w_hat_v. Computed with ``bincount`` over the flattened batch.
+w_v = w_hat_v. Computed with ``bincount`` over the flattened batch. With ``ema_start="zeros"`` (the
+paper's 2023 code) every weight starts at 0 instead: the first step sets w_v = w_hat_v for the types
+in its batch, and a type first seen later gets lam w_hat_v.
 
 Probabilities
 -------------
 After every update the weights are recalibrated (:mod:`typhoon.masking.calibration`) to pi_v with an
-exact expected budget p over the corpus counts f_v. Sampling is a lookup ``pi[input_ids]`` and a
+exact expected budget p over the corpus counts f_v (``budget="non_special"``), or, as the 2023 code did,
+with beta solved in closed form over every input id, specials included (``budget="all_ids"``); never-seen
+types get the neutral preference or, with ``unseen="top"``, the top one. Sampling is a lookup ``pi[input_ids]`` and a
 Bernoulli draw. Before any update (nothing seen) pi = p everywhere: uniform random masking.
 
 Per-row rates
@@ -51,15 +55,27 @@ import numpy as np
 import torch
 from torch import nn
 
-from typhoon.masking.params import CALIBRATION, DELTA, LAM, SALIENCY, STRATEGY_PARAMS, TAU
+from typhoon.masking.params import (
+    BUDGET,
+    CALIBRATION,
+    DELTA,
+    EMA_START,
+    LAM,
+    SALIENCY,
+    STRATEGY_PARAMS,
+    TAU,
+    TYPHOON_2023,
+    UNSEEN,
+)
 
 from .base import MaskingStrategy, maskable_positions
 from .calibration import (
-    BudgetSolver,
     budget_moved,
+    budget_rule,
     kl_to_uniform,
     masked_distribution_kl,
     preference,
+    realised_rate,
     spread,
 )
 
@@ -137,13 +153,14 @@ def batch_weight_estimate(input_ids: torch.Tensor, maskable: torch.Tensor, selec
 
 
 def ema_update(weights: np.ndarray, seen: np.ndarray, estimate: np.ndarray, seen_in_batch: np.ndarray,
-               lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """w <- (1 - lam) w + lam w_hat on the batch's types; first sighting w = w_hat. Returns copies."""
+               lam: float, first_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """w <- (1 - lam) w + lam w_hat on the batch's types; a first sighting gets w = first_weight w_hat
+    (1: the estimate itself; lam: an EMA that started at 0). Returns copies."""
     weights, seen = weights.copy(), seen.copy()
     again = seen_in_batch & seen
     first = seen_in_batch & ~seen
     weights[again] = (1.0 - lam) * weights[again] + lam * estimate[again]
-    weights[first] = estimate[first]
+    weights[first] = first_weight * estimate[first]  # 1.0 * x is x, bit for bit
     seen |= seen_in_batch
     return weights, seen
 
@@ -153,43 +170,66 @@ class TyphoonMasking(MaskingStrategy):
 
     Parameters: ``p`` budget in (0, 1); ``delta`` band width in [0, 1]; ``lam`` EMA rate in (0, 1];
     ``calibration`` in {minmax, rank, softmax}; ``tau`` > 0 (softmax temperature); ``saliency`` in
-    {mlm, task} (which loss's gradient :meth:`update` receives); ``corruption``.
+    {mlm, task} (which loss's gradient :meth:`update` receives); ``corruption``; and the three rules where
+    the paper's 2023 code differs, each alone: ``ema_start`` in {first_sighting, zeros}, ``unseen`` in
+    {neutral, top}, ``budget`` in {non_special, all_ids} (all three at the 2023 values: ``typhoon_2023``).
     """
 
     needs_saliency = True
     PARAMS = STRATEGY_PARAMS["typhoon"]  # declared in typhoon.masking.params
 
     def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
-                 calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm"):
+                 calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm",
+                 ema_start: str = "first_sighting", unseen: str = "neutral", budget: str = "non_special"):
         super().__init__(p=p, corruption=corruption)
         self.delta = DELTA.check(delta)
         self.lam = LAM.check(lam)
         self.calibration = CALIBRATION.check(calibration)
         self.tau = TAU.check(tau)
         self.saliency = SALIENCY.check(saliency)
+        self.ema_start = EMA_START.check(ema_start)
+        self.unseen = UNSEEN.check(unseen)
+        self.budget = BUDGET.check(budget)
         self.steps = 0
         self.counts: np.ndarray | None = None
+        self.special_counts: np.ndarray | None = None  # budget="all_ids" only: the corpus counts of [CLS], [SEP], ...
         self.weights: np.ndarray | None = None
         self.seen: np.ndarray | None = None
         self.probs: np.ndarray | None = None
-        self._solver: BudgetSolver | None = None
+        self._solver = None  # the budget rule's solver (typhoon.masking.calibration.budget_rule)
         self._lookup: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> (preference, rank)
 
     @property
     def name(self) -> str:
+        if self.calibration == "minmax" and self.saliency == "mlm" and self.rules_2023() == set(TYPHOON_2023):
+            return "typhoon_2023"
         name = "typhoon" if self.calibration == "minmax" else f"typhoon_{self.calibration}"
         return name if self.saliency == "mlm" else f"{name}_{self.saliency}"
+
+    def rules_2023(self) -> set[str]:
+        """The calibration rules set as the paper's 2023 code had them (typhoon.masking.params.TYPHOON_2023)."""
+        return {rule for rule, value in TYPHOON_2023.items() if getattr(self, rule) == value}
 
     @property
     def vocab_size(self) -> int | None:
         return None if self.counts is None else len(self.counts)
 
     # -- corpus counts and recalibration ---------------------------------------------------------
-    def prepare(self, token_counts: np.ndarray | None) -> None:
-        """Set the corpus counts f_v (non-special tokens, (V,)) and reset the state to uniform p."""
+    def prepare(self, token_counts: np.ndarray | None, special_counts: np.ndarray | None = None) -> None:
+        """Set the corpus counts f_v (non-special tokens, (V,)) and reset the state to uniform p.
+        ``special_counts``: the counts of the special tokens in the same text ((V,)), which only the
+        ``all_ids`` budget uses (and requires)."""
         counts = np.asarray(token_counts)
         if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() <= 0:
             raise ValueError("token_counts must be a non-empty 1-D array of non-negative counts with a positive sum")
+        if self.budget == "all_ids":
+            if special_counts is None:
+                raise ValueError("budget='all_ids' counts every input id: prepare() needs special_counts too")
+            special_counts = np.asarray(special_counts)
+            if special_counts.shape != counts.shape or (special_counts < 0).any():
+                raise ValueError(f"special_counts must be non-negative counts of shape {counts.shape}, "
+                                 f"got {special_counts.shape}")
+            self.special_counts = special_counts.astype(np.int64)
         self.counts = counts.astype(np.int64)
         self.weights = np.full(len(counts), np.nan)
         self.seen = np.zeros(len(counts), dtype=bool)
@@ -203,8 +243,8 @@ class TyphoonMasking(MaskingStrategy):
     def recalibrate(self) -> None:
         """Recompute pi for budget p from the current weights (and forget per-rate solutions)."""
         self._require_prepared()
-        pref = preference(self.weights, self.calibration, self.delta, self.tau, self.seen)
-        self._solver = BudgetSolver(pref, self.counts)
+        pref = preference(self.weights, self.calibration, self.delta, self.tau, self.seen, self.unseen)
+        self._solver = budget_rule(self.budget, pref, self.counts, self.special_counts)
         self.probs = self._solver.solve(self.p)
         self._lookup.clear()
 
@@ -254,7 +294,9 @@ class TyphoonMasking(MaskingStrategy):
                              f"input_ids {tuple(batch['input_ids'].shape)}")
         estimate, in_batch = batch_weight_estimate(batch["input_ids"], maskable_positions(batch), selected,
                                                    saliency.detach(), len(self.counts))
-        self.weights, self.seen = ema_update(self.weights, self.seen, estimate, in_batch, self.lam)
+        # an EMA from zero (the 2023 code) gives a type first seen after the first step lam x its estimate
+        first_weight = self.lam if self.ema_start == "zeros" and self.steps > 0 else 1.0
+        self.weights, self.seen = ema_update(self.weights, self.seen, estimate, in_batch, self.lam, first_weight)
         self.steps += 1
         self.recalibrate()
 
@@ -269,6 +311,8 @@ class TyphoonMasking(MaskingStrategy):
             "budget_moved": budget_moved(self.probs, self.counts),
             "n_seen": int(self.seen.sum()),
         }
+        if self.budget != "non_special":  # the exact budget's realised rate is p
+            out["realised_rate"] = realised_rate(self.probs, self.counts)
         out.update({f"spread_{k}": v for k, v in spread(self.probs, self.seen).items()})
         return out
 
@@ -285,8 +329,11 @@ class TyphoonMasking(MaskingStrategy):
             return {"weights": empty, "counts": empty.astype(np.int64), "seen": empty.astype(bool),
                     "probs": empty, "meta": self.meta()}
         weights = np.where(self.seen, self.weights, np.nan)
-        return {"weights": weights, "counts": self.counts.copy(), "seen": self.seen.copy(),
-                "probs": self.probs.copy(), "meta": self.meta()}
+        state = {"weights": weights, "counts": self.counts.copy(), "seen": self.seen.copy(),
+                 "probs": self.probs.copy(), "meta": self.meta()}
+        if self.special_counts is not None:  # budget="all_ids"
+            state["special_counts"] = self.special_counts.copy()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -295,6 +342,10 @@ class TyphoonMasking(MaskingStrategy):
             self.counts = self.weights = self.seen = self.probs = self._solver = None
             return
         self.counts = counts.astype(np.int64)
+        if self.budget == "all_ids":
+            if "special_counts" not in state:
+                raise ValueError("state of a budget='all_ids' strategy without its special_counts")
+            self.special_counts = np.asarray(state["special_counts"]).astype(np.int64)
         self.seen = np.asarray(state["seen"], dtype=bool).copy()
         self.weights = np.where(self.seen, np.asarray(state["weights"], dtype=np.float64), np.nan)
         meta = state.get("meta", {})

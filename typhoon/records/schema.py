@@ -23,7 +23,7 @@ RESULT_COLUMNS = [
     "majority_value", "dev_accuracy", "dev_f1", "dev_mcc", *MASKING_COLUMNS, "mlm_wall_s", "ft_wall_s", "wall_s",
     "mlm_tokens_per_s", "ft_tokens_per_s", "device", "precision", "record_path", "error",
     "task_head_accuracy", "task_head_learned",  # task-loss saliency only: its task model's check (task_saliency)
-    "mlm_full_mask_loss",  # the MLM's dev loss with every token masked (training.run.full_mask_dev_loss; schedule_study)
+    "mlm_full_mask_loss",  # the MLM's dev loss with every token masked (training.dev_losses.full_mask_dev_loss; schedule_study)
 ]
 
 

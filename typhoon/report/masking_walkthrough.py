@@ -20,7 +20,7 @@ import torch
 
 from typhoon import figure_style
 from typhoon.config import RunConfig
-from typhoon.data.batching import collate, token_counts
+from typhoon.data.batching import collate
 from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
 from typhoon.masking.saliency_source import SaliencySource
 from typhoon.records import schema
@@ -77,12 +77,10 @@ def batch_row(batch: Mapping[str, torch.Tensor], i: int) -> dict[str, torch.Tens
 def prepared_strategies(names: Iterable[str], examples: Sequence[Mapping], vocab_size: int,
                         p: float = 0.15) -> dict[str, MaskingStrategy]:
     """Strategies by name with budget p, prepared with the token counts of ``examples``."""
-    counts = token_counts([x["input_ids"] for x in examples], [x["special_tokens_mask"] for x in examples],
-                          vocab_size)
     strategies = {}
     for name in names:
         strategies[name] = get_strategy(name, p=p)
-        strategies[name].prepare(counts)
+        strategies[name].prepare_on(examples, vocab_size)
     return strategies
 
 

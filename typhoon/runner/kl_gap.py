@@ -50,9 +50,9 @@ def is_complete(folder: Path, config: RunConfig) -> bool:
     return json.loads(run_file.read_text())["config"] == asdict(config)
 
 
-def run_phase_one(config: RunConfig, folder: Path, progress: bool = True) -> dict:
-    """Phase 1 of ``config`` alone; its masking state, MLM loss rows and a run summary written into
-    ``folder`` (whole or not at all)."""
+def run_phase_one(config: RunConfig, folder: Path, progress: bool = True, compressed: bool = False) -> dict:
+    """Phase 1 of ``config`` alone; its masking state (``compressed``: deflated), MLM loss rows and a run
+    summary written into ``folder`` (whole or not at all)."""
     import pandas as pd
     import torch
 
@@ -72,10 +72,11 @@ def run_phase_one(config: RunConfig, folder: Path, progress: bool = True) -> dic
                                                  ctx.dropout).to_dict(),
         "mlm_steps": one.timing["mlm_steps"], "mlm_first_loss": train_losses[0], "mlm_last_loss": train_losses[-1],
         "mlm_dev_loss": dev_losses[-1], "mlm_full_mask_loss": one.full_mask_loss,
-        "masking": one.strategy.meta(), "wall_s": round(time.perf_counter() - started, 1),
+        "masking": one.strategy.meta(), "n_train": len(ctx.data["train"]),
+        "wall_s": round(time.perf_counter() - started, 1),
     }
     with staged_dir(folder) as staging:
-        one.strategy.save(staging / STATE_FILE)
+        one.strategy.save(staging / STATE_FILE, compressed)
         pd.DataFrame(one.loss_rows).to_csv(staging / "mlm_loss.csv", index=False)
         (staging / RUN_FILE).write_text(json.dumps(summary, indent=1, default=str) + "\n")
     return summary

@@ -69,7 +69,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
     import numpy as np
     import torch
 
-    from typhoon.data.batching import length_grouped_batches, token_counts
+    from typhoon.data.batching import length_grouped_batches
     from typhoon.masking import get_strategy
     from typhoon.masking.saliency_source import SaliencySource, saliency_kind
     from typhoon.training import examples, flops, speed
@@ -129,8 +129,6 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
     costs["classifier_build_s"] = _timed(lambda: ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels))
     costs["build_s"] = _timed(lambda: ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels)) \
         + costs["classifier_build_s"]
-    counts = token_counts([x["input_ids"] for x in train], [x["special_tokens_mask"] for x in train],
-                          len(ctx.backbone.tokenizer))
     rates = torch.Generator().manual_seed(config.seed)  # the flops' expected selections (selected_positions)
     for kind, kind_config in mlm_kinds.items():
         kind_ctx = dataclasses.replace(ctx, config=kind_config)  # its budget and schedule; the same data
@@ -139,7 +137,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         optimizer = training_step.make_optimizer(mlm, config.mlm_lr, config.weight_decay)
         scheduler = training_step.linear_schedule(optimizer, 1000, config.warmup_ratio)
         strategy = get_strategy(kind_config.strategy, **kind_config.strategy_params())
-        strategy.prepare(counts)
+        strategy.prepare_on(train, len(ctx.backbone.tokenizer))
         task_model = None
         source_kind = saliency_kind(kind_config)
         if source_kind == "task":  # frozen, as training_run.warm_up_task_model leaves it (its weights do not matter here)

@@ -177,7 +177,12 @@ def load(path: Path, ctx, record_path: str) -> dict | None:
 
 
 def describe(boundary: str) -> str:
-    return "the MLM phase" if boundary == "mlm" else f"fine-tuning epoch {boundary.removeprefix('ft')}"
+    """``mlm`` (the MLM phase), ``mlm<e>`` (MLM epoch e, the KL studies' long phases) or ``ft<e>``."""
+    if boundary == "mlm":
+        return "the MLM phase"
+    if boundary.startswith("mlm"):
+        return f"MLM epoch {boundary.removeprefix('mlm')}"
+    return f"fine-tuning epoch {boundary.removeprefix('ft')}"
 
 
 def _say(text: str) -> None:

@@ -28,7 +28,7 @@ import torch
 
 from typhoon import _faults, machine, paths
 from typhoon.config import RunConfig
-from typhoon.data.batching import length_grouped_batches, token_counts
+from typhoon.data.batching import length_grouped_batches
 from typhoon.data.glue_files import TaskSpec, get_task
 from typhoon.data.metrics import glue_metrics, majority_baseline
 from typhoon.masking import MaskingStrategy, get_strategy
@@ -41,6 +41,7 @@ from typhoon.training import device_settings, examples, flops, resume, software,
 from typhoon.training import step as training_step
 from typhoon.training.progress_bars import progress_bar
 from typhoon.training.progress_file import ProgressFile
+from typhoon.training.dev_losses import full_mask_dev_loss, mlm_dev_loss
 from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
@@ -112,12 +113,18 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
 # Phase 1: MLM adaptation
 
 
-def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
-              saliency: SaliencySource) -> tuple[list, dict]:
+def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, saliency: SaliencySource, *,
+              saved: dict | None = None, at_epoch_end=None, at_step_end=None) -> tuple[list, dict]:
     """Masked-LM training on the task's training text; returns loss rows and timing.
 
     Each step is :func:`typhoon.training.step.mlm_step`, the strategy learning from the run's ``saliency``
     source (a task source: the gradient of the warmed-up task model's loss, which reaches no parameter).
+
+    For a phase of many epochs (the KL studies, :mod:`typhoon.runner.kl_gap`), as :func:`fine_tune` has them:
+    ``saved``, a state saved after an MLM epoch (the model, optimizer, schedule and the phase's progress; the
+    caller restores the strategy and the generators), from which the next epoch follows;
+    ``at_epoch_end(epoch, models, progress)``, called after each epoch's dev loss with the state dicts and the
+    phase's progress; ``at_step_end(step, epoch)``, called after each update. A run passes none of them.
     """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
@@ -133,9 +140,19 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     optimizer = make_optimizer(mlm, config.mlm_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
-    rows, tokens, step, task_losses = [], 0, 0, {}
-    meter = flops.PhaseMeter(ctx.backbone.config).start()  # FLOPs, wall and CPU time of the phase
-    for epoch in range(1, config.mlm_epochs + 1):
+    rows, tokens, step, task_losses, epochs_done = [], 0, 0, {}, 0
+    meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
+    if saved is not None:
+        mlm.load_state_dict(saved["models"]["mlm"])
+        optimizer.load_state_dict(saved["models"]["optimizer"])
+        scheduler.load_state_dict(saved["models"]["scheduler"])
+        saved["models"].clear()  # loaded: the copies need not stay in memory through the epochs to come
+        so_far = saved["progress"]["mlm"]
+        rows, tokens, step, epochs_done = so_far["rows"], so_far["tokens"], so_far["step"], so_far["epoch"]
+        task_losses = {int(epoch): losses for epoch, losses in so_far["task_losses"].items()}  # JSON's keys are text
+        meter.load_state(so_far["meter"])
+    meter.start()
+    for epoch in range(epochs_done + 1, config.mlm_epochs + 1):
         mlm.train()
         bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"MLM epoch {epoch}",
                            ctx.progress, leave=False)
@@ -153,10 +170,19 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
             bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
             ctx.report("mlm", step=step, steps=steps_per_epoch * config.mlm_epochs, epoch=epoch,
                        epochs=config.mlm_epochs, tokens=tokens)
+            if at_step_end is not None:
+                at_step_end(step, epoch)
         ctx.report("eval", epoch=epoch, epochs=config.mlm_epochs)
         rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
         for batch in dev_batches:
             meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
+        if at_epoch_end is not None:
+            meter.stop()
+            at_epoch_end(epoch, {"mlm": mlm.state_dict(), "optimizer": optimizer.state_dict(),
+                                 "scheduler": scheduler.state_dict()},
+                         {"epoch": epoch, "rows": rows, "tokens": tokens, "step": step, "task_losses": task_losses,
+                          "meter": meter.state()})
+            meter.start()
     meter.stop()
     wall = meter.wall_s
     timing = {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
@@ -165,36 +191,6 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy,
         timing["mlm_task_loss_by_epoch"] = [float(np.mean(task_losses[e])) if e in task_losses else None
                                             for e in range(1, config.mlm_epochs + 1)]
     return rows, timing
-
-
-@torch.no_grad()
-def mlm_dev_loss(ctx: RunContext, mlm: MaskedLM, dev_batches: list[dict]) -> float:
-    mlm.eval()
-    total, count = 0.0, 0
-    for batch in dev_batches:
-        inputs = to_device(batch, ctx.device)
-        n = int((inputs["mlm_labels"] != -100).sum())
-        if n == 0:
-            continue
-        with ctx.autocast():
-            loss = mlm(labels=inputs["mlm_labels"], **ctx.backbone.model_inputs(inputs))
-        total, count = total + float(loss) * n, count + n
-    mlm.train()
-    return total / max(count, 1)
-
-
-def full_mask_dev_loss(ctx: RunContext, mlm: MaskedLM) -> float:
-    """The MLM's loss on the dev split with *every* maskable token masked: what it predicts when nothing
-    of the sequence is visible, the quantity the mask-schedule theory says only schedules with mass on
-    fully masked inputs can learn (``typhoon.analysis.identifiability``; ``typhoon.analysis.schedule_study``). No random
-    draw: the same inputs for every run, and the run's generators are left as they were."""
-    tokenizer = ctx.backbone.tokenizer
-    batches = examples.eval_batches(ctx.data["validation"], ctx.config, tokenizer.pad_token_id)
-    for batch in batches:
-        maskable = ~batch["special_tokens_mask"].bool() & batch["attention_mask"].bool()
-        batch["mlm_labels"] = batch["input_ids"].masked_fill(~maskable, -100)
-        batch["input_ids"] = batch["input_ids"].masked_fill(maskable, tokenizer.mask_token_id)
-    return mlm_dev_loss(ctx, mlm, batches)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,8 +331,7 @@ def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
     """The run's masking strategy, prepared on the task's token counts."""
     config, data = ctx.config, ctx.data
     strategy = get_strategy(config.strategy, **config.strategy_params())
-    strategy.prepare(token_counts([x["input_ids"] for x in data["train"]],
-                                  [x["special_tokens_mask"] for x in data["train"]], len(ctx.backbone.tokenizer)))
+    strategy.prepare_on(data["train"], len(ctx.backbone.tokenizer))
     return strategy
 
 
