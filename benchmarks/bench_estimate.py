@@ -26,7 +26,7 @@ from pathlib import Path
 from typhoon import atomic
 from typhoon.config import get_profile, parse_overrides
 from typhoon.records import result_rows, run_record
-from typhoon.runner import estimate, grid, notebooks
+from typhoon.runner import estimate, grid, notebooks, study
 
 
 def error(estimated: float, actual: float) -> str:
@@ -81,13 +81,14 @@ def main() -> None:
 
     grid.preflight(configs)
     start = time.perf_counter()
-    cells = grid.run_grid(configs, out, notebooks.notebooks_dir(), workers)
+    with study.local_pool(workers) as pool:  # the worker processes reproduce runs the cells in
+        cells = study.run_cells(configs, out, pool)
     grid_s = time.perf_counter() - start
     analysis_s = None
     if args.analysis:
         atomic.atomic_write_csv(out / "results.csv", result_rows.collect_results(out, configs))
         start = time.perf_counter()
-        grid.run_analysis(out, notebooks.notebooks_dir(), spec.analysis, spec.name, workers)
+        grid.run_analysis(out, notebooks.notebooks_dir(), spec.analysis, spec.name, configs=configs, workers=workers)
         analysis_s = time.perf_counter() - start
 
     rows = []

@@ -1,11 +1,12 @@
-"""Where the time of ``reproduce --profile smoke`` goes: preflight, each cell (its notebook's wall time
-against the run's own wall time: the difference is kernel start, imports, set-up and the record's
-figure), and each analysis notebook and the report.
+"""Where the time of ``reproduce --profile smoke`` goes: preflight, each cell (its time in the batch against
+the run's own wall time in its record: the difference is the cell's fixed cost, set-up and writing the record;
+a worker's start and imports come on top once per worker, before its first cell), and each notebook and the
+report.
 
     python benchmarks/bench_smoke.py [--profile smoke] [--workers N] [--set KEY=VALUE ...] [--out DIR]
 
-It runs the grid as ``reproduce`` does (typhoon.runner.grid: run_grid, then run_analysis; each notebook's time
-is the duration papermill records in it), into a fresh temporary folder unless ``--out`` is given, and prints a table. Say the machine
+It runs the grid as ``reproduce`` does (typhoon.runner.study: run_cells on the local pool of worker processes,
+then typhoon.runner.grid.run_analysis; each notebook's time is the duration papermill records in it), into a fresh temporary folder unless ``--out`` is given, and prints a table. Say the machine
 and its load beside the figures: a shared machine's load moves them a lot.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from typhoon import atomic
 from typhoon.config import get_profile, parse_overrides
 from typhoon.records import result_rows, run_record
-from typhoon.runner import grid, notebooks
+from typhoon.runner import grid, notebooks, study
 
 
 def papermill_duration(notebook: Path) -> float | None:
@@ -51,20 +52,21 @@ def main() -> None:
     figures["preflight_s"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    cells = grid.run_grid(configs, out, nb_dir, workers)
+    with study.local_pool(workers) as pool:  # the worker processes reproduce runs the cells in
+        cells = study.run_cells(configs, out, pool)
     figures["grid_s"] = time.perf_counter() - start
     figures["cells"] = []
     for row in cells.to_dict("records"):
         metrics = run_record.read_json(out / row["record_path"] / "metrics.json") or {}
         timing = metrics.get("timing", {})
-        figures["cells"].append({"cell": row["record_path"], "status": row["status"], "notebook_s": row["seconds"],
+        figures["cells"].append({"cell": row["record_path"], "status": row["status"], "cell_s": row["seconds"],
                                  "run_wall_s": timing.get("wall_s"), "mlm_s": timing.get("mlm_wall_s"),
                                  "ft_s": timing.get("ft_wall_s"), "threads": metrics.get("threads")})
     atomic.atomic_write_csv(out / "results.csv", result_rows.collect_results(out, configs))
 
     print(f"grid {figures['grid_s']:.1f} s", flush=True)
     start = time.perf_counter()
-    grid.run_analysis(out, nb_dir, spec.analysis, spec.name, workers)  # as reproduce runs them, report included
+    grid.run_analysis(out, nb_dir, spec.analysis, spec.name, configs=configs, workers=workers)  # as reproduce does
     figures["analysis_s"] = time.perf_counter() - start
     figures["analysis"] = {nb.name: papermill_duration(out / "notebooks" / nb.name) for nb in notebooks.ANALYSIS_NOTEBOOKS}
     figures["total_s"] = time.perf_counter() - total
@@ -74,8 +76,8 @@ def main() -> None:
           f"{figures['load_before'][0]:.1f}, after {figures['load_after'][0]:.1f}")
     print(f"preflight {figures['preflight_s']:.1f} s; grid {figures['grid_s']:.1f} s")
     for c in figures["cells"]:
-        overhead = c["notebook_s"] - c["run_wall_s"] if c["run_wall_s"] else float("nan")
-        print(f"  {c['cell']:45s} notebook {c['notebook_s']:6.1f} s  run {c['run_wall_s'] or 0:6.1f} s "
+        overhead = c["cell_s"] - c["run_wall_s"] if c["run_wall_s"] else float("nan")
+        print(f"  {c['cell']:45s} cell {c['cell_s']:6.1f} s  run {c['run_wall_s'] or 0:6.1f} s "
               f"(MLM {c['mlm_s'] or 0:5.1f}, FT {c['ft_s'] or 0:5.1f})  outside the run {overhead:5.1f} s  "
               f"threads {c['threads']}")
     for name, seconds in figures["analysis"].items():

@@ -10,7 +10,9 @@ the same in every run) four times:
 - ``plain``: ``--cluster slurm`` with two jobs;
 - ``scancel``: the same, with one job cancelled while its cell is mid-run (the cell must run again on a
   replacement job, and its temp notebook must go);
-- ``walltime``: jobs whose time limit is shorter than the grid, so they end and must be replaced;
+- ``walltime``: one job at a time with a 1-minute limit, every cell made 30 s longer by the package's fault
+  injection (``"action": "sleep"``), so that jobs are surely ended by their walltime mid-cell and must be
+  replaced, the lost cell retried on the new job;
 - ``design``: a sequential design (``tiny-design`` in :data:`PROFILES`, two comparisons on the tiny backbone, looks at 3
   and 6 seeds, a wide margin; a profiles file of its own, ``TYPHOON_PROFILES``) run locally and then with
   ``--cluster slurm``: the cluster run must train look by look and stop where the rule says, with the local
@@ -29,6 +31,7 @@ did not start): the test (tests/test_slurm.py) skips with the printed reason.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -45,6 +48,7 @@ SKIP = 3
 # Columns of results.csv that are measurements of time or speed, not results.
 TIMING = ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s", "error")
 MODES = ("plain", "scancel", "walltime", "design")
+WALLTIME_SLEEP_S = 30  # the walltime mode's cells: this much longer (see run_mode)
 DEFAULT_MODES = ("plain", "scancel", "walltime")
 # The check's own profiles (a profiles file of its own, ``TYPHOON_PROFILES``), with the smoke profile's tiny
 # cells on less data: the check is about jobs and cells, not numbers. The smoke grid's MiniLM cell is left
@@ -162,18 +166,9 @@ MpiDefault=none
 ReturnToService=2
 KillWait=5
 MinJobAge=30
-Prolog={root}/prolog.sh
 InactiveLimit=0
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
 PartitionName=check Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-"""
-
-
-PROLOG = """#!/bin/sh
-limit=$(SLURM_CONF={conf} squeue -h -j "$SLURM_JOB_ID" -o %l 2>/dev/null)
-# only the first 1-minute job starts late (mkdir is atomic: one job wins); its replacements start at once
-[ "$limit" = "1:00" ] && mkdir {root}/first-short-job 2>/dev/null && sleep 45
-exit 0
 """
 
 
@@ -186,14 +181,6 @@ class OneNodeSlurm:
         for sub in ("munge", "state", "spool", "log", "jobs"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         self.conf = root / "slurm.conf"
-        # SLURM enforces a time limit when its periodic check (about every 30 s) next sees it passed, so a grid
-        # of 85 s can outlive a 1-minute job or not, by chance. The first job with a 1-minute limit (the walltime
-        # mode's) starts 45 s late, so it has at most 50 s to work and the grid (over 100 s of cells one after
-        # another) surely outlives it. Its replacements start at once: delaying every job left each only 15-50 s,
-        # and a slower CPU's cell, longer than that, was lost on every job and ran out of retries.
-        prolog = root / "prolog.sh"
-        prolog.write_text(PROLOG.format(conf=self.conf, root=root))
-        prolog.chmod(0o755)
         self.conf.write_text(SLURM_CONF.format(root=root, ctld_port=free_port(), slurmd_port=free_port(), cpus=cpus,
                                                memory_mb=memory_mb))
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
@@ -279,8 +266,11 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     """One grid; returns its time and its results table. It runs from ``root/jobs``: the jobs' output files must
     land under the grid's output folder (``<out>/logs/slurm``), none in that working folder."""
     out = root / f"out-{mode}"
-    # walltime: one job at a time, so the cells run one after another and the grid outlives a 1-minute job
-    # even on a fast machine (with two jobs it finished in 65 s on an idle 2-core CPU and lost no job)
+    # walltime: one job at a time, and every cell made 30 s longer (fault injection: a sleep after phase 1), so
+    # that each cell takes d = 32-40 s. SLURM ends a 1-minute job 60-90 s in, while its second or third cell
+    # runs (the grid's 6 cells need over 3 min): a cell is lost mid-run on every machine, however fast (racing
+    # tiny cells against the clock lost no job on a fast idle CPU), and it had run for less than d < 54 s, 90 %
+    # of the walltime, so it is retried on the replacement job, first, and completes there
     design = mode.startswith("design")
     cluster = None if mode in ("local", "design-local") else {"walltime": walltime if mode == "walltime" else "00:30:00",
                                             "retries": 3 if mode == "walltime" else 2,
@@ -288,6 +278,8 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     env = {**(slurm.env if slurm else os.environ), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env["TYPHOON_PROFILES"] = str(root / "profiles.toml")
+    if mode == "walltime":
+        env["TYPHOON_FAULT_INJECT"] = json.dumps({"stage": "train", "action": "sleep", "seconds": WALLTIME_SLEEP_S})
     say(f"{mode}: {' '.join(reproduce_command(out, cluster, design)[1:])}")
     started = time.monotonic()
     log_path = root / f"{mode}.log"

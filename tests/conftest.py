@@ -186,6 +186,16 @@ def _processes_only_in_slow_tests(request, monkeypatch):
         return popen_init(self, args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded_init)
+    # worker processes (typhoon.runner.workers) are spawned by multiprocessing, not through subprocess.Popen
+    import multiprocessing.popen_spawn_posix as spawn
+
+    spawn_launch = spawn.Popen._launch
+
+    def guarded_launch(self, process_obj):
+        started.append(f"a spawned Python process ({process_obj.name})")
+        return spawn_launch(self, process_obj)
+
+    monkeypatch.setattr(spawn.Popen, "_launch", guarded_launch)
     yield
     if started:
         pytest.fail(f"starts {started[0]!r} but is not marked slow: mark it @pytest.mark.slow (the fast tier "

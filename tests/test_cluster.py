@@ -1,5 +1,5 @@
 """`reproduce --cluster`: the SLURM job script asks for the resources the profile and the flags give,
-and a grid runs through the cluster executor (a Dask LocalCluster here; no SLURM offline)."""
+and a study's cells run through the Dask executor (a Dask LocalCluster here; no SLURM offline)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from typhoon import cli
 from typhoon.config import get_profile
 from typhoon.records import result_rows, run_record
-from typhoon.runner import cluster, grid, notebooks, progress, stop
+from typhoon.runner import cluster, dask_executor, progress, stop, study
+from typhoon.runner.cells import remove_cell_leftovers
 from typhoon.training import progress_file
 
 
@@ -72,7 +73,7 @@ RUNNING = {"now": 0, "most": 0}
 LOCK = threading.Lock()
 
 
-def fake_run_cell(config, out_dir, nb_dir, device=None, threads=None):
+def fake_run_cell(config, out_dir):
     from distributed import get_worker
 
     with LOCK:
@@ -81,24 +82,23 @@ def fake_run_cell(config, out_dir, nb_dir, device=None, threads=None):
     time.sleep(0.2)
     with LOCK:
         RUNNING["now"] -= 1
-        RAN.append((config.relative_dir().as_posix(), get_worker().name, threads))
+        RAN.append((config.relative_dir().as_posix(), get_worker().name, config.num_threads))
     return result_rows.status_row(config, "ok", seconds=0.2)
 
 
-def test_a_grid_runs_through_the_cluster_executor_one_cell_per_worker(tmp_path, monkeypatch):
-    """The same code path as SLURM (cluster_executor -> run_grid), on a LocalCluster of two workers, with a
-    fake cell runner that records which Dask worker ran it and how many cells ran at once."""
+def test_a_grid_runs_through_the_cluster_executor_one_cell_per_worker(tmp_path):
+    """The same code path as SLURM (cluster_executor -> the study loop's run_cells), on a LocalCluster of two
+    workers, with a fake cell that records which Dask worker ran it and how many cells ran at once."""
     configs = get_profile("smoke").grid()[:4]
     RAN.clear()
-    monkeypatch.setattr(grid, "run_cell", fake_run_cell)
     spec = cluster.ClusterSpec(kind="local", jobs=2)
-    with cluster.cluster_executor(spec) as executor:
-        cells = grid.run_grid(configs, tmp_path, notebooks.notebooks_dir(), workers=1, executor=executor)
+    with cluster.cluster_executor(spec, cell_fn=fake_run_cell) as executor:
+        cells = study.run_cells(configs, tmp_path, executor)
     assert list(cells["status"]) == ["ok"] * 4
     assert sorted(path for path, _, _ in RAN) == sorted(c.relative_dir().as_posix() for c in configs)
     assert {worker for _, worker, _ in RAN} == {0, 1}  # both workers took cells
     assert RUNNING["most"] <= 2  # one cell per worker at a time
-    assert all(threads is None for _, _, threads in RAN)  # threads: the cell's own setting on its node
+    assert [threads for _, _, threads in RAN] == [c.num_threads for c in configs]  # the cell's own setting on its node
 
 
 def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path, capsys):
@@ -110,19 +110,20 @@ def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path,
     def fake_reproduce(profile, out, **kwargs):
         seen.update(profile=profile, out=out, **kwargs)
         executor = kwargs["executor"]
-        future = executor.submit(sum, [1, 2])  # the executor runs work on the cluster's worker ...
-        deadline = time.monotonic() + 30
-        while not future.done() and time.monotonic() < deadline:
-            executor.poll()  # ... handed to it by the poll (the grid's loop calls it)
-            time.sleep(0.1)
-        seen["result"] = future.result(timeout=1)
+        executor.cell_fn = fake_run_cell  # the executor runs a cell on the cluster's worker ...
+        config = get_profile("smoke").grid()[0]
+        executor.submit(config, out)
+        deadline, rows = time.monotonic() + 30, []
+        while not rows and time.monotonic() < deadline:
+            rows = executor.poll(0.1)  # ... handed to it by the poll (the study loop calls it)
+        seen["rows"] = rows
         return Done()
 
-    monkeypatch.setattr(grid, "reproduce", fake_reproduce)
+    monkeypatch.setattr(study, "reproduce", fake_reproduce)
     assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--cluster", "local", "--jobs", "1",
                      "--no-analysis"]) == 0
     assert seen["profile"] == "smoke" and seen["workers"] == 1 and seen["estimate"] is False
-    assert seen["analysis"] is False and seen["result"] == 3
+    assert seen["analysis"] is False and [row["status"] for row in seen["rows"]] == ["ok"]
     assert "local cluster: 1 job(s)" in capsys.readouterr().out
     capsys.readouterr()
     assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path / "new"), "--cluster", "local",
@@ -137,27 +138,26 @@ DOOMED = "runs/mrpc/tiny-random/random/seed0"  # the cell whose worker the test 
 ATTEMPTS: list[str] = []  # the worker addresses the doomed cell started on
 
 
-def temp_notebook(config, out_dir):
-    target = notebooks.cell_notebook(config, out_dir)
-    return target.with_name(f".{target.stem}.tmp-{os.getpid()}-{len(ATTEMPTS)}.ipynb")
+def staging_folder(config, out_dir):
+    run_dir = out_dir / config.relative_dir()
+    return run_dir.with_name(f".{run_dir.name}.tmp-{os.getpid()}-{len(ATTEMPTS)}")
 
 
-def losing_cell(config, out_dir, nb_dir, device=None, threads=None):
-    """A cell that writes a temp notebook like papermill; the doomed cell then runs until its worker is lost."""
+def losing_cell(config, out_dir):
+    """A cell that stages its record like a run; the doomed cell then runs until its worker is lost."""
     from distributed import get_worker
     from distributed.core import Status
 
     worker = get_worker()
-    temp = temp_notebook(config, out_dir)
-    temp.parent.mkdir(parents=True, exist_ok=True)
-    temp.write_text("{}")
+    temp = staging_folder(config, out_dir)
+    temp.mkdir(parents=True)
     if config.relative_dir().as_posix() == DOOMED:
         ATTEMPTS.append(worker.address)
         while worker.status == Status.running:  # until the test removes this worker, as a job's end would
             time.sleep(0.05)
         return result_rows.status_row(config, "ok")  # never reaches the grid: the worker is gone
     time.sleep(0.2)
-    temp.unlink()
+    temp.rmdir()
     return result_rows.status_row(config, "ok", seconds=0.2)
 
 
@@ -166,13 +166,12 @@ async def lose_worker(address, dask_scheduler=None):
     await dask_scheduler.remove_worker(address, stimulus_id="test-job-ended", expected=False, close=True)
 
 
-def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_path, monkeypatch):
+def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_path):
     configs = get_profile("smoke").grid()[:3]
     ATTEMPTS.clear()
-    monkeypatch.setattr(grid, "run_cell", losing_cell)
     spec = cluster.ClusterSpec(kind="local", jobs=2, retries=1)
     seen_leftovers = []
-    with cluster.cluster_executor(spec, on_lost=grid.remove_cell_leftovers) as executor:
+    with cluster.cluster_executor(spec, cell_fn=losing_cell) as executor:
         executor.check_s = 0.2
 
         def job_killer():  # loses the doomed cell's worker on each attempt, once it has written its temp notebook
@@ -180,16 +179,16 @@ def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_p
                 deadline = time.monotonic() + 60
                 while len(ATTEMPTS) <= attempt and time.monotonic() < deadline:
                     time.sleep(0.05)
-                seen_leftovers.append(len(list((tmp_path / "notebooks").rglob(".seed0.tmp-*"))))
+                seen_leftovers.append(len(list((tmp_path / "runs").rglob(".seed0.tmp-*"))))
                 executor.client.run_on_scheduler(lose_worker, ATTEMPTS[attempt])
 
         killer = threading.Thread(target=job_killer, daemon=True)
         killer.start()
-        cells = grid.run_grid(configs, tmp_path, notebooks.notebooks_dir(), workers=1, executor=executor)
+        cells = study.run_cells(configs, tmp_path, executor)
         killer.join(timeout=30)
         deadline = time.monotonic() + 30
         while len(executor.client.scheduler_info()["workers"]) < spec.jobs and time.monotonic() < deadline:
-            executor.poll()
+            executor.look_after()
             time.sleep(0.2)
         workers_after = len(executor.client.scheduler_info()["workers"])
     rows = cells.set_index("record_path")
@@ -199,7 +198,7 @@ def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_p
     assert (rows.drop(DOOMED)["status"] == "ok").all()
     record = run_record.read_json(tmp_path / DOOMED / "metrics.json")
     assert record["status"] == "failed" and ATTEMPTS[-1] in record["error"]
-    assert seen_leftovers == [1] * (spec.retries + 1)  # each attempt's temp notebook was there when it was lost ...
+    assert seen_leftovers == [1] * (spec.retries + 1)  # each attempt's staging folder was there when it was lost ...
     assert not list(tmp_path.rglob("*.tmp-*"))  # ... and none is left
     assert workers_after == spec.jobs  # the lost workers were replaced
 
@@ -209,9 +208,7 @@ def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
     made = []
     for config in (lost, other):
         run_dir = tmp_path / config.relative_dir()
-        notebook = notebooks.cell_notebook(config, tmp_path)
-        for path in (notebook.with_name(f".{notebook.stem}.tmp-123-1.ipynb"), progress_file.progress_path(run_dir),
-                     run_dir.with_name(f".{run_dir.name}.lock")):
+        for path in (progress_file.progress_path(run_dir), run_dir.with_name(f".{run_dir.name}.lock")):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("x")
             made.append(path)
@@ -223,14 +220,14 @@ def test_lost_cell_leftovers_are_removed_and_nothing_else(tmp_path):
     lost_state = run_record.resume_state_path(tmp_path / lost.relative_dir())
     lost_state.write_bytes(b"state")  # the lost cell's resume state: its next run goes on from it
     run_record.write_record(tmp_path / other.relative_dir(), other, {"status": "ok"})
-    grid.remove_cell_leftovers(lost, tmp_path)
-    assert [p.exists() for p in made] == [False] * 5 + [True] * 5  # the lost cell's gone, the other's kept
+    remove_cell_leftovers(lost, tmp_path)
+    assert [p.exists() for p in made] == [False] * 4 + [True] * 4  # the lost cell's gone, the other's kept
     assert lost_state.exists()
     assert run_record.record_status(tmp_path / other.relative_dir(), other) == "ok"
 
 
 class FakeClient:
-    """What CellExecutor asks a Dask client: which worker runs what."""
+    """What DaskExecutor asks a Dask client: which worker runs what."""
 
     def __init__(self):
         self.workers: dict[str, tuple] = {}
@@ -249,11 +246,11 @@ class FakeClient:
         return Task()
 
 
-def test_no_worker_for_the_timeout_stops_the_grid_with_a_message():
+def test_no_worker_for_the_timeout_stops_the_grid_with_a_message(tmp_path):
     now = [0.0]
     client = FakeClient()
-    executor = cluster.CellExecutor(client, no_worker_timeout_s=60, check_s=0, clock=lambda: now[0])
-    future = executor.submit(sum, [1])  # a cell remains
+    executor = dask_executor.DaskExecutor(client, no_worker_timeout_s=60, check_s=0, clock=lambda: now[0])
+    executor.submit(get_profile("smoke").grid()[0], tmp_path)  # a cell remains
     for t in (10, 59):
         now[0] = t
         executor.poll()  # no worker yet, but not for 60 s
@@ -265,18 +262,18 @@ def test_no_worker_for_the_timeout_stops_the_grid_with_a_message():
         now[0] = t
         executor.poll()
     now[0] = 161
-    with pytest.raises(cluster.NoWorkersError, match=r"no Dask worker has been alive for 60 s while 1 cell"):
+    with pytest.raises(dask_executor.NoWorkersError, match=r"no Dask worker has been alive for 60 s while 1 cell"):
         executor.poll()
-    future.set_result(1)
+    executor.cells[0].row = {"status": "ok"}  # the cell finished
     now[0] = 1000
     executor.poll()  # no cell remains: no worker is needed
 
 
 def test_no_worker_timeout_exits_2_from_the_cli(monkeypatch, capsys):
     def no_workers(*args, **kwargs):
-        raise cluster.NoWorkersError("no Dask worker has been alive for 5 s while 7 cell(s) remain")
+        raise dask_executor.NoWorkersError("no Dask worker has been alive for 5 s while 7 cell(s) remain")
 
-    monkeypatch.setattr(grid, "reproduce", no_workers)
+    monkeypatch.setattr(study, "reproduce", no_workers)
     assert cli.main(["reproduce", "--profile", "smoke", "--cluster", "local", "--jobs", "1",
                      "--no-worker-timeout", "5"]) == 2
     assert "no Dask worker has been alive for 5 s" in capsys.readouterr().err
@@ -315,7 +312,7 @@ def test_cli_flags_reach_the_cluster(monkeypatch, capsys):
     specs = []
 
     @contextlib.contextmanager
-    def fake_executor(spec, on_lost=None):
+    def fake_executor(spec):
         specs.append(spec)
         yield None
 
@@ -323,7 +320,7 @@ def test_cli_flags_reach_the_cluster(monkeypatch, capsys):
         ok = True
 
     monkeypatch.setattr(cluster, "cluster_executor", fake_executor)
-    monkeypatch.setattr(grid, "reproduce", lambda *a, **k: Done())
+    monkeypatch.setattr(study, "reproduce", lambda *a, **k: Done())
     assert cli.main(["reproduce", "--profile", "smoke", "--cluster", "local", "--interface", "lo", "--retries", "0",
                      "--scheduler-option", "port=0", "--no-worker-timeout", "9"]) == 0
     assert (specs[0].interface, specs[0].retries, specs[0].no_worker_timeout_s) == ("lo", 0, 9.0)
@@ -338,18 +335,18 @@ def record_stop(dask_worker=None):  # module level: Dask pickles it by reference
     return []
 
 
-def slow_cell(config, out_dir, nb_dir, device=None, threads=None):
+def slow_cell(config, out_dir):
     time.sleep(4.0)
     return result_rows.status_row(config, "ok")
 
 
-def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkeypatch):
-    """Ctrl-C mid-grid: every worker runs the stop helper (its kernels are killed) and no cell is left running."""
+def test_a_stop_cancels_the_cells_and_kills_the_workers_processes(tmp_path, monkeypatch):
+    """Ctrl-C mid-grid: every worker runs the stop helper (its worker process is killed) and no cell is left
+    running."""
     STOPPED_ON.clear()
     monkeypatch.setattr(stop, "stop_worker_cells", record_stop)
     configs = get_profile("smoke").grid()[:2]
-    monkeypatch.setattr(grid, "run_cell", slow_cell)
-    with cluster.cluster_executor(cluster.ClusterSpec(kind="local", jobs=2)) as executor:
+    with cluster.cluster_executor(cluster.ClusterSpec(kind="local", jobs=2), cell_fn=slow_cell) as executor:
         monitor = progress.GridMonitor(tmp_path, configs, 0)
         polls = []
 
@@ -361,46 +358,48 @@ def test_a_stop_cancels_the_cells_and_kills_the_workers_kernels(tmp_path, monkey
         monkeypatch.setattr(monitor, "poll", ctrl_c_once_cells_run)
         try:
             with pytest.raises(KeyboardInterrupt):
-                grid.run_grid(configs, tmp_path, notebooks.notebooks_dir(), executor=executor, monitor=monitor)
+                study.run_cells(configs, tmp_path, executor, monitor=monitor)
         finally:
             stop.clear_stop()
         assert sorted(STOPPED_ON) == sorted(executor.alive) and len(STOPPED_ON) == 2  # each worker was told
-        assert all(cell.future.cancelled() for cell in executor.cells)
+        assert all(cell.task.cancelled() for cell in executor.cells)  # no cell left running
+        assert executor.pending() == 0
 
 
-def lost_at(walltime_s, worker_seen, cell_started, lost, retries=2):
+def lost_at(out_dir, walltime_s, worker_seen, cell_started, lost, retries=2):
     """A cell handed to a worker at ``cell_started`` on a worker first seen at ``worker_seen``, the worker
-    gone at ``lost``: the executor's view of it (its future, what it said, whether the cell waits again)."""
+    gone at ``lost``: the executor's view of it (the cell, what it said, whether the cell waits again)."""
     now = [worker_seen]
     said, client = [], FakeClient()
-    executor = cluster.CellExecutor(client, retries=retries, check_s=0, clock=lambda: now[0], say=said.append,
-                                    walltime_s=walltime_s)
+    executor = dask_executor.DaskExecutor(client, retries=retries, check_s=0, clock=lambda: now[0], say=said.append,
+                                          walltime_s=walltime_s)
     client.workers = {"tcp://127.0.0.1:1": ()}
     executor.poll()  # the worker is seen
     now[0] = cell_started
-    future = executor.submit(sum, [1])
+    executor.submit(get_profile("smoke").grid()[0], out_dir)
     executor.poll()  # handed to it
     now[0] = lost
     client.workers = {}
     executor.poll()
-    return future, said, bool(executor.waiting)
+    return executor.cells[0], said, bool(executor.waiting)
 
 
-def test_a_cell_that_outlasts_a_whole_walltime_fails_at_once_with_the_fix():
-    future, said, waits = lost_at(3600, worker_seen=0, cell_started=5, lost=3590)
-    assert not waits and future.done()
-    message = str(future.exception())
+def test_a_cell_that_outlasts_a_whole_walltime_fails_at_once_with_the_fix(tmp_path):
+    cell, said, waits = lost_at(tmp_path, 3600, worker_seen=0, cell_started=5, lost=3590)
+    assert not waits and cell.row["status"] == "failed"
+    message = cell.row["error"]
     assert "reached its walltime (60.0 min) with the cell running for 59.8 min" in message
     assert "raise the walltime" in message and "--cpus" in message and "retries" not in message
     assert said and "it fails" in said[-1]
+    assert run_record.read_json(tmp_path / cell.config.relative_dir() / "metrics.json")["status"] == "failed"
 
 
-def test_a_cell_started_late_in_its_job_runs_again_when_the_walltime_ends_the_job():
-    future, said, waits = lost_at(3600, worker_seen=0, cell_started=3000, lost=3590)
-    assert waits and not future.done()
+def test_a_cell_started_late_in_its_job_runs_again_when_the_walltime_ends_the_job(tmp_path):
+    cell, said, waits = lost_at(tmp_path, 3600, worker_seen=0, cell_started=3000, lost=3590)
+    assert waits and cell.row is None
     assert "its job reached its walltime (60.0 min) 9.8 min into the cell; it runs again" in said[-1]
 
 
-def test_a_worker_lost_long_before_its_walltime_is_not_blamed_on_it():
-    future, said, waits = lost_at(3600, worker_seen=0, cell_started=5, lost=600)
+def test_a_worker_lost_long_before_its_walltime_is_not_blamed_on_it(tmp_path):
+    cell, said, waits = lost_at(tmp_path, 3600, worker_seen=0, cell_started=5, lost=600)
     assert waits and "walltime" not in said[-1]

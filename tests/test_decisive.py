@@ -12,6 +12,7 @@ from typhoon.analysis import decisive, decisive_checks
 from typhoon.config import get_profile
 from typhoon.records import locks, result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid, sequential_grid
+from typhoon.runner import study as study_loop
 from typhoon.training import device_settings
 
 
@@ -134,38 +135,40 @@ def test_a_stopped_study_says_which_looks_are_done_what_the_next_needs_and_the_v
 
 
 def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkeypatch):
-    """reproduce_decisive with the training replaced by synthetic records (equal arms): it trains the
-    first look's seeds, then the next look's, stops when all comparisons are equivalent, and writes
+    """The study loop with the design's policy and the training replaced by synthetic records (equal arms): it
+    trains the first look's seeds, then the next look's, stops when all comparisons are equivalent, and writes
     verdicts.csv, history.csv, seeds.csv and the figure; a second run trains nothing (resumable)."""
+    from inline_executor import InlineExecutor
 
     spec = get_profile("decisive")
     spec.design = {**spec.design, "reuse_from": []}
     monkeypatch.setattr(sequential_grid, "get_profile", lambda name: spec)
+    monkeypatch.setattr(study_loop, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     monkeypatch.setattr(device_settings, "numerics_here",
                         lambda config: run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast"))
     monkeypatch.setattr(decisive_checks, "POWER_STUDIES", 2_000)  # the power's precision is not under test here
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
 
-    def fake_run_grid(configs, out_dir, nb_dir, workers, executor, on_done):
-        batches.append(sorted({c.seed for c in configs}))
-        for c in configs:
-            metrics = {"status": "ok", "primary_metric": "f1" if c.task == "mrpc" else "mcc", "precision": "bf16",
-                       "device": "cpu", "final": {f"dev_{m}": 0.8 + 1e-6 * c.seed * arm[c.strategy] for m in ("f1", "mcc")}}
-            run_record.write_record(out_dir / c.relative_dir(), c, metrics)
-        return pd.DataFrame([result_rows.status_row(c, "ok") for c in configs], columns=schema.STATUS_COLUMNS)
+    def synthetic_cell(c, out_dir):
+        metrics = {"status": "ok", "primary_metric": "f1" if c.task == "mrpc" else "mcc", "precision": "bf16",
+                   "device": "cpu", "final": {f"dev_{m}": 0.8 + 1e-6 * c.seed * arm[c.strategy] for m in ("f1", "mcc")}}
+        run_record.write_record(out_dir / c.relative_dir(), c, metrics)
+        return result_rows.status_row(c, "ok")
 
-    monkeypatch.setattr(grid, "run_grid", fake_run_grid)
+    executor = InlineExecutor(synthetic_cell)
     out = tmp_path / "decisive"
-    summary = sequential_grid.reproduce_decisive("decisive", out, analysis=False)
+    summary = study_loop.reproduce("decisive", out, analysis=False, executor=executor)
+    batches = [sorted({c.seed for c in look}) for look in executor.batches]  # the seeds of each look
     assert summary.ok and batches == [[0, 1, 2], [3, 4, 5]]
     verdicts = pd.read_csv(out / "stats" / "verdicts.csv")
     assert len(verdicts) == 10 and (verdicts["verdict"] == "equivalent").all() and (verdicts["n_seeds"] == 6).all()
     assert set(decisive_checks.CHECK_COLUMNS) <= set(verdicts.columns) and verdicts["mixed_seeds"].isna().all()
     assert pd.read_csv(out / "stats" / "seeds.csv")["numerics"].str.startswith("bf16 on cpu (").all()  # full numerics
     assert (out / "figures" / "decisive_looks.png").is_file() and (out / "stats" / "history.csv").is_file()
-    sequential_grid.reproduce_decisive("decisive", out, analysis=False)
-    assert batches == [[0, 1, 2], [3, 4, 5]]
+    ran = len(executor.ran)
+    study_loop.reproduce("decisive", out, analysis=False, executor=executor)
+    assert len(executor.ran) == ran  # resumable: the records are the state, nothing trains again
 
     # decisive-tables: the same tables from the records alone, without training; a folder without records: exit 2
     from typhoon.cli import main

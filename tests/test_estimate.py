@@ -12,7 +12,7 @@ import torch
 from typhoon.config import get_profile, resolve
 from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking.saliency_source import SaliencySource
-from typhoon.runner import cell_work, estimate, grid, step_timing
+from typhoon.runner import cell_work, estimate, step_timing, study
 from typhoon.training import flops
 
 SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
@@ -184,11 +184,12 @@ def test_the_estimate_text_says_kernels_cells_and_total():
         kernels="bf16 (AMX-BF16: bf16 autocast), eager attention, fast dropout on cpu, 1 thread(s) per cell",
         per_cell={"runs/mrpc/m/random/seed0": {"mlm_steps": 115, "ft_steps": 230, "mlm_s": 100.0, "ft_s": 200.0,
                                                "eval_s": 10.0, "setup_s": 5.0, "total_s": 325.0}},
-        cell_start_s=10.0, analysis_s=110.0, grid_s=325.0, total_s=435.0, calibration_s=40.0, how="2 processes")
+        worker_start_s=10.0, analysis_s=110.0, grid_s=335.0, total_s=445.0, calibration_s=40.0, how="2 processes")
     text = plan.text()
     assert "1 of 3 cells to run (2 complete), 2 at once, 1 thread(s) each" in text
+    assert "per worker, once: start, imports and the matmul peak 10.0 s" in text and "fixed 5.0 s" in text
     assert "AMX-BF16: bf16 autocast" in text and "MLM 115 steps 100 s" in text and "= 325 s" in text
-    assert "about 7 min" in text and plan.to_dict()["total_s"] == 435.0 and "shared" not in text
+    assert "about 7 min" in text and plan.to_dict()["total_s"] == 445.0 and "shared" not in text
     plan.core_share = 0.5  # other jobs held half the cores while calibrating
     assert "got 50 % of their cores; on idle cores about 4 min" in plan.text()
 
@@ -201,11 +202,11 @@ def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
     def fake_estimate_only(profile, out_dir, *, workers, overrides, analysis):
         seen.update(profile=profile, workers=workers, overrides=overrides, analysis=analysis)
         return estimate.GridEstimate(profile=profile, cells_total=7, cells_todo=[], workers=2, threads=None,
-                                     kernels="nothing to run", per_cell={}, cell_start_s=0.0, analysis_s=0.0,
+                                     kernels="nothing to run", per_cell={}, worker_start_s=0.0, analysis_s=0.0,
                                      grid_s=0.0, total_s=0.0, calibration_s=0.0, how="")
 
     monkeypatch.setattr(estimate, "estimate_only", fake_estimate_only)
-    monkeypatch.setattr(grid, "reproduce", lambda *a, **k: pytest.fail("--estimate must not run the grid"))
+    monkeypatch.setattr(study, "reproduce", lambda *a, **k: pytest.fail("--estimate must not run the grid"))
     assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--estimate", "--workers", "3",
                      "--set", "p=0.2", "--no-analysis"]) == 0
     assert seen == {"profile": "smoke", "workers": 3, "overrides": {"p": 0.2}, "analysis": False}
@@ -214,19 +215,18 @@ def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_estimate_calibrates_in_a_kernel_started_as_a_cells(tmp_path):
-    """The whole path of ``reproduce --estimate`` for one tiny cell: a papermill kernel, the run notebook's
-    imports, the calibration; a complete record elsewhere would not count (here: none)."""
+def test_the_estimate_calibrates_in_a_worker_process_started_as_the_grids(tmp_path):
+    """The whole path of ``reproduce --estimate`` for one tiny cell: a worker process started as the pool starts
+    them, its imports, the calibration; a complete record elsewhere would not count (here: none)."""
     config = get_profile("smoke").grid()[0]
     plan = estimate.estimate_grid("smoke", [config], tmp_path, workers=1, analysis=False)
     cell = plan.per_cell[config.relative_dir().as_posix()]
     from typhoon.machine import usable_cores
 
     assert plan.cells_todo == [config.relative_dir().as_posix()] and plan.threads == usable_cores()  # one worker
-    assert 0 < plan.cell_start_s < plan.calibration_s and 0 < plan.core_share <= 1
-    assert cell["total_s"] == pytest.approx(sum(cell[k] for k in ("warmup_s", "mlm_s", "ft_s", "eval_s", "setup_s"))
-                                           + plan.cell_start_s)
-    assert plan.grid_s == pytest.approx(cell["total_s"]) and plan.analysis_s == 0.0
+    assert 0 < plan.worker_start_s < plan.calibration_s and 0 < plan.core_share <= 1
+    assert cell["total_s"] == pytest.approx(sum(cell[k] for k in ("warmup_s", "mlm_s", "ft_s", "eval_s", "setup_s")))
+    assert plan.grid_s == pytest.approx(plan.worker_start_s + cell["total_s"]) and plan.analysis_s == 0.0
     assert "fp32 (requested)" in plan.kernels
 
 
@@ -238,7 +238,7 @@ def _measured(configs, seconds=1.0):
     cells = {c.relative_dir().as_posix(): {"warmup_s": 0.0, "mlm_s": seconds, "ft_s": seconds, "eval_s": 0.5,
                                           "setup_s": 0.5} for c in configs}
     return [{"cells": cells, "kinds": [{"precision": "fp32", "precision_reason": "requested", "attention": "eager",
-                                        "dropout": "fast", "device": "cpu", "threads": 1}],
+                                        "dropout": "fast", "device": "cpu", "threads": 1, "peak_s": 0.5}],
              "start_s": 2.0, "core_share": 1.0}]
 
 
@@ -268,7 +268,7 @@ def test_a_restarted_estimate_reuses_the_calibration_and_says_how_old_it_is(tmp_
     configs = get_profile("smoke").grid()[:2]
     calls = []
 
-    def fake_calibration(todo, threads, processes, expected_s=None):
+    def fake_calibration(todo, threads, processes, device=None, expected_s=None):
         calls.append(expected_s)
         return _measured(todo) * processes
 
@@ -276,5 +276,6 @@ def test_a_restarted_estimate_reuses_the_calibration_and_says_how_old_it_is(tmp_
     first = estimate.estimate_grid("smoke", configs, tmp_path / "out", workers=1, analysis=False)
     again = estimate.estimate_grid("smoke", configs, tmp_path / "out", workers=1, analysis=False)
     assert len(calls) == 1 and calls[0] is None  # calibrated once, with nothing to expect from
-    assert again.grid_s == first.grid_s == pytest.approx(2 * (1 + 1 + 0.5 + 0.5 + 2.0))
+    # one worker: its start (2.0) and matmul peak (0.5) once, then the two cells (1 + 1 + 0.5 + 0.5 each)
+    assert again.grid_s == first.grid_s == pytest.approx(2.0 + 0.5 + 2 * (1 + 1 + 0.5 + 0.5))
     assert "is reused" in capsys.readouterr().out

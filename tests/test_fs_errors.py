@@ -21,7 +21,6 @@ from typhoon import atomic, paths
 from typhoon.cli import main
 from typhoon.config import resolve
 from typhoon.records import run_record
-from typhoon.runner import grid, notebooks
 
 RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke",
        "--set", "max_train_examples=32", "--set", "max_eval_examples=16"]
@@ -101,33 +100,41 @@ def test_disk_full_while_writing_the_record_exits_2_and_leaves_no_record(capsys,
     assert (out / "runs/mrpc/tiny-random/random/.seed0.resume.pt").is_file()
 
 
-def test_a_kernel_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, monkeypatch):
-    """A cell whose kernel hit a full disk is not a failed cell (every cell would fail alike): the grid ends
-    with the path named, and no record is written for it."""
-    from papermill.exceptions import PapermillExecutionError
+def test_a_cell_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, monkeypatch):
+    """A cell that hit a full disk is not a failed cell (every cell would fail alike): its row carries the
+    error, the study loop stops the grid on it and names the path, and no record is written for it. Another
+    OSError (a bug, a missing input) is the cell's own failure."""
+    from inline_executor import InlineExecutor
+
+    from typhoon.runner import study
+    from typhoon.runner.cells import train_cell
+    from typhoon.training import run as training_run
 
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     where = str(tmp_path / "runs/mrpc/tiny-random/random/.seed0.tmp-1-2/metrics.json")
 
-    def kernel_out_of_space(source, target, parameters):
-        raise PapermillExecutionError(3, 1, "pipeline.run(...)", "OSError",
-                                      f"[Errno 28] No space left on device: '{where}'", [])
+    def out_of_space(config, out_dir, progress=True):
+        raise OSError(28, "No space left on device", where)
 
-    monkeypatch.setattr(grid, "execute_notebook", kernel_out_of_space)
-    with pytest.raises(paths.OutputPathError, match=f"no space left on the device writing {where}"):
-        grid.run_cell(config, tmp_path, notebooks.notebooks_dir())
+    monkeypatch.setattr(training_run, "run", out_of_space)
+    row = train_cell(config, tmp_path)
+    assert row["os_error"] == [28, "No space left on device", where]
+    with pytest.raises(OSError) as raised:
+        study.run_cells([config], tmp_path, InlineExecutor())
+    assert paths.describe_os_error(raised.value, tmp_path).startswith(f"no space left on the device writing {where}")
     assert not (tmp_path / config.relative_dir()).exists()
 
-    def kernel_bug(source, target, parameters):
-        raise PapermillExecutionError(3, 1, "x", "OSError", "[Errno 2] No such file or directory: 'a'", [])
+    def missing_input(config, out_dir, progress=True):
+        raise FileNotFoundError(2, "No such file or directory", "a")
 
-    monkeypatch.setattr(grid, "execute_notebook", kernel_bug)  # not the file system's fault: a failed cell
-    assert grid.run_cell(config, tmp_path, notebooks.notebooks_dir())["status"] == "failed"
+    monkeypatch.setattr(training_run, "run", missing_input)  # not the file system's fault: a failed cell
+    row = train_cell(config, tmp_path)
+    assert row["status"] == "failed" and "os_error" not in row and "No such file" in row["error"]
 
 
-@pytest.mark.slow  # runs `python -m typhoon reproduce` with notebook kernels
-def test_reproduce_with_a_full_disk_in_the_kernel_exits_2(tmp_path):
-    """The real grid: the first cell's kernel meets ENOSPC while publishing its record."""
+@pytest.mark.slow  # runs `python -m typhoon reproduce` with its worker processes
+def test_reproduce_with_a_full_disk_in_a_worker_exits_2(tmp_path):
+    """The real grid: the first cell's worker meets ENOSPC while publishing its record."""
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO),
            "TYPHOON_FAULT_INJECT": json.dumps({"stage": "record_write", "match": "random/seed0", "action": "enospc"})}

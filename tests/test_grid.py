@@ -1,73 +1,76 @@
-"""How the grid runner shares the machine among cells and what it hands each cell (fast unit checks; the
-end-to-end runs are in test_reproduce)."""
+"""How the study loop shares the machine among cells and what it hands each cell (fast unit checks; the
+end-to-end runs are in test_reproduce and test_workers)."""
+
+import pickle
 
 import pytest
+from inline_executor import InlineExecutor
 
 from typhoon import machine
 from typhoon.config import RunConfig, get_profile, resolve
 from typhoon.records import result_rows, run_record
-from typhoon.runner import grid, notebooks
+from typhoon.runner import grid, notebooks, study, workers
+from typhoon.runner.cells import cell_is_done
+from typhoon.runner.workers import Slot, slots_for
 
 CPU_CELL = resolve("cpu", dict(task="mrpc", strategy="random", seed=0))  # num_threads unset
 
 
 def test_parallel_cpu_cells_share_the_cores(monkeypatch):
     monkeypatch.setattr(machine, "usable_cores", lambda: 2)
-    assert machine.cell_threads(CPU_CELL, workers=2, gpus=[]) == 1
-    assert machine.cell_threads(CPU_CELL, workers=3, gpus=[]) == 1  # never below one thread
+    assert slots_for(2, []) == [Slot(None, 1)] * 2
+    assert slots_for(3, []) == [Slot(None, 1)] * 3  # never below one thread
+    assert slots_for(1, []) == [Slot(None, None)]  # alone: the cell's own setting (all cores)
     monkeypatch.setattr(machine, "usable_cores", lambda: 16)
-    assert machine.cell_threads(CPU_CELL, workers=4, gpus=[]) == 4
+    assert slots_for(4, []) == [Slot(None, 4)] * 4
+    # on GPUs the devices are taken in turn, and the host's cores shared out all the same
+    assert slots_for(4, ["cuda:0", "cuda:1"]) == [Slot("cuda:0", 4), Slot("cuda:1", 4)] * 2
 
 
-def test_cells_keep_their_threads_when_alone_on_gpus_or_set(monkeypatch):
-    monkeypatch.setattr(machine, "usable_cores", lambda: 2)
-    assert machine.cell_threads(CPU_CELL, workers=1, gpus=[]) is None
-    assert machine.cell_threads(CPU_CELL, workers=2, gpus=["cuda:0", "cuda:1"]) is None
-    assert machine.cell_threads(CPU_CELL.replace(num_threads=2), workers=2, gpus=[]) is None
-
-
-def test_a_cell_gets_its_resolved_config_whole(tmp_path):
+def test_a_slot_changes_only_where_a_cell_runs(monkeypatch):
     config = resolve("cpu", dict(task="cola", strategy="typhoon", seed=2), {"p": 0.2, "delta": 1.0})
-    params = notebooks.cell_parameters(config, tmp_path, device="cuda:1", threads=1)
-    assert set(params) == {"config", "out_dir"} and params["out_dir"] == str(tmp_path)
-    received = RunConfig.from_json(params["config"])
-    # what the kernel runs is the resolved config, with only the execution fields changed
+    received = pickle.loads(pickle.dumps(Slot("cuda:1", 1).apply(config)))  # as it travels to its worker
+    # what the worker runs is the resolved config, with only the execution fields changed
     assert received == config.replace(device="cuda:1", num_threads=1)
     assert received.identity() == config.identity()
     assert received.p == 0.2 and received.delta == 1.0 and received.ft_epochs == 3  # CoLA: the cpu profile's 3 epochs
-    assert RunConfig.from_json(notebooks.cell_parameters(config, tmp_path)["config"]) == config
+    assert Slot().apply(config) == config
+    assert Slot(None, 1).apply(config.replace(num_threads=2)).num_threads == 2  # a cell's own setting is kept
 
 
 class _Stop(Exception):
     pass
 
 
-def _stop_at_the_grid(monkeypatch, seen):
-    def fake_grid(configs, out_dir, nb_dir, workers, executor, on_done=None):
-        seen.append((configs, workers))
+def _stop_at_the_cells(monkeypatch, seen):
+    """reproduce up to its first look: which workers it chose and which cells it would run."""
+    def fake_run_cells(configs, out_dir, executor, on_done=None, monitor=None, skipped=0):
+        seen.append((configs, executor.workers))
         raise _Stop
 
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    monkeypatch.setattr(grid, "run_grid", fake_grid)
+    monkeypatch.setattr(study, "local_pool", lambda workers: type("Pool", (InlineExecutor,), {"workers": workers})())
+    monkeypatch.setattr(study, "run_cells", fake_run_cells)
 
 
 def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path):
     seen = []
-    _stop_at_the_grid(monkeypatch, seen)
-    monkeypatch.setattr("typhoon.machine.usable_cores", lambda: 4)  # a profile's workers are capped at the cores
-    for workers in (None, 3):
+    _stop_at_the_cells(monkeypatch, seen)
+    monkeypatch.setattr(machine, "gpu_devices", lambda: [])
+    monkeypatch.setattr(machine, "usable_cores", lambda: 4)  # a profile's workers are capped at the cores
+    for workers_asked in (None, 3):
         with pytest.raises(_Stop):
-            grid.reproduce("cpu", tmp_path, workers=workers, analysis=False)
+            study.reproduce("cpu", tmp_path, workers=workers_asked, analysis=False)
     assert [w for _, w in seen] == [get_profile("cpu").workers, 3] and seen[0][1] == 2
     assert get_profile("paper").workers == 1  # a profile without the key (paper: GPU cells) runs one cell at a time
 
 
 def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
     seen = []
-    _stop_at_the_grid(monkeypatch, seen)
+    _stop_at_the_cells(monkeypatch, seen)
     for overrides in (None, {"p": 0.3}):
         with pytest.raises(_Stop):
-            grid.reproduce("smoke", tmp_path, overrides=overrides, analysis=False)
+            study.reproduce("smoke", tmp_path, overrides=overrides, analysis=False)
     plain, overridden = (configs for configs, _ in seen)
     # profiles.toml's smoke grid: mrpc x tiny-random x 3 strategies x seeds 0-1, and one minilm-l6 cell
     cells = {(c.task, c.backbone, c.strategy, c.seed) for c in overridden}
@@ -78,14 +81,37 @@ def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
     assert overridden == [c.replace(p=0.3) for c in plain]  # the override changes p and nothing else
 
 
+def test_on_gpus_the_workers_fit_the_free_memory_and_the_host_cores(monkeypatch):
+    monkeypatch.setattr(machine, "gpu_devices", lambda: ["cuda:0", "cuda:1"])
+    monkeypatch.setattr(machine, "gpu_free_memory_gib", lambda: [80.0, 60.0])
+    monkeypatch.setattr(machine, "usable_cores", lambda: 17)
+    monkeypatch.setattr("typhoon.runner.cell_work.cell_memory_gib", lambda config, shape: 7.0)
+    configs = get_profile("smoke").grid()[:2]
+    # the emptiest device holds 60 // 7 = 8 cells; 16 cores (one kept for the batch) feed 8 per device
+    assert workers.choose_workers(None, 1, configs)[0] == 16
+    monkeypatch.setattr(machine, "usable_cores", lambda: 9)  # 8 cores: 4 per device
+    count, note = workers.choose_workers(None, 1, configs)
+    assert count == 8 and "4 cell(s) at once on each" in note and "--workers" in note
+    count, note = workers.choose_workers(40, 1, configs)  # more than the devices hold: lowered, said
+    assert count == 16 and "--workers 40" in note and "at most 16" in note
+    assert workers.choose_workers(5, 1, configs) == (5, None)
+    monkeypatch.setattr(machine, "gpu_free_memory_gib", lambda: [80.0, 3.0])
+    with pytest.raises(ValueError, match=r"needs about 7.0 GiB of GPU memory and the emptiest device has 3.0 GiB"):
+        workers.choose_workers(None, 1, configs)
+
+
 def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(grid, "execute_notebook", lambda source, target, params: calls.append((source.name, params)))
+    monkeypatch.setattr(grid, "execute_for", lambda out_dir, nb_dir, name, params, target=None:
+                        calls.append((target or name, params)) or out_dir / "notebooks" / (target or name))
     monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: out_dir / "report.html")
-    grid.run_analysis(tmp_path, tmp_path, get_profile("smoke").analysis)
-    assert [name for name, _ in calls] == [nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS] + ["25_reference.ipynb"]
-    assert {"00_setup.ipynb", "01_masking_walkthrough.ipynb"} <= set(dict(calls))  # every walkthrough runs
+    smoke = get_profile("smoke")
+    grid.run_analysis(tmp_path, tmp_path, smoke.analysis, configs=smoke.grid())
+    pairs = ["10_walkthrough-mrpc-tiny-random.ipynb", "10_walkthrough-mrpc-minilm-l6.ipynb"]
+    assert [name for name, _ in calls] == pairs + [nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS] + ["25_reference.ipynb"]
     params = dict(calls)
+    assert params[pairs[0]] == {"out_dir": str(tmp_path), "task": "mrpc", "backbone": "tiny-random",
+                                "train_missing": False}  # one walkthrough per backbone x task, training nothing
     assert params["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
     assert params["01_masking_walkthrough.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
     assert params["20_statistics.ipynb"] == {"out_dir": str(tmp_path)}
@@ -98,9 +124,9 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
 def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monkeypatch, tmp_path):
     profile = get_profile("smoke")
     profile.analysis = {"quik": True}
-    monkeypatch.setattr(grid, "get_profile", lambda name: profile)
+    monkeypatch.setattr(study, "get_profile", lambda name: profile)
     with pytest.raises(ValueError, match=r"unknown analysis setting\(s\) \['quik'\]"):
-        grid.reproduce("smoke", tmp_path / "out")
+        study.reproduce("smoke", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -117,14 +143,6 @@ def _tiny_profile(name, strategies, **settings):
                    seeds=[0], settings={**base, **settings})
 
 
-def _in_process_cell(config, out_dir, nb_dir, device=None, threads=None):
-    """run_cell without papermill (the same training_run.run the 10_run notebook calls): fast enough for CI."""
-    from typhoon.training import run as training_run
-
-    training_run.run(config, out_dir, progress=False)
-    return result_rows.status_row(config, "ok")
-
-
 @pytest.mark.slow  # trains tiny cells in process
 def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp_path):
     import json
@@ -134,20 +152,18 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     second = _tiny_profile("second", ["random", "typhoon", "typhoon_softmax"], tau=0.5)
     third = _tiny_profile("third", ["random"], ft_lr=1e-3)  # not the same run: trains its own
     table = {p.name: p for p in (first, second, third)}
-    monkeypatch.setattr(grid, "get_profile", lambda name: table[name])
-    trained = []
+    monkeypatch.setattr(study, "get_profile", lambda name: table[name])
+    executor = InlineExecutor()  # the cells in this process: fast enough for CI
 
-    def run_cell(config, *args, **kwargs):
-        trained.append((config.profile, config.strategy))
-        return _in_process_cell(config, *args, **kwargs)
+    def trained():
+        ran = [(c.profile, c.strategy) for c in executor.ran]
+        executor.ran.clear()
+        return ran
 
-    monkeypatch.setattr(grid, "run_cell", run_cell)
-
-    grid.reproduce("first", tmp_path / "first", analysis=False)
-    assert trained == [("first", "random"), ("first", "typhoon")]
-    trained.clear()
-    summary = grid.reproduce("second", tmp_path / "second", analysis=False)
-    assert trained == [("second", "typhoon_softmax")] and summary.ok  # only the new cell trained
+    study.reproduce("first", tmp_path / "first", analysis=False, executor=executor)
+    assert trained() == [("first", "random"), ("first", "typhoon")]
+    summary = study.reproduce("second", tmp_path / "second", analysis=False, executor=executor)
+    assert trained() == [("second", "typhoon_softmax")] and summary.ok  # only the new cell trained
     for strategy in ("random", "typhoon"):
         config = second.grid()[["random", "typhoon"].index(strategy)]
         source, copy = (tmp_path / name / config.relative_dir() for name in ("first", "second"))
@@ -161,35 +177,34 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     results = result_rows.collect_results(tmp_path / "second", second.grid())
     assert list(results["status"]) == ["ok"] * 3 and set(results["profile"]) == {"second"}
 
-    trained.clear()
-    grid.reproduce("third", tmp_path / "third", analysis=False, reuse=True)
-    assert trained == [("third", "random")]
-    trained.clear()  # with reuse off, an equal run trains anyway
-    table["fourth"] = _tiny_profile("fourth", ["random"])
-    grid.reproduce("fourth", tmp_path / "fourth", analysis=False, reuse=False)
-    assert trained == [("fourth", "random")]
+    study.reproduce("third", tmp_path / "third", analysis=False, reuse=True, executor=executor)
+    assert trained() == [("third", "random")]
+    table["fourth"] = _tiny_profile("fourth", ["random"])  # with reuse off, an equal run trains anyway
+    study.reproduce("fourth", tmp_path / "fourth", analysis=False, reuse=False, executor=executor)
+    assert trained() == [("fourth", "random")]
 
 
-def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_all(monkeypatch, tmp_path):
+def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(monkeypatch, tmp_path):
     import threading
     import time
 
     running, most, done = [0], [0], []
     lock = threading.Lock()
 
-    def fake_execute(source, target, params):
+    def fake_execute(out_dir, nb_dir, name, params, target=None):
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
         time.sleep(0.1)
         with lock:
             running[0] -= 1
-            done.append(source.name)
-        if source.name == "20_statistics.ipynb":
+            done.append(name)
+        if name == "20_statistics.ipynb":
             raise RuntimeError("cell failed")
+        return out_dir / "notebooks" / (target or name)
 
     reported = []
-    monkeypatch.setattr(grid, "execute_notebook", fake_execute)
+    monkeypatch.setattr(grid, "execute_for", fake_execute)
     monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: reported.append(notebooks))
     with pytest.raises(RuntimeError, match="cell failed"):
         grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
@@ -205,10 +220,10 @@ def test_analysis_notebooks_run_workers_at_once_and_a_failure_is_raised_after_al
 def test_a_profile_runs_no_more_cells_at_once_than_there_are_usable_cores(monkeypatch):
     monkeypatch.setattr(machine, "gpu_devices", lambda: [])
     assert machine.choose_workers(None, 2, cores=2) == (2, None)
-    workers, note = machine.choose_workers(None, 2, cores=1)
-    assert workers == 1 and "1 usable core(s)" in note and "instead of the profile's 2" in note
-    workers, note = machine.choose_workers(3, 2, cores=2)  # asked for: kept, with a warning
-    assert workers == 3 and "share the cores" in note
+    workers_count, note = machine.choose_workers(None, 2, cores=1)
+    assert workers_count == 1 and "1 usable core(s)" in note and "instead of the profile's 2" in note
+    workers_count, note = machine.choose_workers(3, 2, cores=2)  # asked for: kept, with a warning
+    assert workers_count == 3 and "share the cores" in note
 
 
 def test_usable_cores_honour_a_container_quota(tmp_path):
@@ -221,21 +236,13 @@ def test_usable_cores_honour_a_container_quota(tmp_path):
     assert machine.usable_cores(cpu_max) == machine.usable_cores(tmp_path / "none")
 
 
-def test_a_complete_record_without_its_notebook_is_run_again_unless_it_was_copied(tmp_path):
-    """A batch killed after a cell's kernel wrote the record but before its notebook was published: the cell is
-    not done (the rerun executes its notebook, which reuses the record); a record copied from another folder is
-    done without one (its source may have none); an incomplete record is never done."""
+def test_a_cell_is_done_when_it_has_a_complete_record_of_the_same_run(tmp_path):
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()
-    assert not grid.cell_is_done(config, tmp_path)
+    assert not cell_is_done(config, tmp_path)
     run_record.write_record(run_dir, config, {"status": "failed", "error": "x"})
-    assert not grid.cell_is_done(config, tmp_path)
+    assert not cell_is_done(config, tmp_path)  # a failed cell runs again
     run_record.write_record(run_dir, config, {"status": "ok"})
-    assert run_record.is_complete(run_dir, config) and not grid.cell_is_done(config, tmp_path)
-    notebook = notebooks.cell_notebook(config, tmp_path)
-    notebook.parent.mkdir(parents=True)
-    notebook.write_text("{}")
-    assert grid.cell_is_done(config, tmp_path)
-    notebook.unlink()
-    run_record.write_record(run_dir, config, {"status": "ok", "reused_from": {"profile": "cpu", "record": "x"}})
-    assert grid.cell_is_done(config, tmp_path)
+    assert cell_is_done(config, tmp_path)
+    assert not cell_is_done(config.replace(p=0.2), tmp_path)  # another run in the same folder
+    assert RunConfig.from_dict(run_record.read_json(run_dir / "config.json")) == config

@@ -23,8 +23,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
-EXPECTED = {"00_setup", "01_masking_walkthrough", "10_run", "20_statistics", "30_budget_spread",
-            "40_mask_schedules", "25_reference"}
+EXPECTED = {"00_setup", "01_masking_walkthrough", "10_walkthrough", "20_statistics", "30_budget_spread",
+            "40_mask_schedules", "25_reference", "50_decisive"}
 SERVER_START_S = 90
 CELL_TIMEOUT_S = 90
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from typhoon import cli
-from typhoon.runner import cluster, grid, sequential_grid
+from typhoon.runner import cluster, study
 
 
 class Done:
@@ -21,7 +21,7 @@ class Done:
                                           (["--estimate"], "decisive-design --profile decisive"),
                                           (["--workers", "0"], "--workers must be an integer >= 1, got 0")])
 def test_a_flag_the_sequential_path_cannot_honour_is_refused_by_name(flags, named, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sequential_grid, "reproduce_decisive", lambda *a, **k: pytest.fail("nothing may run"))
+    monkeypatch.setattr(study, "reproduce", lambda *a, **k: pytest.fail("nothing may run"))
     started = time.perf_counter()
     assert cli.main(["reproduce", "--profile", "decisive", "--out", str(tmp_path / "out"), *flags]) == 2
     assert time.perf_counter() - started < 2
@@ -32,32 +32,32 @@ def test_a_flag_the_sequential_path_cannot_honour_is_refused_by_name(flags, name
 def test_no_reuse_reaches_the_sequential_design(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_decisive(profile, out, **kwargs):
+    def fake_reproduce(profile, out, **kwargs):
         seen.update(profile=profile, **kwargs)
         return Done()
 
-    monkeypatch.setattr(sequential_grid, "reproduce_decisive", fake_decisive)
+    monkeypatch.setattr(study, "reproduce", fake_reproduce)
     assert cli.main(["reproduce", "--profile", "decisive", "--out", str(tmp_path), "--no-reuse", "--no-analysis"]) == 0
     assert seen["profile"] == "decisive" and seen["reuse"] is False and seen["analysis"] is False
-    assert seen["executor"] is None
+    assert seen["executor"] is None and seen["estimate"] is False  # a design prints no whole-grid estimate
 
 
 def test_a_sequential_design_on_a_cluster_runs_its_looks_there(tmp_path, monkeypatch, capsys):
-    """Before, --cluster sent a design profile through the plain grid: all of its capped cells at once."""
+    """Before, --cluster sent a design profile through the plain grid: all of its capped cells at once. Now one
+    study loop runs both; the design's looks go to the cluster's executor."""
     seen, handed = {}, object()
 
     @contextlib.contextmanager
-    def fake_executor(spec, on_lost=None):
+    def fake_executor(spec):
         seen["spec"] = spec
         yield handed
 
-    def fake_decisive(profile, out, **kwargs):
+    def fake_reproduce(profile, out, **kwargs):
         seen.update(profile=profile, **kwargs)
         return Done()
 
     monkeypatch.setattr(cluster, "cluster_executor", fake_executor)
-    monkeypatch.setattr(sequential_grid, "reproduce_decisive", fake_decisive)
-    monkeypatch.setattr(grid, "reproduce", lambda *a, **k: pytest.fail("a design must not run as a plain grid"))
+    monkeypatch.setattr(study, "reproduce", fake_reproduce)
     assert cli.main(["reproduce", "--profile", "decisive", "--out", str(tmp_path), "--cluster", "slurm",
                      "--jobs", "2", "--commit-records"]) == 0
     assert seen["executor"] is handed and seen["workers"] == 1 and seen["commit_records"] is True

@@ -138,10 +138,13 @@ def test_run_log_lines(tmp_path):
     config = _configs(1)[0]
     log.write("reproduce started: x")
     log.cell(result_rows.status_row(config, "ok", seconds=3.0))
-    log.cell(result_rows.status_row(config, "failed", error="ValueError: boom", seconds=1.0, notebook="notebooks/a.ipynb"))
+    log.cell(result_rows.status_row(config, "failed", error="ValueError: boom", seconds=1.0))
+    log.cell(result_rows.status_row(config, "ok", seconds=2.0, resumed="fine-tuning epoch 1"))
     text = (tmp_path / "reproduce.log").read_text()
     lines = text.splitlines()
     assert lines[0].endswith("Z reproduce started: x")
     assert lines[1].endswith("cell ok: runs/mrpc/tiny-random/random/seed0 (3.0 s)")
     assert lines[2].endswith("cell failed: runs/mrpc/tiny-random/random/seed0 (1.0 s)")
-    assert lines[3:] == ["    ValueError: boom", "    notebook: notebooks/a.ipynb"]
+    assert lines[3] == "    ValueError: boom"
+    assert lines[4].endswith("cell ok: runs/mrpc/tiny-random/random/seed0 (2.0 s), resumed after fine-tuning epoch 1")
+    assert len(lines) == 5

@@ -51,13 +51,16 @@ def test_a_grid_is_not_resumed_with_other_numerics(tmp_path, monkeypatch):
 
 
 def test_reproduce_refuses_the_mix_before_running_anything(tmp_path, monkeypatch):
+    from typhoon.runner import study
+
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("the grid must not start"))
+    monkeypatch.setattr(study, "run_cells", lambda *a, **k: pytest.fail("the grid must not start"))
+    monkeypatch.setattr(study, "local_pool", lambda *a, **k: pytest.fail("no worker may start"))
     monkeypatch.setattr(device_settings, "planned_numerics", lambda config: "fp32 on cpu")
     config = get_profile("cpu").grid()[0]
     finish(tmp_path, config, "bf16")
     with pytest.raises(ValueError, match="would mix numerics"):
-        grid.reproduce("cpu", tmp_path, analysis=False)
+        study.reproduce("cpu", tmp_path, analysis=False)
     assert not (tmp_path / "results.csv").exists() and not (tmp_path / provenance.MANIFEST).exists()
 
 
@@ -111,7 +114,7 @@ def test_a_finished_cell_is_committed_alone(tmp_path):
     config = GRID[0]
     finish(out, config, "bf16")
     (out / config.relative_dir()).with_name(f".{config.relative_dir().name}.lock").write_text("123")
-    row = result_rows.status_row(config, "ok", notebook=None)
+    row = result_rows.status_row(config, "ok")
     assert provenance.commit_cell(out, row)
     committed = git(repo, "show", "--name-only", "--format=%s", "HEAD").split()
     assert any(name.endswith("seed0/metrics.json") for name in committed)

@@ -265,7 +265,7 @@ def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
         assert f"<td>{row.comparison}</td>" in summary
     for verdict, n in verdicts["verdict"].value_counts().items():  # each verdict cell classed for its colour
         assert summary.count(f'class="verdict-{verdict.replace(" ", "-")}"') == n
-    assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
+    assert summary.count("walkthrough</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
     # the power says at which sds it holds; the comparisons whose pairs mix kernel families are flagged
     assert "at the planning sds" in summary and "<code>power_at_cap</code>" in summary
     flagged = verdicts.dropna(subset=["mixed_seeds"]) if "mixed_seeds" in verdicts else verdicts.iloc[:0]
@@ -285,4 +285,4 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
     assert escape(schedule_study.headline(table)) in summary
     for row in table.itertuples():
         assert f"<td>{row.schedule} − fixed</td><td>{row.n}</td>" in summary
-    assert summary.count("notebook</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
+    assert summary.count("walkthrough</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run

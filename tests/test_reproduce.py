@@ -72,17 +72,16 @@ def resumed(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("resumed") / "out"
     failing = {"stage": "train", "match": "whole_word/seed1", "action": "raise"}
 
-    # 1. killed during a run, once two records are written and a notebook is being executed: a third cell in
-    #    flight, or (one cell at a time, on one core) the second cell's own notebook, between its record and its
-    #    publication -- its rerun executes the notebook again, reusing the record
+    # 1. killed during a run, once two records are written and a third cell is in flight (its progress file is
+    #    there): its worker is stopped with the batch, and the rerun trains it again from its last boundary
     proc = start(out, "--no-analysis", faults=[failing])
-    wait_for(lambda: len(complete_records(out)) >= 2 and list((out / "notebooks" / "runs").rglob(".*tmp*.ipynb")),
+    wait_for(lambda: len(complete_records(out)) >= 2 and list((out / "runs").glob("*/*/*/.seed*.progress.json")),
              proc, what="two complete cells and one in flight")
     kill_tree(proc)
     assert_no_partial_record(out)
     done = complete_records(out)
 
-    # 2. killed while a record is being written (the kernel kills the batch and itself mid-publish)
+    # 2. killed while a record is being written (the cell's worker kills the batch and itself mid-publish)
     kill_at_write = {"stage": "record_write", "match": "typhoon/seed1", "action": "kill", "pid": "parent"}
     code, _ = finish(start(out, "--no-analysis", faults=[failing, kill_at_write]))
     assert code == -signal.SIGKILL
@@ -104,10 +103,10 @@ def resumed(tmp_path_factory) -> Path:
     done = complete_records(out)
     assert len(done) == len(GRID) - 1
 
-    # 4. killed during the analysis (in its first notebook: every analysis notebook is executed into a temp copy
-    #    and published the same way); only the failed cell is retried
+    # 4. killed during the analysis (in its first notebooks, the walkthroughs: every notebook is executed into a
+    #    temp copy and published the same way); only the failed cell is retried
     proc = start(out)
-    wait_for(lambda: list((out / "notebooks").glob(".00_setup.tmp*")), proc, what="the analysis's first notebook")
+    wait_for(lambda: list((out / "notebooks").glob(".10_walkthrough*.tmp*")), proc, what="the analysis's first notebook")
     time.sleep(2)
     kill_tree(proc)
     assert_no_partial_record(out)
@@ -129,7 +128,7 @@ def test_smoke_profile_outputs(resumed):
     assert len(complete_records(resumed)) == len(GRID)
     for row in table.itertuples():
         assert (resumed / row.record_path / "metrics.json").is_file()
-        assert (resumed / "notebooks" / f"{row.record_path}.ipynb").stat().st_size > 0
+        assert (resumed / "notebooks" / f"10_walkthrough-{row.task}-{row.backbone}.ipynb").stat().st_size > 0
     for name in ("20_statistics", "30_budget_spread", "40_mask_schedules"):
         assert (resumed / "notebooks" / f"{name}.ipynb").stat().st_size > 0
     for figure in ("metric_per_seed", "paired_differences", "mlm_loss", "budget_sweep", "mask_schedules_a_discrepancy"):
@@ -153,8 +152,8 @@ def assert_readers_see_clean_outputs(out: Path) -> None:
     from typhoon.report import browser
 
     executed = sorted((out / "notebooks").rglob("*.ipynb"))
-    assert {"00_setup", "01_masking_walkthrough", "20_statistics", "30_budget_spread",
-            "40_mask_schedules"} <= {p.stem for p in executed}
+    assert {"00_setup", "01_masking_walkthrough", "10_walkthrough-mrpc-tiny-random", "10_walkthrough-mrpc-minilm-l6",
+            "20_statistics", "30_budget_spread", "40_mask_schedules"} <= {p.stem for p in executed}
     for path in executed:
         text = path.read_text()
         for local in (str(out), str(REPO), sys.prefix):

@@ -30,16 +30,20 @@ def test_a_second_reproduce_on_the_same_folder_is_refused(tmp_path):
 
 
 def test_grid_on_a_dask_cluster(tmp_path):
-    """Cells run on a (local) Dask cluster through the same executor interface as many machines would."""
+    """Real cells on a (local) Dask cluster of worker processes, as many machines would run them: each Dask worker
+    trains its cells in a worker process of its own, through the same executor interface as the local pool."""
+    import dask
     import distributed
 
-    from typhoon.runner.grid import run_grid
-    from typhoon.runner.notebooks import notebooks_dir
+    from typhoon.runner.dask_executor import DaskExecutor
+    from typhoon.runner.study import run_cells
 
     configs = [c for c in GRID if c.backbone == "tiny-random" and c.strategy == "random"]
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with dask.config.set({"distributed.worker.daemon": False}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                     resources={"cell": 1}) as cluster:
         with distributed.Client(cluster) as client:
-            cells = run_grid(configs, tmp_path, notebooks_dir(), executor=client.get_executor())
+            cells = run_cells(configs, tmp_path, DaskExecutor(client))
     assert list(cells["status"]) == ["ok", "ok"]
     for config in configs:
         assert run_record.is_complete(tmp_path / config.relative_dir(), config)

@@ -9,7 +9,7 @@ import pytest
 from typhoon import atomic, paths
 from typhoon.config import get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record
-from typhoon.runner import grid
+from typhoon.runner import grid, study
 from typhoon.training import device_settings
 
 BF16_AMX = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
@@ -106,20 +106,20 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     seen = []
 
-    def fake_grid(configs, out_dir, nb_dir, workers, executor, on_done=None):
-        seen.append([c for c in configs if not run_record.is_complete(out_dir / c.relative_dir(), c)])
+    def first_look(policy, out_dir, log):
+        seen.append([c for c in policy.configs if not run_record.is_complete(out_dir / c.relative_dir(), c)])
         raise Stop
 
-    monkeypatch.setattr(grid, "run_grid", fake_grid)
+    monkeypatch.setattr(grid.FixedGrid, "next_look", first_look)
     with pytest.raises(Stop):
-        grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
+        study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
     monkeypatch.setattr(device_settings, "numerics_here", lambda config: BF16_AMX)
     monkeypatch.setattr(device_settings, "planned_numerics", lambda config: BF16_AMX.label)
     seen.clear()
     with pytest.raises(Stop):
-        grid.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
+        study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
     assert seen[0] == []
     copy = json.loads((repo / "outputs" / "cpu" / CPU.relative_dir() / "metrics.json").read_text())
     assert copy["reused_from"]["profile"] == "bottleneck"

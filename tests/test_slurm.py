@@ -1,8 +1,9 @@
 """A real SLURM: ``scripts/slurm_check.py`` starts a one-node SLURM (Debian's slurm-wlm and munge, on
-localhost) and runs the smoke profile's six tiny cells through ``reproduce --cluster slurm`` with jobs whose walltime is shorter
-than the grid; the grid must end with every cell ok and the local run's table. Jobs ended by their walltime
-are lost mid-cell, so this one mode exercises what every lost job needs: the cell retried on a
-replacement job, its temp notebook gone, the job replaced. The check's other modes (``plain``; ``scancel``, a
+localhost) and runs the smoke profile's six tiny cells through ``reproduce --cluster slurm`` with one job of a
+1-minute walltime at a time and every cell made 30 s longer (the package's fault injection), so that jobs are
+surely ended by the walltime mid-cell, whatever the machine's speed; the grid must end with every cell ok and
+the local run's table. A job ended by its walltime is lost mid-cell, so this one mode exercises what every
+lost job needs: the cell retried on a replacement job, what it left gone, the job replaced. The check's other modes (``plain``; ``scancel``, a
 job cancelled mid-cell, which is the same loss by another hand; ``design``) are run by hand
 (``scripts/slurm_check.py --modes plain,scancel,walltime,design``): each mode costs CI a quarter of the
 check. Skipped, with the reason, where SLURM cannot run (not root, no apt, a daemon that does not start)."""

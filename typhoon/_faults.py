@@ -5,8 +5,9 @@ Inactive unless ``TYPHOON_FAULT_INJECT`` holds a JSON object (or a list of them)
 at ``stage`` of every run whose record path contains ``match``, either raise ``InjectedFault``
 (``"raise"``, the default) or SIGKILL process ``pid`` (a number, or ``"parent"``: the process that
 started this one, i.e. the batch) and then this process (``"kill"``: a machine lost mid-write), or
-raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being written), or raise
-``KeyboardInterrupt`` (``"interrupt"``: what Ctrl-C or a SIGTERM gives a run).
+raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being written), raise
+``KeyboardInterrupt`` (``"interrupt"``: what Ctrl-C or a SIGTERM gives a run), or sleep ``"seconds"``
+(``"sleep"``: cells longer than they are, so that a job's walltime surely ends one mid-run).
 
 Stages: ``train`` (phase 1 done), ``record_write`` (the record's files staged), and
 ``state_saved:<boundary>`` (a resume state just written: ``mlm``, ``ft1``, ``ft2``, ...;
@@ -19,6 +20,7 @@ import errno
 import json
 import os
 import signal
+import time
 
 ENV = "TYPHOON_FAULT_INJECT"
 
@@ -34,6 +36,9 @@ def maybe_inject(stage: str, record_path: str, path: str | os.PathLike | None = 
     faults = json.loads(raw)
     for fault in faults if isinstance(faults, list) else [faults]:
         if fault.get("stage") != stage or fault.get("match", "") not in record_path:
+            continue
+        if fault.get("action") == "sleep":
+            time.sleep(float(fault["seconds"]))
             continue
         if fault.get("action", "raise") == "kill":
             pid = fault.get("pid")

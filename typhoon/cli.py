@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     kl_original = sub.add_parser("kl-original", help="the kl-original study: the paper's 2023 calibration rules one at a "
                                  "time (rows), over its long MLM phase (curve), fine-tuned against random (finetune); "
                                  "each part resumes (typhoon/runner/kl_original.py)")
-    kl_original.add_argument("part", choices=("rows", "curve", "finetune"), help="which part to run")
+    kl_original.add_argument("part", choices=("rows", "curve", "finetune", "table"),
+                             help="which part to run; table: train nothing, write the tables and README.md "
+                             "from the states in --out")
     kl_original.add_argument("--out", default="results/kl_original", help="the study's folder (default results/kl_original)")
     kl_original.add_argument("--row", action="append", help="rows: run only this row (repeatable; default: all)")
     kl_original.add_argument("--tasks", nargs="+", choices=("mrpc", "cola"), help="tasks (default mrpc cola)")
@@ -174,7 +176,6 @@ def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
     """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
     or a sequential design alike (:class:`typhoon.runner.options.ReproduceOptions`)."""
     from typhoon.runner import cluster
-    from typhoon.runner.grid import remove_cell_leftovers
 
     flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
                                                     "interface", "retries", "no_worker_timeout_s")}
@@ -185,7 +186,7 @@ def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
         print(cluster.job_script(spec))
         return 0
     print(cluster.describe(spec), flush=True)
-    with cluster.cluster_executor(spec, on_lost=remove_cell_leftovers) as executor:  # the cells choose threads and device on their node
+    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
         summary = options.on_cluster().run(executor)
     return 0 if summary.ok else 1
 
@@ -296,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _kl_original(args: argparse.Namespace) -> int:
-    """``typhoon kl-original <part>``: the part's missing runs, in ``--out``."""
+    """``typhoon kl-original <part>``: the part's missing runs, in ``--out``; ``table``: the study's tables."""
     from typhoon.analysis.kl_original_design import SEEDS, TASKS
     from typhoon.runner import kl_original
 
@@ -305,8 +306,13 @@ def _kl_original(args: argparse.Namespace) -> int:
         kl_original.run_rows(out, args.row, tasks, seeds)
     elif args.part == "curve":
         kl_original.run_curves(out, Path(args.checkpoints), args.epochs, tasks, seeds)
-    else:
+    elif args.part == "finetune":
         kl_original.run_finetune(out, tasks, seeds)
+    else:
+        from typhoon.analysis.kl_original import write_report
+
+        tables = write_report(out)
+        print(tables["predictions"][["prediction", "verdict", "claim"]].to_string(index=False))
     return 0
 
 
@@ -442,7 +448,7 @@ def _decisive_tables(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
     overrides = parse_overrides(args.set, named_strategies(args))
-    from typhoon.runner.grid import dask_executor
+    from typhoon.runner.dask_executor import dask_executor
 
     options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
     if options.estimate_only:

@@ -115,6 +115,13 @@ def gpu_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(count)]
 
 
+def gpu_free_memory_gib() -> list[float]:
+    """Free memory of each visible CUDA device, in GiB (the device's own count: other processes' use included)."""
+    import torch
+
+    return [torch.cuda.mem_get_info(i)[0] / 2**30 for i in range(torch.cuda.device_count())]
+
+
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
 
 

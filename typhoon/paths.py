@@ -82,6 +82,11 @@ def analysis_folders(out_dir: str | os.PathLike | None, profile: str) -> Analysi
         "run's folder")
 
 
+def pair_notebook(task: str, backbone: str) -> str:
+    """The name of the executed walkthrough of one backbone × task in ``<out_dir>/notebooks/``."""
+    return f"10_walkthrough-{task}-{backbone.replace('/', '__')}.ipynb"
+
+
 def notebook_out_dir(notebook: str | os.PathLike, out_dir: str | os.PathLike) -> str:
     """``out_dir`` as a path relative to ``notebook``'s folder, the working directory a notebook is
     executed in when it is opened or re-run where it lies (e.g. ``..`` for ``<out>/notebooks/20_statistics.ipynb``)."""

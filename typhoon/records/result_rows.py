@@ -54,10 +54,11 @@ def task_head_columns(saliency: str | None, metrics: dict) -> dict:
 
 
 def status_row(config: RunConfig, status: str, *, error: str | None = None, seconds: float = 0.0,
-               notebook: str | None = None) -> dict:
-    """The grid's status-table row of a cell (STATUS_COLUMNS): ok / failed / skipped, its error, how long."""
+               resumed: str | None = None) -> dict:
+    """The grid's status-table row of a cell (STATUS_COLUMNS): ok / failed / skipped / stopped, its error, how
+    long, and what it resumed after (``resumed``: e.g. "the MLM phase", when it went on from a resume state)."""
     return {**run_keys(config), "status": status, "error": error, "seconds": seconds,
-            "record_path": config.relative_dir().as_posix(), "notebook": notebook}
+            "record_path": config.relative_dir().as_posix(), "resumed": resumed}
 
 
 def _stored_row(run_dir: Path, out_dir: Path) -> dict | None:

@@ -27,7 +27,7 @@ RESULT_COLUMNS = [
 ]
 
 
-STATUS_COLUMNS = [*GRID_KEYS, "status", "error", "seconds", "record_path", "notebook"]
+STATUS_COLUMNS = [*GRID_KEYS, "status", "error", "seconds", "record_path", "resumed"]
 
 
 LOSS_COLUMNS = ["step", "epoch", "split", "loss"]  # mlm_loss.csv

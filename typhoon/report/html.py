@@ -386,20 +386,22 @@ def schedule_findings_html(out_dir: Path) -> str:
 def runs_section_html(results) -> str:
     """The summary's last part, the same in every kind of folder: its heading and :func:`runs_html`."""
     return "\n".join(['<h3 id="runs">The runs</h3>',
-                      "<p>Each run's record is in <code>runs/</code> and its executed notebook is linked.</p>",
+                      "<p>Each run's record is in <code>runs/</code>; the walkthrough of its backbone × task (every "
+                      "strategy and seed of the pair) is linked.</p>",
                       runs_html(results)])
 
 
 def runs_html(results) -> str:
-    """One row per run of ``results.csv``: its outcome, numerics and time, linked to its executed notebook;
-    the strategy column names its arm (strategy+schedule unless the default schedule, as in the statistics)."""
+    """One row per run of ``results.csv``: its outcome, numerics and time, linked to the executed walkthrough of
+    its backbone × task; the strategy column names its arm (strategy+schedule unless the default schedule, as in
+    the statistics)."""
     from typhoon.analysis.run_summary import arms
 
     results = arms(results)
     rows = []
     for r in results.itertuples():
         value = f"{r.primary_metric} {r.primary_value:.4f}" if r.status == "ok" else html.escape(str(r.error))
-        link = f'<a href="notebooks/{html.escape(str(r.record_path))}.ipynb">notebook</a>'
+        link = f'<a href="notebooks/{html.escape(paths.pair_notebook(str(r.task), str(r.backbone)))}">walkthrough</a>'
         wall = f"{r.wall_s / 60:.1f} min" if r.wall_s == r.wall_s else "—"  # NaN for a failed run
         cells = [r.task, r.backbone, r.strategy, r.seed, r.status, value, getattr(r, "precision", ""), wall]
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + f"<td>{link}</td></tr>")

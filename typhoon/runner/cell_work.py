@@ -89,3 +89,27 @@ def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_
             train_step("ft", idx)
         evaluation(mlm=False)
     return work
+
+
+# What one cell holds on a GPU beyond what it counts: a process's CUDA context and kernel images (0.5-0.7 GiB
+# with CUDA 12-13 on Hopper), and a factor for the allocator's fragmentation, cuBLAS workspaces and a step's
+# transient peak. The memory is an upper estimate on purpose: it only bounds how many cells share a device.
+CUDA_CONTEXT_GIB = 0.75
+MEMORY_HEADROOM = 1.5
+HEAD_DIM = 64  # BERT-family attention heads are 64 wide: heads = hidden / 64
+
+
+def cell_memory_gib(config: RunConfig, shape) -> float:
+    """The GPU memory one cell of ``config`` needs at most, in GiB, from its encoder's sizes (``shape``: an
+    :class:`typhoon.training.flops.EncoderShape`): fp32 weights, gradients and AdamW's two moments of the MLM
+    model (16 bytes a parameter), the activations a training step keeps for its backward pass at the longest
+    batch (Korthikanti et al. 2022: 34 bytes per token and hidden unit per layer in 16-bit, plus 5 bytes per
+    head and attention score), the MLM head's logits at the selected positions (fp32, three copies), then
+    :data:`MEMORY_HEADROOM` and the CUDA context."""
+    hidden, layers = shape.hidden, shape.layers
+    params = shape.vocab * hidden + 512 * hidden + shape.matmul_parameters + hidden * hidden  # embeddings, layers, head
+    tokens = config.batch_size * config.max_length
+    heads = max(1, hidden // HEAD_DIM)
+    activations = layers * (34 * tokens * hidden + 5 * heads * config.batch_size * config.max_length ** 2)
+    logits = 3 * 4 * config.p * tokens * shape.vocab
+    return (16 * params + activations + logits) * MEMORY_HEADROOM / 2**30 + CUDA_CONTEXT_GIB

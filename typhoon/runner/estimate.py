@@ -24,28 +24,27 @@ and arithmetic:
    ``cores // workers`` threads and competes with the others for memory bandwidth and caches. So the
    calibration runs as ``workers`` processes *at the same time*, each with the cells' thread count, and the
    rates are their mean: what a step costs while the other workers run theirs.
-4. **Fixed costs are measured** where they can be: the calibration kernels start as the cells' do and
-   first import what ``10_run`` imports (kernel start + imports, ``workers`` at once), each cell's set-up (backbone, tokenized data), the
-   matmul-peak measurement every run makes, building the two models, the record and its figure. The
-   analysis notebooks' time is a reference figure (:data:`ANALYSIS_REFERENCE_S`, measured on the 2-core
+4. **Fixed costs are measured** where they can be: the calibration runs in worker processes started as the
+   grid's are (:class:`typhoon.runner.workers.WorkerProcess`, ``workers`` at once), so each worker's start and
+   imports, paid once per worker, are measured on the way, with the matmul-peak measurement each worker makes
+   once; per cell, its set-up (backbone, tokenized data), building the two models and writing the record.
+   The analysis notebooks' time is a reference figure (:data:`ANALYSIS_REFERENCE_S`, measured on the 2-core
    machine the bundle was developed on with ``benchmarks/bench_smoke.py``), said as such in the output.
+5. **Cells sharing a GPU are measured sharing it.** On GPUs the calibration runs as many processes at once
+   on one device as the grid puts there (``workers`` / devices): each times its steps while the others run
+   theirs, so the rates hold the device's sharing (time slicing between processes, memory bandwidth).
 
-The grid's wall time is the cells' times list-scheduled over the workers in grid order (what
-``run_grid``'s thread pool does), plus the analysis. Only cells without a complete record count.
-``benchmarks/bench_estimate.py`` compares an estimate with the real grid.
+The grid's wall time is the cells' times list-scheduled over the workers in grid order (what the pool does:
+each free worker takes the next cell), each worker starting after its start-up, plus the analysis. Only cells
+without a complete record count. ``benchmarks/bench_estimate.py`` compares an estimate with the real grid.
 
-This module imports no torch at the top: the CLI imports it for ``--help``. The calibration runs in
-papermill kernels, started as the cells' kernels are (:func:`run_calibration`): the time before the
-calibration starts is each cell's kernel start and imports, measured on the way.
+This module imports no torch at the top: the CLI imports it for ``--help``.
 """
 
 
 from __future__ import annotations
 
-import json
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,9 +58,6 @@ from typhoon.runner.step_timing import (
     calibrate,
     calibration_key,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 # The analysis notebooks after the grid, in seconds each (papermill's duration, kernel start included), with
 # ``quick = true``: measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle
@@ -80,13 +76,6 @@ REFERENCE_NOTEBOOK_S = 8.7
 HEARTBEAT_S = 20.0  # a line while the calibration runs, so a minute of it is not silence
 
 
-# What a run's notebook imports (notebooks/10_run.ipynb): timed in a kernel to price a cell's start.
-RUN_NOTEBOOK_IMPORTS = ("import pandas as pd\nfrom IPython.display import Image, display\n"
-                        "from typhoon.config import RunConfig, resolve\nfrom typhoon.report import figures\n"
-                        "from typhoon.training import run as training_run\n"
-                        "from typhoon.training.progress_bars import disable_library_bars\ndisable_library_bars()\n")
-
-
 @dataclass
 class GridEstimate:
     """What a grid will cost here: per cell and in all, with how it was measured."""
@@ -98,7 +87,7 @@ class GridEstimate:
     threads: int | None  # torch threads per cell (None: the cell's own setting / all cores)
     kernels: str  # the chosen precision with its reason, attention, dropout, device
     per_cell: dict  # record path -> seconds per part and "total_s"
-    cell_start_s: float  # papermill kernel start + the run notebook's imports
+    worker_start_s: float  # a worker process's start and imports, and its matmul-peak measurement: once per worker
     analysis_s: float
     grid_s: float  # cells' makespan over the workers
     total_s: float
@@ -125,7 +114,7 @@ class GridEstimate:
                  + (f", {self.threads} thread(s) each" if self.threads else ""),
                  f"  kernels: {self.kernels}",
                  f"  calibrated in {self.calibration_s:.0f} s: {self.how}",
-                 f"  per cell: kernel start, imports and shutdown {self.cell_start_s:.1f} s"]
+                 f"  per worker, once: start, imports and the matmul peak {self.worker_start_s:.1f} s"]
         for path in self.cells_todo[:max_cells]:
             c = self.per_cell[path]
             warmup = (f"task model {c['warmup_steps']:.0f} steps {c['warmup_s']:.0f} s, " if c.get("warmup_steps")
@@ -134,7 +123,7 @@ class GridEstimate:
                         else "")
             lines.append(f"  {path.removeprefix('runs/')}: {warmup}MLM {c['mlm_steps']:.0f} steps{timed_as} {c['mlm_s']:.0f} s, fine-tune "
                          f"{c['ft_steps']:.0f} steps {c['ft_s']:.0f} s, eval {c['eval_s']:.0f} s, fixed "
-                         f"{c['setup_s'] + self.cell_start_s:.0f} s = {c['total_s']:.0f} s")
+                         f"{c['setup_s']:.1f} s = {c['total_s']:.0f} s")
         if len(self.cells_todo) > max_cells:
             lines.append(f"  ... and {len(self.cells_todo) - max_cells} more cells")
         lines.append(f"  grid: {duration(self.grid_s)} for the cells on {self.workers} worker(s)"
@@ -160,86 +149,66 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
 
 
-def makespan(durations: list[float], workers: int) -> float:
-    """Wall time of tasks taken in order by ``workers`` workers, each task to the first free one."""
-    free = [0.0] * max(1, workers)
+def makespan(durations: list[float], workers: int, start_s: float = 0.0) -> float:
+    """Wall time of tasks taken in order by ``workers`` workers, each task to the first free one, every worker
+    free from ``start_s`` on (its start-up)."""
+    free = [start_s] * max(1, workers)
     for d in durations:
         i = free.index(min(free))
         free[i] += d
     return max(free) if durations else 0.0
 
 
-def calibration_notebook(request: Path, result: Path):
-    """A notebook that starts as a cell's does (the run notebook's imports), then calibrates."""
-    import nbformat
-
-    calibrate_cell = (f"from typhoon.runner.estimate import calibrate_files\n"
-                      f"calibrate_files({str(request)!r}, {str(result)!r})\n")
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(RUN_NOTEBOOK_IMPORTS),
-                                               nbformat.v4.new_code_cell(calibrate_cell)])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return notebook
-
-
-def run_calibration(configs: list[RunConfig], threads: int | None, processes: int,
+def run_calibration(configs: list[RunConfig], threads: int | None, processes: int, device: str | None = None,
                     expected_s: float | None = None) -> list[dict]:
-    """``processes`` calibrations at once, each in a papermill kernel started as a cell's kernel is, with
-    ``threads`` torch threads. Each result has ``start_s``: what papermill took besides the calibration
-    (kernel start, the run notebook's imports, shutdown, writing the notebook: what every cell pays
-    besides its run)."""
-    import nbformat
-    import papermill
+    """``processes`` calibrations at once, each in a worker process started as the grid's workers are, with
+    ``threads`` torch threads (and on ``device``, where several workers share a GPU). Each result has
+    ``start_s``: the worker's start and imports before its calibration began."""
+    from typhoon.runner.workers import WorkerProcess
 
-    from typhoon.runner import notebooks
-
-
-    with tempfile.TemporaryDirectory(prefix="typhoon-estimate-") as tmp:
-        folder = Path(tmp)
-        request = folder / "request.json"
-        request.write_text(json.dumps({"configs": [c.to_dict() for c in configs], "threads": threads}))
-
-        def one(i: int) -> dict:
-            source, target, result = folder / f"calibrate{i}.ipynb", folder / f"done{i}.ipynb", folder / f"result{i}.json"
-            nbformat.write(calibration_notebook(request, result), source)
-            started = time.perf_counter()
-            try:
-                papermill.execute_notebook(str(source), str(target), cwd=str(REPO_ROOT), **notebooks.PAPERMILL_OPTIONS)
-            except Exception as err:
-                raise RuntimeError(f"the estimate's calibration failed: {err}") from err
-            total = time.perf_counter() - started
-            measured = json.loads(result.read_text())
-            # everything but the calibration itself: kernel start, imports, shutdown, writing the notebook
-            measured["start_s"] = total - (measured["calibration_finished"] - measured["calibration_started"])
-            return measured
-
-        kinds = len({calibration_key(c) for c in configs})
-        expect = (f"the last one here took {duration(expected_s)}" if expected_s else
-                  f"{kinds} kind(s) of cell, each timed for up to about {duration(CALIBRATION_BUDGET_S + 30)}, "
-                  "longer on a busy or AVX2-only CPU")
-        print(f"estimate: calibrating in {processes} kernel(s) at once, {threads or 'all'} thread(s) each: real MLM, "
-              f"fine-tuning and evaluation steps of {len(configs)} cell(s) ({expect}; kept "
-              f"{duration(calibration_cache.MAX_AGE_S)} for a restart; --no-estimate skips it)", flush=True)
-        started = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=processes) as pool:  # the kernels calibrate at the same time
-            futures = [pool.submit(one, i) for i in range(processes)]
-            while not wait(futures, timeout=HEARTBEAT_S).done == set(futures):
-                done = sum(f.done() for f in futures)
-                print(f"estimate: still calibrating ({time.perf_counter() - started:.0f} s, "
-                      f"{done} of {processes} kernel(s) done)", flush=True)
-            return [f.result() for f in futures]
-
-
-def calibrate_files(request: str, result: str) -> None:
-    """The calibration notebook's call: the request (configs, threads) from a JSON file, the measured
-    costs to another, with the moment calibrating started (``time.perf_counter``: the same clock as the
-    process on this machine that started the kernel) and the moment it finished."""
-    from typhoon.atomic import atomic_write_json
-
+    kinds = len({calibration_key(c) for c in configs})
+    expect = (f"the last one here took {duration(expected_s)}" if expected_s else
+              f"{kinds} kind(s) of cell, each timed for up to about {duration(CALIBRATION_BUDGET_S + 30)}, "
+              "longer on a busy or AVX2-only CPU")
+    print(f"estimate: calibrating in {processes} worker process(es) at once, {threads or 'all'} thread(s) each"
+          f"{' on ' + device if device else ''}: real MLM, fine-tuning and evaluation steps of {len(configs)} cell(s) "
+          f"({expect}; kept {duration(calibration_cache.MAX_AGE_S)} for a restart; --no-estimate skips it)", flush=True)
+    configs = [c.replace(device=device) for c in configs] if device else configs
     started = time.perf_counter()
-    spec = json.loads(Path(request).read_text())
-    measured = calibrate([RunConfig.from_dict(c) for c in spec["configs"]], spec.get("threads"))
-    atomic_write_json(Path(result), {**measured, "calibration_started": started,
-                                     "calibration_finished": time.perf_counter()})
+    workers = [WorkerProcess(f"typhoon-calibration-{i}") for i in range(processes)]
+    try:
+        for worker in workers:  # they calibrate at the same time
+            worker.send("calibrate", [c.to_dict() for c in configs], threads)
+        results, heartbeat = [None] * processes, started
+        while any(r is None for r in results):
+            from multiprocessing.connection import wait as wait_for_any
+
+            wait_for_any([h for w, r in zip(workers, results, strict=True) if r is None for h in w.ready_handles],
+                         timeout=HEARTBEAT_S)
+            for i, worker in enumerate(workers):
+                if results[i] is None and (worker.conn.poll() or not worker.alive()):
+                    try:
+                        results[i] = worker.reply()
+                    except Exception as err:
+                        raise RuntimeError(f"the estimate's calibration failed: {err}") from err
+                    results[i]["start_s"] = results[i]["calibration_started"] - started
+            if time.perf_counter() - heartbeat >= HEARTBEAT_S and any(r is None for r in results):
+                heartbeat = time.perf_counter()
+                done = sum(r is not None for r in results)
+                print(f"estimate: still calibrating ({heartbeat - started:.0f} s, {done} of {processes} done)", flush=True)
+        return results
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def calibrate_in_worker(configs: list[dict], threads: int | None) -> dict:
+    """A worker process's calibration call: the measured costs of :func:`typhoon.runner.step_timing.calibrate`,
+    with the moments calibrating started and finished (``time.perf_counter``: the system's monotonic clock, the
+    same in the process that started the worker)."""
+    started = time.perf_counter()
+    measured = calibrate([RunConfig.from_dict(c) for c in configs], threads)
+    return {**measured, "calibration_started": started, "calibration_finished": time.perf_counter()}
 
 
 def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers: int, *, analysis: bool = True,
@@ -250,10 +219,10 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     started = time.perf_counter()
     todo = [c for c in configs if not run_record.is_complete(out_dir / c.relative_dir(), c)]
     gpus = machine.gpu_devices()
-    threads = machine.cell_threads(todo[0], workers, gpus) if todo else None
-    if todo and threads is None and not gpus:
-        threads = todo[0].num_threads or machine.usable_cores()
-    processes = 1 if gpus else max(1, min(workers, len(todo)))
+    threads = (todo[0].num_threads or max(1, machine.usable_cores() // workers)) if todo else None
+    # on GPUs the workers of one device, sharing it; on the CPU every worker, sharing the cores
+    processes = max(1, min(workers // len(gpus) if gpus else workers, len(todo)))
+    device = gpus[0] if gpus else None
     per_cell, kinds, kernels, start_s = {}, [], "nothing to run", 0.0
     if todo:
         cached = calibration_cache.load(profile, todo, threads, processes)
@@ -264,26 +233,26 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
                   f"{duration(cached.calibration_s)})", flush=True)
         else:
             last = calibration_cache.last_duration(profile, threads, processes)
-            results = run_calibration(todo, threads, processes, expected_s=last)
+            results = run_calibration(todo, threads, processes, device, expected_s=last)
             calibration_cache.save(profile, todo, threads, processes, results, time.perf_counter() - started)
-        start_s = sum(r["start_s"] for r in results) / len(results)
         kinds = results[0]["kinds"]
+        # a worker's start and imports, and the matmul peak it measures once (its first cell)
+        start_s = sum(r["start_s"] for r in results) / len(results) + kinds[0]["peak_s"]
         for path, first_cell in results[0]["cells"].items():  # numbers: the mean over the concurrent processes
             parts = {k: sum(r["cells"][path][k] for r in results) / len(results) if isinstance(v, (int, float)) else v
                      for k, v in first_cell.items()}
-            parts["total_s"] = (parts.get("warmup_s", 0.0) + parts["mlm_s"] + parts["ft_s"] + parts["eval_s"]
-                                + parts["setup_s"] + start_s)
+            parts["total_s"] = parts.get("warmup_s", 0.0) + parts["mlm_s"] + parts["ft_s"] + parts["eval_s"] + parts["setup_s"]
             per_cell[path] = parts
         first = kinds[0]
         kernels = (f"{first['precision']} ({first['precision_reason']}), {first['attention']} attention, "
                    f"{first['dropout']} dropout on {first['device']}, {first['threads']} thread(s) per cell")
     paths_todo = [c.relative_dir().as_posix() for c in todo]
-    grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers)
+    grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers, start_s)
     analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) + REFERENCE_NOTEBOOK_S if analysis else 0.0
-    how = (f"{processes} calibration process(es) at once, as the grid runs its cells, each timing "
+    how = (f"{processes} calibration process(es) at once{' on one GPU' if gpus else ''}, as the grid runs its cells, each timing "
            f"{MIN_SAMPLE_BATCHES}-{SAMPLE_BATCHES} batches per phase twice (cold, warm) per kind of cell")
     return GridEstimate(profile=profile, cells_total=len(configs), cells_todo=paths_todo, workers=workers,
-                        threads=threads, kernels=kernels, per_cell=per_cell, cell_start_s=start_s,
+                        threads=threads, kernels=kernels, per_cell=per_cell, worker_start_s=start_s,
                         analysis_s=analysis_s, grid_s=grid_s, total_s=grid_s + analysis_s,
                         calibration_s=time.perf_counter() - started, how=how, kinds=kinds,
                         quick_analysis=bool(quick_analysis),
@@ -297,13 +266,12 @@ def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: i
     folder), without running anything or writing into the folder."""
     from typhoon import paths
     from typhoon.config import get_profile
+    from typhoon.runner.workers import choose_workers
 
     spec = get_profile(profile)
-    workers, note = machine.choose_workers(workers, spec.workers)
+    configs = spec.grid(overrides)
+    workers, note = choose_workers(workers, spec.workers, configs)
     if note:
         print(note, flush=True)
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    configs = spec.grid(overrides)
     return estimate_grid(spec.name, configs, paths.resolve_out_dir(out_dir, spec.name), workers, analysis=analysis,
                          quick_analysis=bool(spec.analysis.get("quick")))

@@ -1,5 +1,5 @@
-"""The notebooks the grid executes with papermill: where they are, the parameters a cell's run notebook
-gets, where its executed copy goes, the analysis notebooks, and scrubbing an executed copy of machine paths."""
+"""The notebooks a study executes with papermill: where they are, the walkthrough of each backbone × task and
+the analysis notebooks, executing one into its place, and scrubbing an executed copy of machine paths."""
 
 from __future__ import annotations
 
@@ -17,9 +17,6 @@ from typhoon.config import RunConfig
 from typhoon.runner import stop
 
 REPO_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-
-
-RUN_NOTEBOOK = "10_run.ipynb"
 
 
 KERNEL = "python3"
@@ -67,11 +64,24 @@ ANALYSIS_NOTEBOOKS = (
 # it after the statistics.
 REFERENCE_NOTEBOOK = AnalysisNotebook("25_reference.ipynb")
 
+# One per backbone × task of a grid (its parameters ``task`` and ``backbone``): that pair's cells, strategy by
+# strategy and seed by seed; opened by hand it trains the pair's missing cells.
+PAIR_NOTEBOOK = AnalysisNotebook("10_walkthrough.ipynb")
+
+
+def pair_notebooks(configs: list[RunConfig]) -> list[tuple[AnalysisNotebook, dict, str]]:
+    """The walkthroughs of a grid: for each (task, backbone) of ``configs`` in grid order, the notebook, its
+    parameters (the batch trained the cells: it shows them, trains nothing) and the name of its executed copy
+    (:func:`typhoon.paths.pair_notebook`)."""
+    pairs = dict.fromkeys((c.task, c.backbone) for c in configs)
+    return [(PAIR_NOTEBOOK, {"task": task, "backbone": backbone, "train_missing": False},
+             paths.pair_notebook(task, backbone)) for task, backbone in pairs]
+
 
 def notebooks_dir() -> Path:
     """Where the notebooks are: ``$TYPHOON_NOTEBOOKS`` or the repository's ``notebooks/``."""
     path = Path(os.environ.get("TYPHOON_NOTEBOOKS", REPO_NOTEBOOKS))
-    names = (RUN_NOTEBOOK, *(nb.name for nb in (*ANALYSIS_NOTEBOOKS, REFERENCE_NOTEBOOK)))
+    names = (PAIR_NOTEBOOK.name, *(nb.name for nb in (*ANALYSIS_NOTEBOOKS, REFERENCE_NOTEBOOK)))
     missing = [n for n in names if not (path / n).is_file()]
     if missing:
         raise FileNotFoundError(f"notebooks {missing} not found in {path} (set TYPHOON_NOTEBOOKS)")
@@ -94,23 +104,16 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
             os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
 
 
-def cell_parameters(config: RunConfig, out_dir: Path, device: str | None = None,
-                    threads: int | None = None) -> dict:
-    """The ``10_run`` notebook's parameters for one cell: its resolved config (JSON) and the output folder.
-
-    ``device`` and ``threads`` set the execution fields (where the cell runs, not what it computes).
-    """
-    if device is not None:
-        config = config.replace(device=device)
-    if threads is not None:
-        config = config.replace(num_threads=threads)
-    return {"config": config.to_json(), "out_dir": str(out_dir)}
-
-
-def cell_notebook(config: RunConfig, out_dir: Path) -> Path:
-    """Where a cell's executed ``10_run`` notebook goes (its temp copy is a hidden file beside it)."""
-    rel = config.relative_dir()
-    return out_dir / "notebooks" / rel.parent / f"{rel.name}.ipynb"
+def execute_for(out_dir: Path, nb_dir: Path, name: str, parameters: dict, target_name: str | None = None) -> Path:
+    """Execute notebook ``name`` of ``nb_dir`` on an output folder into ``<out_dir>/notebooks/<target_name>``
+    (default: its own name), made fit to share (:func:`scrub_notebook`, also when it failed at a cell)."""
+    target = Path(out_dir) / "notebooks" / (target_name or name)
+    try:
+        execute_notebook(Path(nb_dir) / name, target, parameters)
+    finally:
+        if target.is_file():
+            scrub_notebook(target, out_dir)
+    return target
 
 
 def scrub_notebook(path: Path, out_dir: Path) -> None:
@@ -144,3 +147,21 @@ def point_out_dir_at(notebook, relative: str) -> bool:
     if parameters.get("out_dir") == ".":
         parameters["out_dir"], changed = relative, True
     return changed
+
+
+_ERRNO_IN_MESSAGE = re.compile(r"\[Errno (\d+)\] ([^:']+)(?::\s*'(.*)')?")
+
+
+def as_file_system_error(error: BaseException) -> OSError | None:
+    """The file-system error (:data:`typhoon.paths.FILE_SYSTEM_ERRNOS`) behind a failure, if that is what it was:
+    raised here, or in a notebook's kernel (papermill reports it as text, e.g. ``[Errno 28] No space left on
+    device: '/out/figures/...'``); else None."""
+    if paths.is_file_system_error(error):
+        return error
+    if getattr(error, "ename", None) in ("OSError", "PermissionError", "NotADirectoryError", "FileExistsError",
+                                         "IsADirectoryError"):
+        found = _ERRNO_IN_MESSAGE.search(str(getattr(error, "evalue", "")))
+        if found:
+            os_error = OSError(int(found[1]), found[2].strip(), found[3])
+            return os_error if paths.is_file_system_error(os_error) else None
+    return None

@@ -1,10 +1,11 @@
 """One ``reproduce``: the options of a study run, built once from the command line, and the one function that
-runs a profile with them, a plain grid or a sequential design, on any executor.
+runs a profile with them (:func:`typhoon.runner.study.reproduce`), a plain grid or a sequential design, on any
+executor.
 
 Every flag means the same on every path, or is refused by name before anything runs:
 
-- a plain grid (:func:`typhoon.runner.grid.reproduce`) honours them all;
-- a sequential design (:func:`typhoon.runner.sequential_grid.reproduce_decisive`) trains look by look and
+- a plain grid (:class:`typhoon.runner.grid.FixedGrid`) honours them all;
+- a sequential design (:class:`typhoon.runner.sequential_grid.SequentialDesign`) trains look by look and
   reuses only the records its design registers (``[<profile>.design] reuse_from``), so ``--reuse-from`` and
   ``--allow-mixed-precision`` (a seed's arms must share one kernel family) are refused; ``--no-reuse``
   skips the registered reuse; it prints no whole-grid estimate (the looks decide how many cells run);
@@ -82,15 +83,9 @@ class ReproduceOptions:
 
             return estimate_only(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
                                  analysis=self.analysis)
-        if self.sequential:
-            from typhoon.runner.sequential_grid import reproduce_decisive
-
-            return reproduce_decisive(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
-                                      analysis=self.analysis, executor=executor, commit_records=self.commit_records,
-                                      reuse=self.reuse)
-        from typhoon.runner.grid import reproduce
+        from typhoon.runner.study import reproduce
 
         return reproduce(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
                          analysis=self.analysis, executor=executor, allow_mixed_precision=self.allow_mixed_precision,
-                         commit_records=self.commit_records, reuse=self.reuse, reuse_from=list(self.reuse_from),
-                         estimate=self.estimate)
+                         commit_records=self.commit_records, reuse=self.reuse, reuse_from=self.reuse_from,
+                         estimate=self.estimate and not self.sequential)

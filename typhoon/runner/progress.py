@@ -11,7 +11,8 @@ output piped to a log) it prints a line when a cell ends and, at most every 30 s
 cells' state when it changed -- never a redraw storm.
 
 :class:`RunLog` appends timestamped lines to ``<out>/reproduce.log``: the start (profile, cells, the
-command), each cell's outcome and time (a failure with its notebook), a stop, the analysis, the end.
+command), each cell's outcome and time (a failure with its error, a resumed cell with where it went on from),
+a stop, the analysis, the end.
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ class RunLog:
 
     def cell(self, row: dict) -> None:
         line = f"cell {row['status']}: {row['record_path']} ({row['seconds']:.1f} s)"
+        if row.get("resumed"):
+            line += f", resumed after {row['resumed']}"
         if row["status"] == "failed":
-            line += f"\n{row['error']}\nnotebook: {row.get('notebook')}"
+            line += f"\n{row['error']}"  # the traceback is the record's traceback.txt
         self.write(line)

@@ -204,8 +204,8 @@ def phase_seconds(work: PhaseWork, rate: dict) -> float:
 
 
 def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
-    """Calibrate every kind of cell among ``configs`` and price each cell (in a calibration kernel:
-    :func:`calibrate_files`).
+    """Calibrate every kind of cell among ``configs`` and price each cell (in a worker process:
+    :func:`typhoon.runner.estimate.calibrate_in_worker`).
 
     Returns ``{"kinds": [...measured costs...], "cells": {record_path: {...seconds per part...}}}``.
     """
@@ -214,7 +214,7 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     from typhoon.training.progress_bars import disable_library_bars
 
     disable_library_bars()
-    if threads:  # the cells' thread count, as notebooks.cell_parameters hands it to each cell
+    if threads:  # the cells' thread count, as their worker's slot sets it (typhoon.runner.workers.Slot)
         torch.set_num_threads(threads)
         configs = [config.replace(num_threads=threads) for config in configs]
     groups: dict[tuple, list[RunConfig]] = {}
@@ -239,7 +239,8 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
                 "warmup_steps": work["warmup"].steps, "mlm_steps": work["mlm"].steps, "ft_steps": work["ft"].steps,
                 "eval_passes": work["eval"].steps, "mlm_kind": kind, "mlm_kind_timed": timed[0],
                 "warmup_s": seconds["warmup"], "mlm_s": seconds["mlm"], "ft_s": seconds["ft"], "eval_s": seconds["eval"],
-                "setup_s": costs["setup_s"] + costs["peak_s"] + costs["build_s"] + record_s
+                # the matmul peak is measured once per worker process, priced with its start (estimate)
+                "setup_s": costs["setup_s"] + costs["build_s"] + record_s
                 + (costs["classifier_build_s"] if work["warmup"].steps else 0.0),  # the task model's build
             }
     core_share = min(1.0, sum(k["cpu_s"] for k in kinds) / max(sum(k["core_s"] for k in kinds), 1e-9))

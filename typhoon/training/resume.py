@@ -176,6 +176,17 @@ def load(path: Path, ctx, record_path: str) -> dict | None:
     return state
 
 
+def saved_boundary(path: Path) -> str | None:
+    """The boundary of the resume state at ``path`` (None: there is none, or it cannot be read), read without
+    loading its tensors (a memory map): what a batch says of a cell before it runs it."""
+    if not Path(path).exists():
+        return None
+    try:
+        return str(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["boundary"])
+    except Exception:  # a damaged file: the run itself will say so and start over
+        return None
+
+
 def describe(boundary: str) -> str:
     """``mlm`` (the MLM phase), ``mlm<e>`` (MLM epoch e, the KL studies' long phases) or ``ft<e>``."""
     if boundary == "mlm":

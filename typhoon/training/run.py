@@ -16,6 +16,7 @@ interrupted and resumed from its resume state (:mod:`typhoon.training.resume`).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -39,9 +40,9 @@ from typhoon.models.mlm_head import MaskedLM
 from typhoon.records import locks, run_numerics, run_record
 from typhoon.training import device_settings, examples, flops, resume, software, speed
 from typhoon.training import step as training_step
+from typhoon.training.dev_losses import full_mask_dev_loss, mlm_dev_loss
 from typhoon.training.progress_bars import progress_bar
 from typhoon.training.progress_file import ProgressFile
-from typhoon.training.dev_losses import full_mask_dev_loss, mlm_dev_loss
 from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
@@ -74,6 +75,7 @@ class RunContext:
     mask_generator: torch.Generator  # masks (drawn on the CPU)
     progress: bool = True  # tqdm bars
     progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/training/progress_file.py)
+    resumed_after: str | None = None  # the boundary of the resume state the run went on from, if any
 
     def report(self, phase: str, **state) -> None:
         """Note the run's phase and step in its progress file (throttled there; nothing without one)."""
@@ -369,6 +371,7 @@ def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[di
     record_path = config.relative_dir().as_posix()
     state_path = None if run_dir is None else run_record.resume_state_path(run_dir)
     saved = None if state_path is None else resume.load(state_path, ctx, record_path)
+    ctx.resumed_after = None if saved is None else saved["boundary"]
 
     def save_state(boundary: str, models: dict, progress: dict) -> None:
         if state_path is not None:
@@ -472,4 +475,4 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
             resume.remove(run_record.resume_state_path(run_dir))  # the record is complete
     finally:
         progress_file.close()
-    return run_record.read_record(run_dir)
+    return dataclasses.replace(run_record.read_record(run_dir), resumed_after=ctx.resumed_after)
