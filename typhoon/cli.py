@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="rerun even if a complete record exists")
     run.set_defaults(func=_run)
 
-    rep = sub.add_parser("reproduce", help="execute the notebooks over a profile's grid with papermill")
+    rep = sub.add_parser("reproduce", help="run a profile's grid (cells in worker processes), then its walkthrough and analysis notebooks")
     rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
     rep.add_argument("--out", help="output folder; default: <repo>/outputs/<profile> (a reference run: results/<profile>)")
     rep.add_argument("--workers", type=int, help="cells run at once, each in its own process "

@@ -297,8 +297,9 @@ def predictions(rows: pd.DataFrame, rates: pd.DataFrame, curve: pd.DataFrame | N
     reached = per_token[per_token["reaches_7e-4"] == True]  # noqa: E712 (None where untestable)
     add(4, "no row at 1 epoch reaches 7e-4 under the per-token Bernoulli KL",
         "fails" if len(reached) else "holds",
-        "highest upper bound of a 95 % interval: " + ", ".join(
-            f"{r.row} {r.kl_ci_high:.2g}" for r in per_token.sort_values("kl_ci_high").tail(2).itertuples()))
+        "highest upper bounds of a 95 % interval: " + ", ".join(
+            f"{r.row} {r.kl_ci_high:.2g} ({r.unit})"
+            for r in per_token.sort_values("kl_ci_high", ascending=False).head(2).itertuples()))
     claim = "along the curve the KL rises with the epochs"
     if curve is None or curve.empty:
         add(5, claim, "no states yet", "")
