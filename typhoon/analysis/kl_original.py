@@ -116,7 +116,8 @@ def rows_table(states: pd.DataFrame) -> pd.DataFrame:
 
 def rate_table(states: pd.DataFrame) -> pd.DataFrame:
     """Per row: the realised masking rate against the budget p (mean, min, max over its states) and the
-    spread of the per-type rates: prediction (2) is about the first."""
+    spread of the per-type rates (the lowest and highest over its states, the mean frequency-weighted sd):
+    prediction (2) is about the first."""
     states = states.assign(rate_over_p=states["realised_rate"] / states["p"])
     grouped = states.groupby("row", sort=False)
     return pd.DataFrame({"p": grouped["p"].first(), "n_states": grouped.size(),
@@ -125,6 +126,7 @@ def rate_table(states: pd.DataFrame) -> pd.DataFrame:
                          "rate_over_p_max": grouped["rate_over_p"].max(),
                          "mean_band_value_min": grouped["mean_band_value"].min(),
                          "mean_band_value_max": grouped["mean_band_value"].max(),
+                         "pi_min": grouped["pi_min"].min(), "pi_max": grouped["pi_max"].max(),
                          "pi_sd_mean": grouped["pi_sd"].mean()}).reset_index()
 
 
@@ -400,7 +402,12 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
         "`masked_distribution` is per masked token, the `_per_sequence` ones per sequence.\n",
         _markdown(wide) + "\n",
         "Intervals, the paired change against the baseline (unadjusted and Bonferroni over the 7 rows) and the "
-        "criteria for every unit, bits included: `tables/rows.csv`. Realised rates: `tables/rates.csv`.\n",
+        "criteria for every unit, bits included: `tables/rows.csv`.\n",
+        "## The calibrated rates: realised rate against p and the spread of the per-type rates\n",
+        _markdown(tables["rates"]) + "\n",
+        "`pi_min`, `pi_max`: the lowest and highest per-type rate over the row's states (the types that occur); "
+        "`pi_sd_mean`: the frequency-weighted sd of the rates, averaged over the states; `mean_band_value`: the "
+        "token-weighted mean of the maskable types' calibrated value, the top type at 1 (`tables/rates.csv`).\n",
     ]
     if "curve" in tables:
         sections += ["## The curve ('all' row, the 2023 code's long MLM phase)\n",
