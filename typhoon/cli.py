@@ -15,14 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from typhoon.config import (
-    RunConfig,
-    allowed_of,
-    get_profile,
-    load_profiles,
-    parse_overrides,
-    resolve,
-)
+from typhoon.config import RunConfig, allowed_of, get_profile, load_profiles, parse_overrides, resolve
 from typhoon.masking import plugins
 from typhoon.masking.params import strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
@@ -33,6 +26,7 @@ from typhoon.paths import (
     describe_os_error,
     is_file_system_error,
     resolve_out_dir,
+    shown,
 )
 from typhoon.records import locks
 from typhoon.runner import stop
@@ -134,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
     tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
     tables.set_defaults(func=_decisive_tables)
+
+    again = sub.add_parser("reanalyse", help="a finished study's walkthrough and analysis notebooks and its report "
+                           "again from its records, training nothing (typhoon/runner/reanalyse.py)")
+    again.add_argument("out", help="its output folder, e.g. results/cpu")
+    again.set_defaults(func=_reanalyse)
 
     kl_gap = sub.add_parser("kl-gap", help="the KL-gap study: Typhoon's phase 1 under each candidate cause of the gap "
                             "to the paper's 7e-4 nats/token (resumes), then its table (typhoon/runner/kl_gap.py)")
@@ -395,6 +394,10 @@ def check_input(args: argparse.Namespace) -> None:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         check_can_write(args.out)
+    elif args.command == "reanalyse":
+        from typhoon.runner.reanalyse import study_profile
+
+        get_profile(study_profile(Path(args.out).resolve()))
     elif args.command in ("decisive-design", "decisive-tables"):
         get_profile(args.profile).require_design()
         if args.command == "decisive-tables" and not Path(args.out).is_dir():
@@ -442,6 +445,13 @@ def _decisive_tables(args: argparse.Namespace) -> int:
 
     for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
         print(line)
+    return 0
+
+
+def _reanalyse(args: argparse.Namespace) -> int:
+    from typhoon.runner.reanalyse import reanalyse
+
+    print(f"report: {shown(reanalyse(args.out))}")
     return 0
 
 
