@@ -268,7 +268,7 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves no record, and no folder it made for one but the one holding the cell's resume state, if it
-    reached a boundary (pipeline.run and records clean the rest): the same command goes on from there."""
+    reached a boundary (training.run.run and the records clean the rest): the same command goes on from there."""
     from typhoon.records.run_record import resume_state_path
     from typhoon.training.run import run
 
