@@ -29,8 +29,10 @@ from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
     check_can_write,
+    check_profile,
     check_reuse_source,
     describe_os_error,
+    glue_dir_from_env,
     is_file_system_error,
     resolve_out_dir,
 )
@@ -348,6 +350,8 @@ def check_input(args: argparse.Namespace) -> None:
     configuration value against what its field allows, and the output folder. Only light modules are
     imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
     written (:func:`typhoon.paths.check_can_write` removes the folders it probes)."""
+    if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
+        glue_dir_from_env()  # TYPHOON_GLUE_DIR set to no folder: said now, not after a warning and a run
     if args.command in ("run", "reproduce"):
         named = named_strategies(args)
         for spec in filter(plugins.is_spec, named):
@@ -376,6 +380,7 @@ def check_input(args: argparse.Namespace) -> None:
             check_reuse_source(folder)
         if not (args.estimate or args.job_script):  # these print and write nothing
             out_dir = resolve_out_dir(args.out, profile.name)
+            check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
             check_can_write(out_dir)
             locks.check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
     elif args.command == "kl-gap":
