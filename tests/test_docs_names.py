@@ -327,7 +327,7 @@ def layout_line(module: str) -> str:
 
 
 def test_the_layout_names_every_command_and_profile():
-    commands = set(subcommands(build_parser())) - {"data"} | {"data"}
+    commands = set(subcommands(build_parser()))
     named = set(re.findall(r"[a-z][\w-]*", layout_line("cli.py").partition(":")[2]))
     assert not sorted(commands - named), "commands the layout's cli.py line lacks"
     profiles = set(load_profiles())
