@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# (case, arguments); {tmp} is a fresh empty scratch folder per case, {file} a file inside it.
+# (case, arguments[, environment]); {tmp} is a fresh empty scratch folder per case, {file} a file inside it,
+# {repo} the checkout timed.
 CASES = (
     ("unknown task", ["run", "--task", "mrcp", "--out", "{tmp}/out"]),
     ("unknown backbone", ["run", "--task", "mrpc", "--backbone", "minilm-l7", "--out", "{tmp}/out"]),
@@ -52,17 +53,23 @@ CASES = (
     ("check-report missing", ["check-report", "{tmp}/missing"]),
     ("decisive-design --profile cpu", ["decisive-design", "--profile", "cpu"]),
     ("decisive-design unknown profile", ["decisive-design", "--profile", "gpu-huge"]),
+    # issue 51: refused after 4.6 s, 20 s, 14.5 s, and a warning then 90 s of training
+    ("--strategy os:path (not a strategy)", ["run", "--task", "mrpc", "--strategy", "os:path", "--out", "{tmp}/out"]),
+    ("reproduce smoke into results/cpu", ["reproduce", "--profile", "smoke", "--out", "{repo}/results/cpu"]),
+    ("--backbone a folder without a checkpoint", ["run", "--task", "mrpc", "--backbone", "{tmp}", "--out", "{tmp}/out"]),
+    ("TYPHOON_GLUE_DIR=/nonexistent", ["run", "--task", "mrpc", "--out", "{tmp}/out"],
+     {"TYPHOON_GLUE_DIR": "/nonexistent"}),
 )
 
 
-def run_case(repo: Path, args: list[str]) -> tuple[int, str, float, bool]:
+def run_case(repo: Path, args: list[str], extra_env: dict | None = None) -> tuple[int, str, float, bool]:
     """(exit status, first line of stderr, seconds, whether anything new appeared in the scratch folder)."""
     with tempfile.TemporaryDirectory(prefix="typhoon-bad-input-") as tmp:
         scratch = Path(tmp)
         (scratch / "a_file").write_text("in the way\n")
         before = set(scratch.rglob("*"))
-        argv = [a.format(tmp=tmp, file=scratch / "a_file") for a in args]
-        env = {**os.environ, "PYTHONPATH": str(repo)}
+        argv = [a.format(tmp=tmp, file=scratch / "a_file", repo=repo) for a in args]
+        env = {**os.environ, "PYTHONPATH": str(repo), **(extra_env or {})}
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "typhoon", *argv], env=env, cwd=repo, capture_output=True,
                               text=True, timeout=300)
@@ -84,10 +91,10 @@ def main() -> None:
     print(f"the floor on this machine now: `python -c pass` takes {time.perf_counter() - start:.2f} s")
     print("| case | exit | stderr (first error line) | seconds | wrote |\n|---|---|---|---|---|")
     slow = 0
-    for name, argv in CASES:
+    for name, argv, *extra_env in CASES:
         if args.only and args.only not in name:
             continue
-        code, first, seconds, wrote = run_case(args.repo, argv)
+        code, first, seconds, wrote = run_case(args.repo, argv, *extra_env)
         slow += seconds >= 2 or code != 2 or wrote
         print(f"| {name} | {code} | {first[:110].replace('|', '/')} | {seconds:.2f} | {'yes' if wrote else 'no'} |",
               flush=True)

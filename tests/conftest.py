@@ -1,11 +1,14 @@
-"""Shared fixtures: the real GLUE files (bundled, or $TYPHOON_GLUE_DIR if set), the real uncased WordPiece
+"""Shared fixtures: the real GLUE files (bundled with the package), the real uncased WordPiece
 tokenizer, and small saved checkpoints of every supported backbone family."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,22 +16,42 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # Tests never reach a hub; the data is the official TSVs bundled in the package (typhoon/glue_data),
-# unless TYPHOON_GLUE_DIR points elsewhere.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# whatever TYPHOON_GLUE_DIR says in the user's environment (removed below).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
 # The estimate keeps its calibration for a restart (typhoon.runner.calibration_cache): a test must calibrate
-# for itself, never reuse what an earlier test or a user's run kept. One fresh cache per test session.
-# Under pytest-xdist every worker is a session of its own and inherits the controller's environment, so the
-# cache this file made in the controller is replaced by one per worker.
-if "TYPHOON_CACHE_DIR" not in os.environ or os.environ.get("TYPHOON_TEST_OWN_CACHE") == "1":
-    import atexit
-    import shutil
-    import tempfile
+# for itself, never reuse what an earlier test or a user's run kept. One fresh cache per test session, made
+# whatever TYPHOON_CACHE_DIR the user set. Under pytest-xdist every worker is a session of its own: it imports
+# this file and makes its own, replacing the controller's it inherited.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+os.environ["TYPHOON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"typhoon-test-cache-{WORKER}-")
+atexit.register(shutil.rmtree, os.environ["TYPHOON_CACHE_DIR"], ignore_errors=True)
+# The variables above are the suite's own; no test reads any other TYPHOON_* or HF_* variable of the user's
+# environment (a TYPHOON_GLUE_DIR or HF_HOME set for real work must not change what a test sees). They are
+# removed here, before a fixture or a test module imports the package, and again around each test
+# (hermetic_environment), in case one was set outside monkeypatch. A test that needs one sets it itself.
+SUITE_ENVIRONMENT = {name: os.environ[name] for name in
+                     ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TYPHOON_CACHE_DIR")}
 
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    os.environ["TYPHOON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"typhoon-test-cache-{worker}-")
-    os.environ["TYPHOON_TEST_OWN_CACHE"] = "1"
-    atexit.register(shutil.rmtree, os.environ["TYPHOON_CACHE_DIR"], ignore_errors=True)
+
+def foreign_variables() -> list[str]:
+    """The TYPHOON_* and HF_* variables in the environment that the suite did not set."""
+    return [name for name in os.environ if name.startswith(("TYPHOON_", "HF_")) and name not in SUITE_ENVIRONMENT]
+
+
+for _name in foreign_variables():
+    del os.environ[_name]
+
+
+@pytest.fixture(autouse=True)
+def hermetic_environment(monkeypatch):
+    """Each test starts with the suite's TYPHOON_* and HF_* variables only, at the suite's values."""
+    for name in foreign_variables():
+        monkeypatch.delenv(name)
+    for name, value in SUITE_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+
+
 # Every supported family (typhoon.models.mlm_head.FAMILIES; test_models checks the two agree), listed here so
 # that collecting the tests does not import transformers.
 FAMILY_NAMES = ["bert", "distilbert", "roberta", "deberta-v2", "modernbert", "electra"]

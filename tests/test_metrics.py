@@ -1,28 +1,55 @@
-"""GLUE metrics (typhoon.data.metrics) against scikit-learn on fixed predictions, and by hand."""
+"""GLUE metrics (typhoon.data.metrics, through `evaluate` and the package's metric module) against
+scikit-learn on random predictions, exactly, and by hand."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from conftest import REPO
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.metrics import matthews_corrcoef as sk_mcc
 
-from typhoon.data.metrics import glue_metrics, majority_baseline, matthews_corrcoef
+from typhoon.data.metrics import glue_metric, glue_metrics, majority_baseline
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_against_sklearn(seed):
+@pytest.mark.parametrize("seed", range(20))
+def test_evaluate_equals_sklearn_on_random_predictions(seed):
+    """The same floats as scikit-learn's, bit for bit (the records keep their values), at any length, class
+    balance and accuracy."""
     rng = np.random.default_rng(seed)
-    labels, predictions = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+    n, positive, agree = int(rng.integers(1, 1100)), rng.uniform(0.05, 0.95), rng.uniform(0.3, 1.0)
+    labels = (rng.random(n) < positive).astype(int)
+    predictions = np.where(rng.random(n) < agree, labels, 1 - labels)
     mrpc, cola = glue_metrics("mrpc", labels, predictions), glue_metrics("cola", labels, predictions)
-    assert mrpc["accuracy"] == cola["accuracy"] == pytest.approx(accuracy_score(labels, predictions), abs=1e-12)
-    assert mrpc["f1"] == pytest.approx(f1_score(labels, predictions), abs=1e-12)
-    assert cola["mcc"] == pytest.approx(sk_mcc(labels, predictions), abs=1e-12)
+    assert mrpc["accuracy"] == cola["accuracy"] == accuracy_score(labels, predictions)
+    assert mrpc["f1"] == f1_score(labels, predictions, zero_division=0)
+    assert cola["mcc"] == sk_mcc(labels, predictions)
+    assert all(type(value) is float for value in [*mrpc.values(), *cola.values()])
 
 
 def test_multiclass_mcc_against_sklearn():
     """MCC is the general (multi-class) definition, though CoLA only needs two classes."""
     rng = np.random.default_rng(7)
-    three = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
-    assert matthews_corrcoef(*three) == pytest.approx(sk_mcc(*three), abs=1e-12)
+    labels, predictions = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
+    scores = glue_metric("mcc").compute(predictions=predictions, references=labels)
+    assert scores == {"accuracy": accuracy_score(labels, predictions), "mcc": sk_mcc(labels, predictions)}
+
+
+@pytest.mark.slow  # a fresh interpreter that imports evaluate
+def test_the_metric_module_is_loaded_by_path_offline(tmp_path):
+    """A fresh process with an empty hub home, offline and with no proxy that reaches anything, scores a run:
+    the metric comes from the package's file, never from the hub, and `evaluate` is imported only then."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "TYPHOON_"))}
+    env.update(PYTHONPATH=str(REPO), HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+    code = ("import sys; from typhoon.data.metrics import glue_metrics; before = 'evaluate' in sys.modules; "
+            "print(before, glue_metrics('mrpc', [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "False"
+    assert "'f1': 0.6666666666666666" in done.stdout
 
 
 def test_by_hand():

@@ -9,6 +9,7 @@ import subprocess
 import pandas as pd
 import pytest
 
+from typhoon import paths
 from typhoon.config import get_profile, resolve
 from typhoon.records import provenance, result_rows, run_numerics, run_record
 from typhoon.runner import grid
@@ -91,10 +92,10 @@ def test_manifest_says_where_the_results_came_from_and_keeps_earlier_invocations
 
 def test_one_output_folder_holds_one_profile(tmp_path):
     provenance.write_manifest(tmp_path, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
-    provenance.check_profile(tmp_path, "cpu")
-    provenance.check_profile(tmp_path / "fresh", "smoke")
+    paths.check_profile(tmp_path, "cpu")
+    paths.check_profile(tmp_path / "fresh", "smoke")
     with pytest.raises(ValueError, match=r"holds the 'cpu' profile's results.*outputs/smoke"):
-        provenance.check_profile(tmp_path, "smoke")
+        paths.check_profile(tmp_path, "smoke")
 
 
 def git(repo, *args):

@@ -22,8 +22,10 @@ from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
     check_can_write,
+    check_profile,
     check_reuse_source,
     describe_os_error,
+    glue_dir_from_env,
     is_file_system_error,
     resolve_out_dir,
     shown,
@@ -267,7 +269,7 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves no record, and no folder it made for one but the one holding the cell's resume state, if it
-    reached a boundary (pipeline.run and records clean the rest): the same command goes on from there."""
+    reached a boundary (training.run.run and the records clean the rest): the same command goes on from there."""
     from typhoon.records.run_record import resume_state_path
     from typhoon.training.run import run
 
@@ -347,6 +349,8 @@ def check_input(args: argparse.Namespace) -> None:
     configuration value against what its field allows, and the output folder. Only light modules are
     imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
     written (:func:`typhoon.paths.check_can_write` removes the folders it probes)."""
+    if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
+        glue_dir_from_env()  # TYPHOON_GLUE_DIR set to no folder: said now, not after a warning and a run
     if args.command in ("run", "reproduce"):
         named = named_strategies(args)
         for spec in filter(plugins.is_spec, named):
@@ -375,6 +379,7 @@ def check_input(args: argparse.Namespace) -> None:
             check_reuse_source(folder)
         if not (args.estimate or args.job_script):  # these print and write nothing
             out_dir = resolve_out_dir(args.out, profile.name)
+            check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
             check_can_write(out_dir)
             locks.check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
     elif args.command == "kl-gap":

@@ -6,9 +6,9 @@ A run's configuration is resolved once, from four layers (a later layer wins):
     profile settings < the profile's settings for the task < the grid cell < overrides (``--set``)
 
 every value converted to the field's declared type by :func:`coerce`. The resolved RunConfig then
-travels whole, never re-read from ``profiles.toml``: to the worker process that trains it (pickled, by
-``typhoon.runner.workers``), into the run record's ``config.json`` and back (:meth:`RunConfig.from_dict`;
-:meth:`RunConfig.to_json` / :meth:`RunConfig.from_json` for a config passed as text).
+travels whole, never re-read from ``profiles.toml``: pickled to the worker process that runs its cell
+(:mod:`typhoon.runner.workers`), into the run record's ``config.json`` and back (:meth:`RunConfig.from_dict`;
+:meth:`RunConfig.to_json` / :meth:`RunConfig.from_json` for the JSON text).
 
 Profiles live in one readable file, ``typhoon/profiles.toml``: each names a grid (tasks × backbones ×
 strategies × schedules × seeds, plus single extra cells), the settings its runs share, and the
@@ -251,7 +251,7 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, text: str, what: str = "run config") -> RunConfig:
-        """:meth:`from_dict` of a JSON object (a config passed as text, e.g. a notebook parameter)."""
+        """:meth:`from_dict` of a JSON object (a config as JSON text)."""
         if not isinstance(text, str):
             raise ValueError(f"{what} must be a JSON string, got {type(text).__name__} {text!r}")
         try:

@@ -40,10 +40,28 @@ def check_backbone(name: str) -> None:
     """ValueError / FileNotFoundError for a backbone that is neither a registry name, a hub id ("org/name")
     nor a local folder -- what ``models.load_backbone`` refuses first, before it imports anything."""
     key = str(name).strip()
-    if key.lower() in BACKBONE_NAMES or Path(key).expanduser().is_dir():
-        return
     local = Path(key).expanduser()
+    if key.lower() in BACKBONE_NAMES:
+        return
+    if local.is_dir():
+        check_checkpoint_folder(local)
+        return
     if local.is_absolute() or key.startswith((".", "~")):
         raise FileNotFoundError(f"backbone folder not found: {local}")
     if "/" not in key:
         raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONE_NAMES)}, a local folder or a hub id")
+
+
+# the weights a checkpoint folder may hold (transformers' save_pretrained: one file, or shards and their index)
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_checkpoint_folder(folder: Path) -> None:
+    """FileNotFoundError unless a local backbone folder holds a checkpoint: its ``config.json`` and its weights
+    (said here in a fraction of a second, not by transformers after the imports)."""
+    missing = [what for what, present in (("config.json", (folder / "config.json").is_file()),
+                                          (" or ".join(WEIGHT_FILES), any((folder / f).is_file() for f in WEIGHT_FILES)))
+               if not present]
+    if missing:
+        raise FileNotFoundError(f"backbone folder {folder} holds no checkpoint: no {' and no '.join(missing)} "
+                                "(a folder saved by transformers' save_pretrained, with its tokenizer)")

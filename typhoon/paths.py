@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
@@ -91,6 +92,38 @@ def notebook_out_dir(notebook: str | os.PathLike, out_dir: str | os.PathLike) ->
     """``out_dir`` as a path relative to ``notebook``'s folder, the working directory a notebook is
     executed in when it is opened or re-run where it lies (e.g. ``..`` for ``<out>/notebooks/20_statistics.ipynb``)."""
     return Path(os.path.relpath(Path(out_dir).resolve(), Path(notebook).resolve().parent)).as_posix()
+
+
+GLUE_DIR_ENV = "TYPHOON_GLUE_DIR"  # a folder of GLUE task folders the user chose (typhoon.data.glue_files reads it)
+
+
+def glue_dir_from_env() -> Path | None:
+    """The folder ``$TYPHOON_GLUE_DIR`` names, or None when it is not set; FileNotFoundError naming it when it is
+    no folder: a user who sets it means that folder, so nothing falls back to the bundled copy."""
+    value = os.environ.get(GLUE_DIR_ENV) or None
+    if value is None:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{GLUE_DIR_ENV}={value} is not a folder: point it at a folder holding the GLUE "
+                                f"task folders (MRPC/, CoLA/, ...), or unset it to read the bundled copy")
+    return folder
+
+
+MANIFEST = "MANIFEST.json"  # an output folder's manifest (typhoon.records.provenance writes it)
+
+
+def check_profile(out_dir: str | os.PathLike, profile: str) -> None:
+    """Refuse an output folder that already holds another profile's results (one folder, one profile), read
+    from its manifest without importing the records stage: the CLI says it before any estimate or training."""
+    try:
+        manifest = json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no manifest yet, or one cut short: the folder names no profile
+        return
+    held = manifest.get("profile") if isinstance(manifest, dict) else None
+    if held not in (None, profile):
+        raise ValueError(f"{shown(out_dir)} holds the {held!r} profile's results ({MANIFEST}); run {profile!r} "
+                         f"into its own folder (the default: {shown(output_dir(profile))})")
 
 
 def check_reuse_source(folder: str | os.PathLike) -> Path:

@@ -4,7 +4,7 @@ fetching the tasks not bundled. (Tokenizing is :mod:`typhoon.data.tokenizing`, b
 
 Where a task's files come from, in order (the first place that has the task's folder wins):
 the ``data_dir`` argument, the ``TYPHOON_GLUE_DIR`` environment variable (a folder in the official
-layout ``<dir>/<TASK>/{train,dev,test}.tsv``), the data bundled in this package (``glue_data/``:
+layout ``<dir>/<TASK>/{train,dev,test}.tsv``; set to no folder, it is refused, not passed over), the data bundled in this package (``glue_data/``:
 CoLA and MRPC, byte-identical to the official release, see ``glue_data/SOURCES.md``), and only then
 the hub (``datasets.load_dataset("nyu-mll/glue", ...)``), which needs a network.
 ``python -m typhoon data fetch TASK`` downloads any other task's official files into the same layout.
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from typhoon.atomic import atomic_write_text, staged_dir
+from typhoon.paths import GLUE_DIR_ENV, glue_dir_from_env
 
 if TYPE_CHECKING:
     import datasets
 
-GLUE_DIR_ENV = "TYPHOON_GLUE_DIR"
 
 
 # The bundled official files live inside the package, so any install (editable, wheel, Docker) has them.
@@ -222,7 +222,7 @@ def _hub_switched_off() -> str | None:
 
 def _search_glue(spec: TaskSpec, data_dir) -> tuple[GlueSource | None, list[str]]:
     """The first place holding the task (the hub counts unless switched off), and a line per place tried."""
-    env_value = os.environ.get(GLUE_DIR_ENV) or None
+    env_value = glue_dir_from_env()  # set but no folder: refused, not passed over
     looked = []
     for origin, root in (("data_dir", data_dir), (f"${GLUE_DIR_ENV}", env_value), ("bundled", BUNDLED_GLUE_DIR)):
         if root is None:

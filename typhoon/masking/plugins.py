@@ -25,6 +25,7 @@ import importlib.util
 import inspect
 import os
 import re
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -90,9 +91,10 @@ def load(spec: str) -> type:
 def check_class(cls: object, spec: str) -> None:
     """ValueError unless ``cls`` is a usable strategy class: a MaskingStrategy subclass with a safe ``name``
     of its own and ``PARAMS`` that start with the base's ``p`` and ``corruption``."""
-    from typhoon.masking.base import MaskingStrategy  # torch: after the cheap checks
-
-    if not (inspect.isclass(cls) and issubclass(cls, MaskingStrategy)):
+    # A subclass of MaskingStrategy imported its module when it was defined: without it in sys.modules nothing
+    # is one, and the answer comes without importing torch (os:path is refused in a fraction of a second).
+    base = sys.modules.get("typhoon.masking.base")
+    if not (inspect.isclass(cls) and base is not None and issubclass(cls, base.MaskingStrategy)):
         raise ValueError(f"bad strategy {spec!r}: {cls!r} is not a masking strategy (a subclass of "
                          "typhoon.masking.base.MaskingStrategy)")
     name = cls.__dict__.get("name")

@@ -28,7 +28,7 @@ from typhoon import atomic, paths
 from typhoon.machine import machine
 from typhoon.records import result_rows, run_record
 
-MANIFEST = "MANIFEST.json"
+MANIFEST = paths.MANIFEST
 
 
 # The dependency locks a run can be pinned by (the first ones that exist are hashed).
@@ -114,15 +114,6 @@ def now() -> str:
 
 def read_manifest(out_dir: Path) -> dict | None:
     return run_record.read_json(Path(out_dir) / MANIFEST)
-
-
-def check_profile(out_dir: Path, profile: str) -> None:
-    """Refuse an output folder that already holds another profile's results (one folder, one profile)."""
-    manifest = read_manifest(out_dir)
-    if manifest and manifest.get("profile") not in (None, profile):
-        raise ValueError(f"{paths.shown(out_dir)} holds the {manifest['profile']!r} profile's results "
-                         f"({MANIFEST}); run {profile!r} into its own folder (the default: "
-                         f"{paths.shown(paths.output_dir(profile))})")
 
 
 def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],

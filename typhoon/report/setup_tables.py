@@ -18,9 +18,10 @@ import torch
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.data.glue_files import GLUE_DIR_ENV, get_task, load_glue, locate_glue
+from typhoon.data.glue_files import get_task, load_glue, locate_glue
 from typhoon.models.adapted import ADAPTED
 from typhoon.models.backbones import BACKBONES, minilm_dir
+from typhoon.paths import GLUE_DIR_ENV
 from typhoon.training import device_settings, software
 
 __all__ = ["backbone_report", "backbone_source", "data_report", "environment_report", "glue_source"]

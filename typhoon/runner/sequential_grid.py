@@ -36,7 +36,7 @@ def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = 
     started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
     spec, out_dir = get_profile(profile), Path(out_dir).resolve()  # the notebook runs in notebooks/
     decisive.check_has_records(spec, out_dir)  # before the lock: a wrong folder gets nothing written
-    provenance.check_profile(out_dir, spec.name)
+    paths.check_profile(out_dir, spec.name)
     with locks.output_folder_lock(out_dir):  # not while a reproduce writes records and tables here
         configs = decisive.grid_configs(spec)
         tables = decisive.write_outputs(decisive.study_design(spec), configs, out_dir)

@@ -114,7 +114,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     out_dir = paths.resolve_out_dir(out_dir, spec.name)
     if commit_records:
         provenance.check_git_repo(out_dir)
-    provenance.check_profile(out_dir, spec.name)
+    paths.check_profile(out_dir, spec.name)
     paths.check_writable(out_dir)  # a file in the way, no permission, a full disk: said now, not mid-study
     stop.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")

@@ -1,0 +1,335 @@
+"""Every code name the README and docs/ mention resolves against the repository: dotted names with or
+without the `typhoon.` prefix (`runner.stop`, `records/locks.py`, `notebooks.ANALYSIS_NOTEBOOKS`,
+`RunConfig.identity()`), bare names that are clearly code (`FAMILIES`, `MaskedLM`, `save_figure()`),
+"`NAME` in `module.py`" claims (the module must define the name), every file a code span names, and every
+`--flag` (of `python -m typhoon` or of the script the command runs). test_docs.py checks the commands,
+links and `typhoon.`-prefixed names; this file checks the rest, which drifted unseen."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from test_docs import (
+    ENTRY_POINT_GROUP,
+    FENCE,
+    INLINE_CODE,
+    PAGE_IDS,
+    PAGES,
+    build_parser,
+    code_of,
+    read,
+    subcommands,
+)
+
+from typhoon.config import load_profiles
+
+PACKAGE = REPO / "typhoon"
+
+# names in code spans that are not the package's, each for a reason
+NOT_OURS = {
+    "torch", "sys", "os", "np", "loss",  # torch.compile, sys.path, np.ndarray, loss.backward()
+    "e",  # "e.g."
+    "probe",  # `probe.saliency(true_ids)`: a variable holding a SaliencyProbe
+    "hardware",  # `hardware.matmul_peak`: a key of a record's metrics.json, not a module
+}
+FILE_SUFFIXES = (".json", ".csv", ".md", ".toml", ".log", ".html", ".npz", ".safetensors", ".model", ".conf",
+                 ".txt", ".yml", ".yaml", ".ipynb", ".sh", ".tsv", ".py", ".lock", ".pid", ".svg", ".png")
+# bare capitalised spans that are other software's names or words, not the package's
+OTHER_SOFTWARE = {
+    "SLURMCluster",  # dask-jobqueue's class
+    "ENOSPC",  # the errno
+    "TYPE_CHECKING",  # typing's flag
+}
+# other tools' flags, on the pages that say how to call those tools (docker/podman, pip)
+OTHER_TOOLS_FLAGS = {"--build-arg", "--user", "--userns", "--ulimit", "--runtime", "--dry-run", "--report"}
+# files the pages name that a reader makes, not the repository
+READERS_FILES = {"my_masking.py", "pip.conf"}
+
+
+@functools.cache
+def modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name below `typhoon` (`runner.stop`, `records`)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found[".".join(parts)] = path
+    return found
+
+
+def defined_names(source: Path, imported: bool = True) -> set[str]:
+    """The top-level names a module defines (and, with ``imported``, imports)."""
+    names = set()
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {t.id for t in ast.walk(target) if isinstance(t, ast.Name)}
+        elif imported and isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+@functools.cache
+def classes() -> dict[str, set[str]]:
+    """Every class of the package with the names its body defines (methods, fields, class attributes)."""
+    found: dict[str, set[str]] = {}
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                members = found.setdefault(node.name, set())
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                        members.add(item.name)
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        members.add(item.target.id)
+                    elif isinstance(item, ast.Assign):
+                        members |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+    return found
+
+
+@functools.cache
+def all_defined_names() -> set[str]:
+    """The names the package and the test helpers define (a page may send a contributor to `conftest.py`)."""
+    sources = [*modules().values(), *(REPO / "tests").glob("*.py")]
+    return {name for path in sources for name in defined_names(path)}
+
+
+def resolve_in_module(module: str, rest: list[str]) -> bool:
+    """Whether `module` (dotted, below `typhoon`) defines rest[0] (and, for a class, rest[1] as a member)."""
+    path = modules().get(module)
+    if path is None:
+        return False
+    if not rest:
+        return True
+    if f"{module}.{rest[0]}" in modules():
+        return resolve_in_module(f"{module}.{rest[0]}", rest[1:])
+    if rest[0] not in defined_names(path) and not (path.name == "__init__.py" and exported(module, rest[0])):
+        return False
+    return len(rest) == 1 or rest[1] in classes().get(rest[0], set()) or rest[0] not in classes()
+
+
+def exported(package: str, name: str) -> bool:
+    """Whether a package's ``__init__`` gives ``name`` (a lazy one lists its names in ``__dir__``)."""
+    return name in dir(importlib.import_module(f"typhoon.{package}"))
+
+
+def missing_code_name(span: str) -> str | None:
+    """Why a dotted or module-relative name (`records.exclusive_lock(path)`, `data/batching.PAD_MULTIPLE`,
+    `Backbone.model_inputs`) names nothing in the package; None when it resolves or is not the package's."""
+    name = re.sub(r"\(.*\)$", "", span).replace("/", ".").removesuffix(".py")
+    parts = name.split(".")
+    if parts[0] == "typhoon":
+        parts = parts[1:]
+    if not parts or parts[0] in NOT_OURS or ".".join(parts) == ENTRY_POINT_GROUP.removeprefix("typhoon."):
+        return None
+    if "/" in span and not (PACKAGE / span.split("/")[0]).is_dir():  # a repository or output folder
+        return None
+    if parts[0] in classes() and parts[0] not in modules():  # Class.member
+        if len(parts) == 2 and parts[1] in classes()[parts[0]]:
+            return None
+        return f"class {parts[0]} has no {'.'.join(parts[1:])}"
+    # the module may be written from any of its trailing parts: `stop` for runner.stop, `runner.stop`, ...
+    candidates = [m for m in modules() if any(m.split(".")[-k:] == parts[:k] or m == ".".join(parts[:k])
+                                              for k in range(1, len(parts) + 1))]
+    for module in candidates:
+        for k in range(1, len(parts) + 1):
+            if module.split(".")[-k:] == parts[:k] and resolve_in_module(module, parts[k:]):
+                return None
+    if not candidates:
+        return f"no module {parts[0]}"
+    return f"{'.'.join(parts)}: no module of the package defines it (tried {', '.join(sorted(candidates))})"
+
+
+DOTTED_SPAN = re.compile(r"[A-Za-z_]\w*(?:[./][A-Za-z_]\w*)+(?:\([^)]*\))?")
+BARE_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{5,}|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[a-z_]\w*\(\)")
+
+
+def spans_of(page: Path) -> list[str]:
+    """The inline code spans of a page (outside fenced blocks), one line each, and the dotted words of the
+    comments in its fenced blocks (`# families in models.FAMILIES`)."""
+    text = read(page)
+    spans = [span.replace("\n", " ").strip() for span in INLINE_CODE.findall(FENCE.sub("", text))]
+    comments = [line.partition("#")[2] for block in FENCE.findall(text) for line in block.splitlines()[1:]
+                if not block.startswith(("```toml", "```stages")) and " # " in f" {line}"]
+    words = [w.strip(".,;:()") for comment in comments for w in comment.split()]
+    return spans + [w for w in words if DOTTED_SPAN.fullmatch(w) and not is_file_name(w)]
+
+
+def is_file_name(span: str) -> bool:
+    return span.endswith(FILE_SUFFIXES) and "(" not in span
+
+
+def name_problems(page: Path) -> list[str]:
+    problems = []
+    for span in spans_of(page):
+        span = re.sub(r"\((?:[^()]|\([^()]*\))*\)$", "()", span)  # `f(a, b)` read as `f()`
+        if is_file_name(span) or " " in span or "-" in span or "<" in span:
+            continue
+        if DOTTED_SPAN.fullmatch(span):
+            if (why := missing_code_name(span)) is not None:
+                problems.append(f"`{span}`: {why}")
+        elif BARE_CODE.fullmatch(span) and span not in OTHER_SOFTWARE:
+            name = span.removesuffix("()")
+            if name in all_defined_names() or name in classes() or any(name in m for m in classes().values()):
+                continue
+            if name.isupper() and mentioned_in_code(name):  # an environment variable the code reads
+                continue
+            problems.append(f"`{span}`: defined nowhere in the package")
+    return problems
+
+
+@functools.cache
+def code_text() -> str:
+    """The repository's code, where an environment variable the pages name must be read."""
+    files = [*PACKAGE.rglob("*.py"), *(REPO / "scripts").glob("*"), *(REPO / "benchmarks").glob("*"),
+             REPO / "Dockerfile", REPO / "Makefile"]
+    return "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files if f.is_file())
+
+
+def mentioned_in_code(name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", code_text()) is not None
+
+
+# "`NAME` in `models/backbones.py`" or "... in `typhoon/runner/grid.py`", and "`NAME` there" after a file or "... in `typhoon/runner/grid.py`": the module must define NAME
+PLACED_NAME = re.compile(r"`([A-Za-z_]\w*)`[^`.;\n]{0,12}?\bin\s+`((?:typhoon/)?[\w/]+\.py)`")
+
+
+PLACED_THERE = re.compile(r"`((?:typhoon/)?[\w/]+\.py)`|`([A-Za-z_]\w*)` there\b")
+
+
+def placed_names(text: str) -> list[tuple[str, str]]:
+    """(name, file) for each "`NAME` in `file.py`", and for each "`NAME` there" after a file in its paragraph."""
+    placed = PLACED_NAME.findall(text)
+    for paragraph in text.split("\n\n"):
+        last_file = None
+        for file, name in PLACED_THERE.findall(paragraph.replace("\n", " ")):
+            last_file = file or last_file
+            if name and last_file:
+                placed.append((name, last_file))
+    return placed
+
+
+def placement_problems(page: Path) -> list[str]:
+    problems = []
+    for name, file in placed_names(FENCE.sub("", read(page)).replace("\n", " ")):
+        path = REPO / file if file.startswith("typhoon/") else PACKAGE / file
+        if path.exists() and name not in defined_names(path, imported=False):
+            problems.append(f"`{name}` in `{file}`: {file} does not define it")
+    return problems
+
+
+def file_problems(page: Path) -> list[str]:
+    """Files named in code spans: a repository path, a path below typhoon/ (`runner/stop.py`), or a bare
+    script or test file name (`test_resume.py`), each must exist."""
+    problems = []
+    for span in spans_of(page):
+        if not re.fullmatch(r"[\w./-]+\.py", span) or span in READERS_FILES:
+            continue
+        if "/" in span:
+            exists = (REPO / span).exists() or (PACKAGE / span).exists()
+        else:
+            exists = any(REPO.glob(f"**/{span}"))
+        if not exists:
+            problems.append(f"`{span}`: no such file")
+    return problems
+
+
+@functools.cache
+def script_flags(script: str) -> frozenset[str]:
+    """The flags a script's argparse declares (read from its source, without running it)."""
+    path = REPO / script
+    if not path.exists():
+        return frozenset()
+    return frozenset(re.findall(r"[\"'](--[\w-]+)[\"']", path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def typhoon_flags() -> frozenset[str]:
+    parsers = list(subcommands(build_parser()).values())
+    parsers += subcommands(subcommands(build_parser())["data"]).values()
+    return frozenset(flag for p in [build_parser(), *parsers] for flag in p._option_string_actions)
+
+
+SCRIPT_COMMAND = re.compile(r"python3?\s+((?:scripts|benchmarks)/[\w.-]+\.py)\s*(.*)")
+
+
+def flag_problems(page: Path) -> list[str]:
+    """`--flag`s: in a command that runs a script, that script's; in a bare code span, typhoon's or those of
+    a script the page names."""
+    problems = []
+    text = read(page)
+    named_scripts = set(re.findall(r"(?:scripts|benchmarks)/[\w.-]+\.(?:py|sh)", text))
+    own = typhoon_flags().union(OTHER_TOOLS_FLAGS, *(script_flags(s) for s in named_scripts))
+    for code in code_of(text):
+        for script, rest in SCRIPT_COMMAND.findall(code):
+            rest = re.split(r"[|;#]|&&", rest)[0]
+            for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest):
+                if flag not in script_flags(script) and flag != "--help":
+                    problems.append(f"{script} has no flag {flag}")
+    for span in spans_of(page):
+        if re.fullmatch(r"--[a-z][\w-]*(?:[= ].*)?", span):
+            flag = re.split(r"[= ]", span)[0]
+            if flag not in own:
+                problems.append(f"`{span}`: no flag {flag} in typhoon's CLI or a script the page names")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_every_code_name_a_page_mentions_resolves(page):
+    problems = name_problems(page) + placement_problems(page) + file_problems(page) + flag_problems(page)
+    assert not problems, problems
+
+
+def test_the_name_check_fails_on_names_that_moved(tmp_path):
+    assert missing_code_name("runner/stop.py") is None
+    assert missing_code_name("records/locks.exclusive_lock") is None
+    assert missing_code_name("notebooks.ANALYSIS_NOTEBOOKS") is None
+    assert missing_code_name("config.RunConfig") is None
+    assert missing_code_name("RunConfig.identity()") is None
+    assert missing_code_name("data/batching.PAD_MULTIPLE") is None
+    assert missing_code_name("pipeline.run") == "no module pipeline"
+    assert "no module of the package defines it" in missing_code_name("provenance.Numerics")
+    assert "no module of the package defines it" in missing_code_name("records.no_such_lock(path)")
+    assert missing_code_name("RunConfig.no_such_field") == "class RunConfig has no no_such_field"
+    page = tmp_path / "page.md"
+    page.write_text("`FAMILIES` in `models/backbones.py`; `FAMILIES` in `models/mlm_head.py`; `MaskedLM` there; "
+                    "`NO_SUCH_LIST` and `no_such_function()`; `MaskedLM`; `tests/no_such_test.py`; "
+                    "`--no-such-flag`; `--workers`.\n\n```\npython scripts/slurm_check.py --no-such\n```\n")
+    assert placement_problems(page) == ["`FAMILIES` in `models/backbones.py`: models/backbones.py does not define it"]
+    assert name_problems(page) == ["`NO_SUCH_LIST`: defined nowhere in the package",
+                                   "`no_such_function()`: defined nowhere in the package"]
+    assert file_problems(page) == ["`tests/no_such_test.py`: no such file"]
+    assert flag_problems(page) == ["scripts/slurm_check.py has no flag --no-such",
+                                   "`--no-such-flag`: no flag --no-such-flag in typhoon's CLI or a script the page names"]
+    page.write_text("Add one to `BACKBONES` in `typhoon/models/backbones.py`; one more in `FAMILIES` there.\n"
+                    "```python\nx = 1  # families in models.FAMILIES\n```\n")
+    assert placement_problems(page) == ["`FAMILIES` in `typhoon/models/backbones.py`: "
+                                        "typhoon/models/backbones.py does not define it"]
+    assert name_problems(page) == ["`models.FAMILIES`: models.FAMILIES: no module of the package defines it "
+                                   "(tried models)"]
+
+
+def layout_line(module: str) -> str:
+    """The line of docs/layout.md's tree that describes a top-level module of the package."""
+    (line,) = re.findall(rf"^  {re.escape(module)}\s+(.+)$", read(REPO / "docs" / "layout.md"), re.M)
+    return line
+
+
+def test_the_layout_names_every_command_and_profile():
+    commands = set(subcommands(build_parser()))
+    named = set(re.findall(r"[a-z][\w-]*", layout_line("cli.py").partition(":")[2]))
+    assert not sorted(commands - named), "commands the layout's cli.py line lacks"
+    profiles = set(load_profiles())
+    named = set(re.findall(r"[a-z][\w-]*", layout_line("profiles.toml").partition(":")[2]))
+    assert not sorted(profiles - named), "profiles the layout's profiles.toml line lacks"
