@@ -28,6 +28,7 @@ from typhoon.masking.params import strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
+    absolute_path_variables,
     check_can_write,
     check_reuse_source,
     describe_os_error,
@@ -229,6 +230,7 @@ def strategies_on_command_line(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    absolute_path_variables()  # before anything reads them: kernels and workers inherit the absolute paths
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         if {"-h", "--help"} & set(words):  # `run --strategy my_module:Mine --help` lists its parameters too

@@ -92,6 +92,7 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
     """Execute a notebook with papermill; the executed copy appears at ``target`` only when done."""
     import papermill
 
+    paths.absolute_path_variables()  # the kernel starts in the notebook's folder and inherits them
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{time.monotonic_ns()}.ipynb")
     try:
