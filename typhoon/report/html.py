@@ -411,10 +411,15 @@ def runs_html(results) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> str:
-    """The report page (HTML text) for the output folder ``out_dir`` and its executed ``notebooks``."""
+def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None, failed: list[str] = ()) -> str:
+    """The report page (HTML text) for the output folder ``out_dir`` and its executed ``notebooks``; ``failed``:
+    a line per notebook that raised in a cell, said at the top."""
     out_dir = Path(out_dir).resolve()
     title, header, pipeline_check = header_html(out_dir, profile)
+    if failed:
+        header += ('\n<div class="banner mixed"><b>Analysis incomplete.</b> '
+                   + "; ".join(html.escape(paths.redact(line, out_dir)) for line in failed)
+                   + ". Its section shows the traceback at that cell; the other sections are complete.</div>")
     banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
               "and are not findings.</div>") if pipeline_check else ""
     from typhoon.analysis.decisive import is_sequential_study
@@ -450,8 +455,8 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
     ])
 
 
-def render_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> Path:
+def render_report(out_dir: Path, notebooks: list[Path], profile: str | None = None, failed: list[str] = ()) -> Path:
     """Write ``<out_dir>/report.html`` (atomically) and return its path."""
     target = Path(out_dir) / "report.html"
-    atomic_write_text(target, build_report(out_dir, notebooks, profile))
+    atomic_write_text(target, build_report(out_dir, notebooks, profile, failed))
     return target
