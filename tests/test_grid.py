@@ -204,7 +204,7 @@ def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(mo
         executed.parent.mkdir(exist_ok=True)
         executed.touch()
         if name == "20_statistics.ipynb":
-            raise notebooks.NotebookFailed(executed, 5, 3, "KeyError", "'delta'")
+            raise notebooks.NotebookFailed(executed, "In [3]", "KeyError", "'delta'")
         if name == "40_mask_schedules.ipynb":
             raise RuntimeError("no notebook's error")
         return executed
@@ -221,7 +221,7 @@ def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(mo
                                                           if nb.name != "40_mask_schedules.ipynb"))
     with pytest.raises(grid.AnalysisFailed) as failed:  # a notebook that raised: the others and the report kept
         grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
-    said = "notebooks/20_statistics.ipynb, cell 5 (In [3]): KeyError: 'delta'"
+    said = "notebooks/20_statistics.ipynb, cell In [3]: KeyError: 'delta'"
     assert str(failed.value) == said and failed.value.report == tmp_path / "report.html"
     shown = ["00_setup.ipynb", "01_masking_walkthrough.ipynb", "20_statistics.ipynb", "25_reference.ipynb",
              "30_budget_spread.ipynb"]  # the failed one too: its copy shows the traceback at that cell
@@ -246,7 +246,7 @@ def test_a_cell_that_raised_is_named_by_notebook_cell_and_error_in_one_line(monk
     monkeypatch.setattr(notebooks, "execute_notebook", raises)
     with pytest.raises(notebooks.NotebookFailed) as failed:
         notebooks.execute_for(tmp_path, tmp_path, "20_statistics.ipynb", {})
-    assert str(failed.value) == "notebooks/20_statistics.ipynb, cell 5 (In [2]): ValueError: no column 'delta'"
+    assert str(failed.value) == "notebooks/20_statistics.ipynb, cell In [2]: ValueError: no column 'delta'"
     assert (failed.value.ename, failed.value.executed) == ("ValueError", tmp_path / "notebooks" / "20_statistics.ipynb")
 
 
@@ -264,15 +264,14 @@ def test_a_notebook_that_raises_is_named_by_the_cell_its_executed_copy_shows_fai
     with pytest.raises(notebooks.NotebookFailed) as failed:
         notebooks.execute_for(tmp_path / "out", tmp_path, "raises.ipynb", {"out_dir": str(tmp_path / "out")})
     executed = nbformat.read(tmp_path / "out" / "notebooks" / "raises.ipynb", as_version=4)
-    cell, where = next((cell, i + 1) for i, cell in enumerate(executed.cells)
-                       if any(o.get("output_type") == "error" for o in cell.get("outputs", [])))
-    assert str(failed.value) == (f"notebooks/raises.ipynb, cell {where} (In [{cell.execution_count}]): "
-                                 "KeyError: 'delta'")
+    failed_cells = [cell for cell in executed.cells if any(o.get("output_type") == "error" for o in cell.get("outputs", []))]
+    assert [cell.source for cell in failed_cells] == ["raise KeyError('delta')"]
+    assert str(failed.value) == f"notebooks/raises.ipynb, cell In [{failed_cells[0].execution_count}]: KeyError: 'delta'"
 
 
 def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkeypatch, tmp_path, capsys):
     executed = tmp_path / "notebooks" / "30_budget_spread.ipynb"
-    failure = notebooks.NotebookFailed(executed, 3, 2, "ValueError", "$TYPHOON_PROFILES: no profiles file x.toml")
+    failure = notebooks.NotebookFailed(executed, "In [2]", "ValueError", "$TYPHOON_PROFILES: no profiles file x.toml")
 
     def analysis_fails(out_dir, *args, **kwargs):
         raise grid.AnalysisFailed([failure], out_dir / "report.html")
@@ -284,7 +283,7 @@ def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkey
     log = grid.progress.RunLog(tmp_path / "reproduce.log")
     run = dict(started="2026-12-04T00:00:00Z", wall_s=1.0, command=["reproduce"], code={})
     report = policy.finish(tmp_path, pd.DataFrame(columns=["record_path", "status", "error"]), log, run)
-    line = ("analysis failed: notebooks/30_budget_spread.ipynb, cell 3 (In [2]): ValueError: $TYPHOON_PROFILES: "
+    line = ("analysis failed: notebooks/30_budget_spread.ipynb, cell In [2]: ValueError: $TYPHOON_PROFILES: "
             "no profiles file x.toml")
     assert report == tmp_path / "report.html"  # written, naming the failure (tests/test_report.py)
     assert capsys.readouterr().err.strip() == line

@@ -289,8 +289,8 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
 
 
 def test_a_report_after_a_failed_notebook_names_it_at_the_top(tmp_path):
-    said = f"notebooks/30_budget_spread.ipynb, cell 3 (In [2]): KeyError: 'delta' <{tmp_path}/stats>"
+    said = f"notebooks/30_budget_spread.ipynb, cell In [2]: KeyError: 'delta' <{tmp_path}/stats>"
     page = report_html.build_report(tmp_path, [], "smoke", failed=[said])
     banner = re.search(r'<div class="banner mixed"><b>Analysis incomplete.</b> (.*?)</div>', page)[1]
-    assert banner.startswith("notebooks/30_budget_spread.ipynb, cell 3 (In [2]): KeyError: &#x27;delta&#x27; &lt;stats&gt;.")
+    assert banner.startswith("notebooks/30_budget_spread.ipynb, cell In [2]: KeyError: &#x27;delta&#x27; &lt;stats&gt;.")
     assert "Analysis incomplete" not in report_html.build_report(tmp_path, [], "smoke")

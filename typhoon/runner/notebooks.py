@@ -111,24 +111,24 @@ class NotebookFailed(RuntimeError):
     ``ename`` and ``evalue`` are papermill's names for the kernel's exception (:func:`as_file_system_error`
     reads them); ``executed`` is the executed copy, which shows the traceback at that cell."""
 
-    def __init__(self, executed: Path, cell: int, execution_count: int | None, ename: str, evalue: str):
+    def __init__(self, executed: Path, cell: str, ename: str, evalue: str):
         self.executed, self.cell, self.ename, self.evalue = executed, cell, ename, evalue
         message = " ".join(str(evalue).split())  # one line: the log and the terminal show it whole
-        where = f"cell {cell}" + (f" (In [{execution_count}])" if execution_count else "")
-        super().__init__(f"notebooks/{executed.name}, {where}: {ename}: {message}")
+        super().__init__(f"notebooks/{executed.name}, cell {cell}: {ename}: {message}")
 
 
 def execute_for(out_dir: Path, nb_dir: Path, name: str, parameters: dict, target_name: str | None = None) -> Path:
     """Execute notebook ``name`` of ``nb_dir`` on an output folder into ``<out_dir>/notebooks/<target_name>``
     (default: its own name), made fit to share (:func:`scrub_notebook`, also when it failed at a cell).
-    A cell that raised is :class:`NotebookFailed`, numbered from 1 in the executed copy."""
+    A cell that raised is :class:`NotebookFailed`, the cell named as the executed copy shows it: ``In [n]``."""
     from papermill.exceptions import PapermillExecutionError
 
     target = Path(out_dir) / "notebooks" / (target_name or name)
     try:
         execute_notebook(Path(nb_dir) / name, target, parameters)
     except PapermillExecutionError as err:  # its own message is the kernel's whole traceback, in colour codes
-        raise NotebookFailed(target, err.cell_index + 1, err.exec_count, err.ename, err.evalue) from err
+        cell = f"In [{err.exec_count}]" if err.exec_count else f"{err.cell_index + 1}"  # papermill adds cells above
+        raise NotebookFailed(target, cell, err.ename, err.evalue) from err
     finally:
         if target.is_file():
             scrub_notebook(target, out_dir)
