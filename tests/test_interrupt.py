@@ -286,3 +286,33 @@ def test_a_programs_own_sigterm_handler_unwinds_a_write_and_removes_its_temp(tmp
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kernel_ended_by_a_stop_is_not_reported_dead(caplog):
+    """nbclient logs "Kernel died while waiting for execute reply." (through papermill's logger, which prints
+    on stderr) when a kernel is gone; a deliberate stop kills the kernels itself, so it says nothing then."""
+    import asyncio
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    from typhoon.runner import notebooks
+
+    class GoneKernel:
+        def is_alive(self) -> bool:
+            return False
+
+    client = NotebookClient(nbformat.v4.new_notebook(), log=notebooks.PAPERMILL_LOG)
+    client.kc = GoneKernel()
+    for stopped in (False, True):
+        if stopped:
+            stop.request_stop()
+        try:
+            with pytest.raises(DeadKernelError):
+                asyncio.run(client._async_check_alive())
+        finally:
+            stop.clear_stop()
+        said = [record.getMessage() for record in caplog.records]
+        assert ("Kernel died while waiting for execute reply." in said) is not stopped
+        caplog.clear()

@@ -4,6 +4,7 @@ the analysis notebooks, executing one into its place, and scrubbing an executed 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -32,6 +33,19 @@ class QuietShutdownKernelManager(AsyncKernelManager):
         if self.shutting_down:
             return
         await super()._async_interrupt_kernel()
+
+
+class QuietOnAStop(logging.Filter):
+    """Drops papermill's (and nbclient's, which logs through papermill's logger) lines while a stop is under
+    way: the stop kills the kernels itself, so "Kernel died while waiting for execute reply." is no news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not stop.stopping()
+
+
+PAPERMILL_LOG = logging.getLogger("papermill")
+if not any(isinstance(f, QuietOnAStop) for f in PAPERMILL_LOG.filters):  # once, even if this module is reloaded
+    PAPERMILL_LOG.addFilter(QuietOnAStop())
 
 
 # How every notebook of the bundle is executed: the venv's python3 kernel, quiet at shutdown, its
