@@ -302,6 +302,12 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
         text = f"{manifest['wall_s'] / 60:.1f} min for this reproduce (the grid, before the analysis)"
     else:
         text = "not recorded"
+    runs = provenance.invocations(manifest)
+    if len(runs) > 1:  # a grid stopped and resumed: what every invocation into the folder took
+        spans = [(datetime.fromisoformat(run["finished"] if run is not manifest else now.isoformat())
+                  - datetime.fromisoformat(run["started"])).total_seconds() for run in runs]
+        stopped = sum(run.get("outcome", "finished") != "finished" for run in runs)
+        text += f"; {sum(spans) / 60:.1f} min over all {len(runs)} invocations into this folder ({stopped} stopped early)"
     if manifest.get("runs_wall_s"):
         text += (f"; {manifest['runs_wall_s'] / 60:.1f} min of training over {manifest.get('runs_ok', '?')} runs "
                  "(their records' own wall times, whenever they were trained)")
