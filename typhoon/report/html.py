@@ -30,6 +30,7 @@ _CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
 _PLACEHOLDER = "TYPHOONMATH{}X"
 NO_CAPTION = "A figure without a stored caption."
+FIGURE_HTML = re.compile(r'<img class="typhoon-figure" alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 # The names typhoon.paths.redact puts for this machine's folders look like tags: in HTML they must be escaped
 # (a browser swallows "<site-packages>/x" as an unknown element); committed notebooks carry them raw.
 REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.figure_style.save_figure gets
@@ -142,10 +143,11 @@ def output_html(output: dict, base: Path) -> str:
     data = output.get("data", {})
     if "application/vnd.jupyter.widget-view+json" in data:  # a widget: nothing a static page can show
         return ""
-    if "image/png" in data:
-        png = base64.b64decode(_text(data["image/png"]))
-        caption = image_caption(png) or NO_CAPTION
-        return (f'<figure><img src="data:image/png;base64,{_text(data["image/png"]).strip()}" '
+    shown_figure = FIGURE_HTML.fullmatch(_text(data.get("text/html", "")).strip())  # report.display.show_figure
+    if "image/png" in data or shown_figure:
+        encoded = _text(data["image/png"]).strip() if "image/png" in data else shown_figure[1]
+        caption = image_caption(base64.b64decode(encoded)) or NO_CAPTION
+        return (f'<figure><img src="data:image/png;base64,{encoded}" '
                 f'alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>')
     if "text/html" in data:
         body = redact_html(_text(data["text/html"]), base)
