@@ -194,8 +194,10 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     each notebook gets those it declares, and ``profile``; ``on_notebook`` is told each notebook's name as it
     starts. The executed copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative
     (:func:`scrub_notebook`). ``workers`` notebooks run at once: each reads the records and writes its own tables
-    and figures, and each pays seconds of kernel start. The first failure (in notebook order) is raised once
-    all have finished. Then the comparison with the committed reference run (:data:`REFERENCE_NOTEBOOK`).
+    and figures, and each pays seconds of kernel start. Then the comparison with the committed reference run
+    (:data:`REFERENCE_NOTEBOOK`). A notebook that raised in a cell (:class:`NotebookFailed`) leaves the others
+    and the report, which names it; then :class:`AnalysisFailed` is raised. Any other error is raised (the
+    first, in notebook order) once all have finished.
     """
     settings = settings or {}
 
