@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from test_findings import make_output
 
-from typhoon import atomic, config
+from typhoon import atomic, cli, config
 from typhoon.analysis import run_summary
 from typhoon.cli import main
 from typhoon.data import glue_files
@@ -255,3 +255,43 @@ def test_a_glue_folder_variable_naming_no_folder_is_refused_naming_it(tmp_path, 
         locate_glue("mrpc")
     monkeypatch.setenv("TYPHOON_GLUE_DIR", str(REPO / "typhoon" / "glue_data"))  # a folder: read from it
     assert locate_glue("mrpc").origin == "$TYPHOON_GLUE_DIR"
+
+
+def test_a_value_out_of_range_is_said_on_a_short_first_line_and_the_run_on_the_next(tmp_path, capsys):
+    assert main(["run", "--task", "mrpc", "--profile", "cpu", "--set", "p=2", "--out", str(tmp_path / "out")]) == 2
+    first, second = capsys.readouterr().err.strip().split("\n")
+    assert first == "typhoon: error: p must lie in (0, 1), got 2.0"
+    assert second.startswith("  in the run {") and json.loads(second.partition("in the run ")[2])["p"] == 2.0
+
+
+@pytest.mark.parametrize("strategy, warned", [("random", True), ("typhoon", False), ("typhoon_softmax", False)])
+def test_a_strategy_parameter_no_named_strategy_takes_is_warned_about(strategy, warned, tmp_path, capsys,
+                                                                      monkeypatch):
+    monkeypatch.setattr(cli, "_run", lambda args: 0)  # the command checked: it would run now
+    argv = ["run", "--task", "mrpc", "--profile", "smoke", "--strategy", strategy, "--set", "delta=0.3",
+            "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    warning = f"typhoon: warning: --set delta: ignored, no strategy named here takes it ({strategy})"
+    assert (warning in capsys.readouterr().err) is warned
+
+
+def test_a_grid_of_strategies_is_warned_only_when_none_takes_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_reproduce", lambda args: 0)
+    assert main(["reproduce", "--profile", "smoke", "--set", "tau=2", "--out", str(tmp_path / "out")]) == 0
+    assert "warning" not in capsys.readouterr().err  # smoke's typhoon takes tau
+    assert main(["reproduce", "--profile", "smoke", "--set", "geometric_p=0.3", "--out", str(tmp_path / "out")]) == 0
+    assert "--set geometric_p: ignored" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["data", "fetch", "--task", "nosuch"], ["data", "fetch", "nosuch"]])
+def test_data_fetch_takes_its_task_as_an_argument_or_as_task(argv, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("typhoon: error: unknown GLUE task 'nosuch'; choose one of")
+
+
+def test_data_fetch_wants_one_task(capsys, monkeypatch):
+    fetched = []
+    monkeypatch.setattr("typhoon.data.glue_files.fetch_glue", lambda task, *a, **k: fetched.append(task) or task)
+    assert main(["data", "fetch", "--task", "rte"]) == 0 and fetched == ["rte"]
+    assert main(["data", "fetch", "rte", "--task", "cola"]) == 2 and main(["data", "fetch"]) == 2
+    assert capsys.readouterr().err.count("data fetch: name one task") == 2

@@ -162,11 +162,10 @@ def test_a_figure_that_cannot_be_written_leaves_the_old_one_and_no_temp_file(tmp
     png, svg = figure_style.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
     before = png.read_bytes()
 
-    def full(self, fname, **kwargs):
-        Path(fname).write_bytes(b"half a png")  # the write starts, then the disk is full
-        raise OSError(errno.ENOSPC, "No space left on device", str(fname))
+    def full(fd):  # the figure's bytes are in the temp file; the disk is full when they are flushed
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Figure, "savefig", full)
+    monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError, match="No space left"):
         figure_style.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
     assert png.read_bytes() == before

@@ -3,6 +3,7 @@ end-to-end runs are in test_reproduce and test_workers)."""
 
 import pickle
 
+import pandas as pd
 import pytest
 from inline_executor import InlineExecutor
 
@@ -104,7 +105,7 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
     calls = []
     monkeypatch.setattr(grid, "execute_for", lambda out_dir, nb_dir, name, params, target=None:
                         calls.append((target or name, params)) or out_dir / "notebooks" / (target or name))
-    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: out_dir / "report.html")
+    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed: out_dir / "report.html")
     smoke = get_profile("smoke")
     grid.run_analysis(tmp_path, tmp_path, smoke.analysis, configs=smoke.grid())
     pairs = ["10_walkthrough-mrpc-tiny-random.ipynb", "10_walkthrough-mrpc-minilm-l6.ipynb"]
@@ -199,22 +200,96 @@ def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(mo
         with lock:
             running[0] -= 1
             done.append(name)
+        executed = out_dir / "notebooks" / (target or name)
+        executed.parent.mkdir(exist_ok=True)
+        executed.touch()
         if name == "20_statistics.ipynb":
-            raise RuntimeError("cell failed")
-        return out_dir / "notebooks" / (target or name)
+            raise notebooks.NotebookFailed(executed, "In [3]", "KeyError", "'delta'")
+        if name == "40_mask_schedules.ipynb":
+            raise RuntimeError("no notebook's error")
+        return executed
 
     reported = []
     monkeypatch.setattr(grid, "execute_for", fake_execute)
-    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile: reported.append(notebooks))
-    with pytest.raises(RuntimeError, match="cell failed"):
+    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed:
+                        reported.append((notebooks, failed)) or out_dir / "report.html")
+    with pytest.raises(RuntimeError, match="no notebook's error"):  # raised as it was, after all finished
         grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
     assert most[0] == 2 and sorted(done) == sorted(nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS) and not reported
     done.clear()
     monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
-                                                          if nb.name != "20_statistics.ipynb"))
+                                                          if nb.name != "40_mask_schedules.ipynb"))
+    with pytest.raises(grid.AnalysisFailed) as failed:  # a notebook that raised: the others and the report kept
+        grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
+    said = "notebooks/20_statistics.ipynb, cell In [3]: KeyError: 'delta'"
+    assert str(failed.value) == said and failed.value.report == tmp_path / "report.html"
+    shown = ["00_setup.ipynb", "01_masking_walkthrough.ipynb", "20_statistics.ipynb", "25_reference.ipynb",
+             "30_budget_spread.ipynb"]  # the failed one too: its copy shows the traceback at that cell
+    assert reported[-1] == ([tmp_path / "notebooks" / name for name in shown], [said])
+    reported.clear()
+    done.clear()
+    monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
+                                                          if nb.name not in ("20_statistics.ipynb", "40_mask_schedules.ipynb")))
     grid.run_analysis(tmp_path, tmp_path, {}, workers=3)
     # in notebook order, the comparison with the reference last (after the statistics when there are any)
-    assert reported[0] == [tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, notebooks.REFERENCE_NOTEBOOK)]
+    assert reported[0] == ([tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, notebooks.REFERENCE_NOTEBOOK)],
+                           [])
+
+
+def test_a_cell_that_raised_is_named_by_notebook_cell_and_error_in_one_line(monkeypatch, tmp_path):
+    from papermill.exceptions import PapermillExecutionError
+
+    def raises(source, target, parameters):
+        raise PapermillExecutionError(4, 2, "raise ValueError(...)", "ValueError", "no column\n  'delta'",
+                                      ["\x1b[0;31mValueError\x1b[0m: no column"])
+
+    monkeypatch.setattr(notebooks, "execute_notebook", raises)
+    with pytest.raises(notebooks.NotebookFailed) as failed:
+        notebooks.execute_for(tmp_path, tmp_path, "20_statistics.ipynb", {})
+    assert str(failed.value) == "notebooks/20_statistics.ipynb, cell In [2]: ValueError: no column 'delta'"
+    assert (failed.value.ename, failed.value.executed) == ("ValueError", tmp_path / "notebooks" / "20_statistics.ipynb")
+
+
+@pytest.mark.slow  # starts a kernel
+def test_a_notebook_that_raises_is_named_by_the_cell_its_executed_copy_shows_failed(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Raises"),
+                nbformat.v4.new_code_cell('out_dir = ""', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("columns = ['p']"),
+                nbformat.v4.new_code_cell("raise KeyError('delta')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "raises.ipynb")
+    with pytest.raises(notebooks.NotebookFailed) as failed:
+        notebooks.execute_for(tmp_path / "out", tmp_path, "raises.ipynb", {"out_dir": str(tmp_path / "out")})
+    executed = nbformat.read(tmp_path / "out" / "notebooks" / "raises.ipynb", as_version=4)
+    failed_cells = [cell for cell in executed.cells if any(o.get("output_type") == "error" for o in cell.get("outputs", []))]
+    assert [cell.source for cell in failed_cells] == ["raise KeyError('delta')"]
+    assert str(failed.value) == f"notebooks/raises.ipynb, cell In [{failed_cells[0].execution_count}]: KeyError: 'delta'"
+
+
+def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkeypatch, tmp_path, capsys):
+    executed = tmp_path / "notebooks" / "30_budget_spread.ipynb"
+    failure = notebooks.NotebookFailed(executed, "In [2]", "ValueError", "$TYPHOON_PROFILES: no profiles file x.toml")
+
+    def analysis_fails(out_dir, *args, **kwargs):
+        raise grid.AnalysisFailed([failure], out_dir / "report.html")
+
+    manifests = []
+    monkeypatch.setattr(grid, "run_analysis", analysis_fails)
+    monkeypatch.setattr(grid.provenance, "write_manifest", lambda *args, **kwargs: manifests.append(args[6]))
+    policy = grid.FixedGrid(get_profile("smoke"))
+    log = grid.progress.RunLog(tmp_path / "reproduce.log")
+    run = dict(started="2026-12-04T00:00:00Z", wall_s=1.0, command=["reproduce"], code={})
+    report = policy.finish(tmp_path, pd.DataFrame(columns=["record_path", "status", "error"]), log, run)
+    line = ("analysis failed: notebooks/30_budget_spread.ipynb, cell In [2]: ValueError: $TYPHOON_PROFILES: "
+            "no profiles file x.toml")
+    assert report == tmp_path / "report.html"  # written, naming the failure (tests/test_report.py)
+    assert capsys.readouterr().err.strip() == line
+    assert line in (tmp_path / "reproduce.log").read_text()
+    failed = manifests[-1][manifests[-1]["status"] == "failed"]
+    assert failed[["record_path", "error"]].values.tolist() == [["analysis 30_budget_spread.ipynb", line.partition(": ")[2]]]
 
 
 def test_a_profile_runs_no_more_cells_at_once_than_there_are_usable_cores(monkeypatch):

@@ -238,3 +238,81 @@ def test_a_batch_start_removes_a_killed_cells_lock_and_progress_file_but_not_a_l
         assert (folder / ".seed4.lock").exists()
     assert sorted(p.name for p in folder.iterdir()) == sorted(["seed1", ".seed2.progress.json", resume_state.name])
     assert run_record.is_complete(run_dir, config)
+
+
+WRITE_A_FIGURE_BLOCKING_IN_FSYNC = textwrap.dedent("""
+    import os, sys, time
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from typhoon import figure_style
+
+    fsync = os.fsync
+    def fsync_after_a_pause(fd):  # the bytes are in the temp file, not yet renamed: the test's SIGTERM comes now
+        print("writing", flush=True)
+        time.sleep(2)
+        fsync(fd)
+    os.fsync = fsync_after_a_pause
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    fig.add_subplot().plot([0, 1])
+    figure_style.save_figure(fig, sys.argv[1], "a line")
+""")
+
+
+@pytest.mark.slow  # starts an interpreter
+def test_a_writer_killed_by_sigterm_mid_write_leaves_no_temp_file(tmp_path):
+    """Issue 52: a job killed at its walltime left figures/.../.seed0.svg.tmp-<pid>-... behind. SIGTERM's default
+    action skips every `finally`; the write holds it until the temp file is renamed, then the process ends by it."""
+    proc = subprocess.Popen([sys.executable, "-c", WRITE_A_FIGURE_BLOCKING_IN_FSYNC, str(tmp_path / "figure")],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "writing\n"
+    assert [p.name for p in tmp_path.glob(".figure.png.tmp-*")]  # mid-write: the temp file is there
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM  # ended by the SIGTERM, after the write
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.png"]  # whole (the SVG never started)
+    assert (tmp_path / "figure.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_programs_own_sigterm_handler_unwinds_a_write_and_removes_its_temp(tmp_path, monkeypatch):
+    def stop_cleanly(signum, frame):
+        raise stop.Interrupted(signum)
+
+    monkeypatch.setattr(signal, "getsignal", lambda signum: stop_cleanly)  # as a worker process sets it
+    previous = signal.signal(signal.SIGTERM, stop_cleanly)
+    try:
+        with pytest.raises(stop.Interrupted), atomic.written_atomically(tmp_path / "figure.svg") as tmp:
+            tmp.write_text("<svg")
+            signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kernel_ended_by_a_stop_is_not_reported_dead(caplog):
+    """nbclient logs "Kernel died while waiting for execute reply." (through papermill's logger, which prints
+    on stderr) when a kernel is gone; a deliberate stop kills the kernels itself, so it says nothing then."""
+    import asyncio
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    from typhoon.runner import notebooks
+
+    class GoneKernel:
+        def is_alive(self) -> bool:
+            return False
+
+    client = NotebookClient(nbformat.v4.new_notebook(), log=notebooks.PAPERMILL_LOG)
+    client.kc = GoneKernel()
+    for stopped in (False, True):
+        if stopped:
+            stop.request_stop()
+        try:
+            with pytest.raises(DeadKernelError):
+                asyncio.run(client._async_check_alive())
+        finally:
+            stop.clear_stop()
+        said = [record.getMessage() for record in caplog.records]
+        assert ("Kernel died while waiting for execute reply." in said) is not stopped
+        caplog.clear()

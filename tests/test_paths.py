@@ -1,6 +1,7 @@
 """Where outputs go by default (one folder per profile, found from the package, whatever the working
 directory) and how paths are shown to a reader (never this machine's absolute folders)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,16 @@ def test_redact_knows_a_site_packages_reached_through_a_symlink(monkeypatch, tmp
     monkeypatch.setattr(sys, "path", [str(linked), *sys.path])
     assert paths.redact(f"{linked}/tqdm/auto.py and {real}/torch/nn.py") == \
         "<site-packages>/tqdm/auto.py and <site-packages>/torch/nn.py"
+
+
+def test_the_paths_a_user_gives_in_the_environment_are_made_absolute_from_the_working_folder(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", "/home/someone")
+    environ = {"TYPHOON_PROFILES": f"mine.toml{os.pathsep}{os.pathsep}../theirs.toml{os.pathsep}/abs/x.toml",
+               "TYPHOON_GLUE_DIR": "~/glue", "TYPHOON_NOTEBOOKS": "", "TYPHOON_CACHE_DIR": "cache/./here",
+               "PYTHONPATH": "relative/stays"}
+    paths.absolute_path_variables(environ)
+    assert environ == {
+        "TYPHOON_PROFILES": os.pathsep.join([f"{tmp_path}/mine.toml", f"{tmp_path.parent}/theirs.toml", "/abs/x.toml"]),
+        "TYPHOON_GLUE_DIR": "/home/someone/glue", "TYPHOON_NOTEBOOKS": "", "TYPHOON_CACHE_DIR": f"{tmp_path}/cache/here",
+        "PYTHONPATH": "relative/stays"}

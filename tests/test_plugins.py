@@ -13,12 +13,13 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from conftest import REPO
 
 from typhoon import cli
-from typhoon.config import Profile, RunConfig, parse_overrides, resolve
+from typhoon.config import Profile, RunConfig, get_profile, parse_overrides, resolve
 from typhoon.masking import get_strategy, plugins
 from typhoon.masking.base import MaskingStrategy
 from typhoon.masking.params import PLUGIN_STRATEGIES, strategy_help
@@ -232,6 +233,51 @@ def test_the_command_line_lists_its_parameters_with_help(user_module, capsys):
     assert "min_pieces (int, default 2)" in capsys.readouterr().out
 
 
+def documented_reproduce() -> tuple[dict, list[str]]:
+    """docs/extending.md's grid command: its environment assignments and the words after `python -m typhoon`."""
+    line = re.search(r"^(\w+=\S+ )+python -m typhoon reproduce .*$", EXTENDING.read_text(encoding="utf-8"), re.M)[0]
+    words = line.split()
+    env = dict(word.split("=", 1) for word in words[:words.index("python")])
+    return env, words[words.index("typhoon") + 1:]
+
+
+def test_the_documented_grid_command_reads_its_profiles_file_from_the_users_folder(user_module, monkeypatch,
+                                                                                  capsys):
+    """The command as docs/extending.md writes it, in the folder of the user's files: its relative profiles file
+    is read there, and made absolute for what starts later -- a notebook kernel starts in notebooks/ with this
+    environment (issue 52: 30_budget_spread found no profiles file my_profiles.toml there)."""
+    (user_module / "my_profiles.toml").write_text(documented_profiles(), encoding="utf-8")
+    env, words = documented_reproduce()
+    assert env == {"TYPHOON_PROFILES": "my_profiles.toml"}
+    monkeypatch.chdir(user_module)
+    monkeypatch.setenv("TYPHOON_PROFILES", env["TYPHOON_PROFILES"])
+    seen = {}
+
+    def grid_started(args):  # the command, checked and about to run its grid (tests/test_reproduce.py runs one)
+        seen["profile"], seen["environment"] = args.profile, dict(os.environ)
+        monkeypatch.chdir(REPO / "notebooks")  # where a kernel starts, with that environment
+        seen["kernel's profile"] = get_profile(args.profile)
+        return 0
+
+    monkeypatch.setattr(cli, "_reproduce", grid_started)
+    assert cli.main(words) == 0, capsys.readouterr().err
+    assert seen["profile"] == "long-words"
+    assert seen["environment"]["TYPHOON_PROFILES"] == str(user_module / "my_profiles.toml")
+    kernel_profile = seen["kernel's profile"]
+    assert (kernel_profile.strategies, kernel_profile.analysis) == ([SPEC, "random"], {"quick": True})
+
+
+def test_a_profiles_file_that_is_not_there_is_refused_with_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TYPHOON_PROFILES", "no_such_profiles.toml")
+    started = time.monotonic()
+    assert cli.main(["reproduce", "--profile", "long-words", "--no-estimate"]) == 2
+    assert time.monotonic() - started < 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"typhoon: error: $TYPHOON_PROFILES: no profiles file {tmp_path / 'no_such_profiles.toml'}"
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------------------------------
 # The documented example, end to end, from a folder outside the package
 
@@ -253,7 +299,7 @@ def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package
         profiles = re.sub(rf"^{key} = \d+", f"{key} = {value}", profiles, flags=re.M)
     (work / "my_profiles.toml").write_text(profiles, encoding="utf-8")
     monkeypatch.setenv("TYPHOON_PROFILES", str(work / "my_profiles.toml"))  # for the commands and the kernel here
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TYPHOON_PROFILES": "my_profiles.toml"}  # as the docs write it
     small = ["--set", "max_train_examples=32", "--set", "max_eval_examples=16"]
 
     def typhoon(*args: str) -> subprocess.CompletedProcess:

@@ -124,3 +124,44 @@ def test_a_finished_cell_is_committed_alone(tmp_path):
     assert not provenance.commit_cell(out, row)  # nothing new: no empty commit
     with pytest.raises(ValueError, match="not inside a git work tree"):
         provenance.check_git_repo(tmp_path / "elsewhere")
+
+
+def test_a_stopped_invocation_is_kept_in_the_history_and_the_report_sums_every_invocation(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from typhoon.report.html import wall_time
+
+    provenance.record_stopped_invocation(tmp_path, "cpu", "2026-01-01T00:00:00+00:00", 600.0, ["reproduce"],
+                                         "stopped by SIGINT")
+    first = provenance.read_manifest(tmp_path)
+    assert first["profile"] == "cpu" and "started" not in first  # no finished invocation yet
+    [stopped] = first["history"]
+    assert (stopped["command"], stopped["started"], stopped["outcome"]) == ("python -m typhoon reproduce",
+                                                                              "2026-01-01T00:00:00+00:00",
+                                                                              "stopped by SIGINT")
+    assert stopped["finished"] and stopped["machine"]["cores"] >= 1
+    cells = pd.DataFrame([result_rows.status_row(GRID[0], "ok", seconds=60.0)])
+    now = datetime.now(UTC).replace(microsecond=0)
+    started = (now - timedelta(minutes=5)).isoformat()
+    done = provenance.write_manifest(tmp_path, "cpu", started, 300.0, ["reproduce"], {}, cells)
+    assert done["outcome"] == "finished" and [h["outcome"] for h in done["history"]] == ["stopped by SIGINT"]
+    assert [run["started"] for run in provenance.invocations(done)] == ["2026-01-01T00:00:00+00:00", started]
+    stopped_span = (datetime.fromisoformat(stopped["finished"]) - datetime.fromisoformat(stopped["started"]))
+    total = (stopped_span.total_seconds() + 300) / 60
+    assert wall_time(done, now) == ("5.0 min for this reproduce, grid and analysis (from its start to this report); "
+                                    f"{total:.1f} min over all 2 invocations into this folder (1 stopped early)")
+
+
+def test_the_study_loop_records_a_stop_in_the_manifest(tmp_path, monkeypatch):
+    from inline_executor import InlineExecutor
+
+    from typhoon.runner import grid, stop, study
+
+    def stopped_by_ctrl_c(config, out_dir):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grid, "preflight", lambda configs: None)  # the data and backbones: not what this checks
+    with pytest.raises(stop.Interrupted):
+        study.reproduce("smoke", tmp_path, analysis=False, executor=InlineExecutor(stopped_by_ctrl_c))
+    [entry] = provenance.read_manifest(tmp_path)["history"]
+    assert entry["outcome"] == "stopped by SIGINT" and entry["wall_s"] >= 0 and entry["finished"] >= entry["started"]

@@ -286,3 +286,45 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
     for row in table.itertuples():
         assert f"<td>{row.schedule} − fixed</td><td>{row.n}</td>" in summary
     assert summary.count("walkthrough</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
+
+
+def test_a_report_after_a_failed_notebook_names_it_at_the_top(tmp_path):
+    said = f"notebooks/30_budget_spread.ipynb, cell In [2]: KeyError: 'delta' <{tmp_path}/stats>"
+    page = report_html.build_report(tmp_path, [], "smoke", failed=[said])
+    banner = re.search(r'<div class="banner mixed"><b>Analysis incomplete.</b> (.*?)</div>', page)[1]
+    assert banner.startswith("notebooks/30_budget_spread.ipynb, cell In [2]: KeyError: &#x27;delta&#x27; &lt;stats&gt;.")
+    assert "Analysis incomplete" not in report_html.build_report(tmp_path, [], "smoke")
+
+
+def test_a_notebook_figure_carries_its_caption_as_alt_text_in_nbconvert_and_the_report(tmp_path):
+    """Issue 52: nbconvert's HTML of 20_statistics had 4 images without alt text (it ignores an image output's
+    alt metadata); report.display.show_figure shows the figure as an <img> whose alt is its caption."""
+    from html.parser import HTMLParser
+
+    import nbformat
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from nbconvert import HTMLExporter
+
+    from typhoon.report.display import figure_html
+
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    fig.add_subplot().plot([0, 1])
+    caption = 'Dev metric per seed, "random" & typhoon'
+    png = figure_style.save_figure(fig, tmp_path / "figure", caption)[0]
+    output = nbformat.v4.new_output("display_data", data={"text/html": figure_html(png.read_bytes())})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("show_figure(...)", outputs=[output])])
+    page, _ = HTMLExporter().from_notebook_node(nb)
+
+    class Images(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "img":
+                self.alts.append(dict(attrs).get("alt"))
+
+    parser = Images()
+    parser.alts = []
+    parser.feed(page)
+    assert parser.alts == [caption]  # nbconvert's placeholder, "No description has been provided ...", not needed
+    shown = report_html.output_html(output, tmp_path)
+    assert f"<figcaption>{escape(caption)}</figcaption>" in shown and base64.b64encode(png.read_bytes()).decode() in shown

@@ -153,7 +153,7 @@ def test_each_holm_p_says_its_family(grid):
                                   "every task × backbone").all()
     assert (other["holm_family"] == "Holm over the 6 comparisons of the pairs without typhoon, "
                                     "every task × backbone").all()
-    assert (stats_tables.comparison_table(c)["Holm family"] == c["holm_family"]).all()
+    assert stats_tables.comparison_notes(c)[:2] == [ref["holm_family"].iloc[0], other["holm_family"].iloc[0]]
 
 
 def test_paired_differences_of_any_column_match_scipy():
@@ -402,16 +402,22 @@ def test_comparison_table_for_display(results):
     r = pd.concat([results, _frame({"copy": TY})], ignore_index=True)
     c = pairwise.paired_comparisons(r, aso_iterations=50)
     t = stats_tables.comparison_table(c)
-    assert list(t.columns) == ["task", "backbone", "a", "b", "n", "a - b", "95% t CI", "95% percentile CI", "Holm p",
-                               "Holm family", "TOST p", "ASO eps a>b", "ASO eps b>a", "verdict"]
+    # the verdict columns first (issue 52: a reader saw them only behind a scrollbar), the long text out
+    assert list(t.columns) == ["task", "backbone", "a", "b", "verdict", "a - b", "95% t CI", "Holm p", "TOST p", "n",
+                               "95% percentile CI", "ASO eps a>b", "ASO eps b>a"]
     assert len(t) == len(c) == 6
     for row, full in zip(t.itertuples(index=False), c.itertuples(), strict=True):
-        assert row[5] == round(full.mean_diff, 4) and row[13] == full.verdict
+        assert row[5] == round(full.mean_diff, 4) and row[4] == full.verdict
         if full.testable:
             assert row[6] == f"[{full.ci_low:.4f}, {full.ci_high:.4f}]"
-            assert row[7] == f"[{full.boot_ci_low:.4f}, {full.boot_ci_high:.4f}]"
+            assert row[10] == f"[{full.boot_ci_low:.4f}, {full.boot_ci_high:.4f}]"
         else:
-            assert row[6] == row[7] == "--" and row[13] == "cannot be tested"
+            assert row[6] == row[10] == "--" and row[4] == "cannot be tested"
+    noted = c[c["note"].fillna("") != ""]
+    notes = stats_tables.comparison_notes(c)
+    assert len(notes) == c["holm_family"].nunique() + len(noted) and len(noted)
+    assert [f"{r.task} {r.backbone}, {r.strategy_a} - {r.strategy_b}: {r.note}" for r in noted.itertuples()] == \
+        notes[c["holm_family"].nunique():]
     untestable = t[(t.a == "typhoon") & (t.b == "copy")]
     assert len(untestable) == 1 and untestable["verdict"].iloc[0] == "cannot be tested"
 

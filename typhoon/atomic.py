@@ -1,9 +1,10 @@
 """Atomic file writing: a file or a folder appears whole or not at all.
 
 A file is written to a temp file in the same folder, fsynced, then renamed over its target; a folder is
-filled in a staging folder beside it and published with one rename. A crash leaves the old version (or
-nothing) plus a temp name that carries the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up
-can tell a live writer's temp from one a dead process left (``runner.stop.clean_stale_staging``).
+filled in a staging folder beside it and published with one rename. A SIGTERM is held while a file is
+written (:func:`sigterm_deferred`). A crash leaves the old version (or nothing) plus a temp name that carries
+the writer's pid (``.<name>.tmp-<pid>-<random>``), so a clean-up can tell a live writer's temp from one a
+dead process left (``runner.stop.clean_stale_staging``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import io
 import json
 import os
 import shutil
+import signal
+import threading
 import uuid
 from pathlib import Path
 
@@ -23,20 +26,43 @@ def temp_name(final: Path) -> Path:
 
 
 @contextlib.contextmanager
+def sigterm_deferred():
+    """Hold a SIGTERM that arrives in the block until it ends, then deliver it.
+
+    SIGTERM's default action ends the process at once, skipping every ``finally``: a writer killed so (a
+    job at its walltime) would leave its temp file. Only where that default is in force, in the main thread
+    (the one place a handler can be set): a program's own handler (a worker's clean stop, which unwinds
+    through the ``finally``) is left as it is. SIGKILL cannot be held: its temps carry a dead pid, and
+    :func:`typhoon.runner.stop.clean_stale_staging` removes them."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+    arrived = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: arrived.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if arrived:
+            signal.raise_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
 def written_atomically(path: Path):
     """Yield a temp path (:func:`temp_name`) for the block to write; rename it over ``path`` when the block
-    ends. Whatever stops the block (a full disk, an exception) removes the temp file, so ``path`` stays
-    as it was. For writers that want a file name (matplotlib's ``savefig``); bytes in hand go through
+    ends. Whatever stops the block (a full disk, an exception, a SIGTERM: :func:`sigterm_deferred`) removes
+    the temp file, so ``path`` stays as it was. For writers that want a file name; bytes in hand go through
     :func:`atomic_write_bytes`, which fsyncs too."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    with sigterm_deferred():
+        try:
+            yield tmp
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

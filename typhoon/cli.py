@@ -17,10 +17,11 @@ from pathlib import Path
 
 from typhoon.config import RunConfig, allowed_of, get_profile, load_profiles, parse_overrides, resolve
 from typhoon.masking import plugins
-from typhoon.masking.params import strategy_help, strategy_names
+from typhoon.masking.params import ignored_parameters, strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
+    absolute_path_variables,
     check_can_write,
     check_profile,
     check_reuse_source,
@@ -164,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     fetch = data_sub.add_parser("fetch", help="download a task's official GLUE files (needs a network)")
-    fetch.add_argument("task", help="GLUE task, e.g. rte, sst2, qnli")
+    fetch.add_argument("task", nargs="?", help="GLUE task, e.g. rte, sst2, qnli (or --task, as `run` takes it)")
+    fetch.add_argument("--task", dest="task_flag", metavar="TASK", help="the same as the TASK argument")
     fetch.add_argument("--dir", help="GLUE folder to put <TASK>/ in (default: $TYPHOON_GLUE_DIR, else the "
                        "package's glue_data/, where load_glue finds it)")
     fetch.add_argument("--url", help="download from this zip instead of the official address (a mirror)")
@@ -230,6 +232,7 @@ def strategies_on_command_line(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    absolute_path_variables()  # before anything reads them: kernels and workers inherit the absolute paths
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         if {"-h", "--help"} & set(words):  # `run --strategy my_module:Mine --help` lists its parameters too
@@ -362,6 +365,8 @@ def check_input(args: argparse.Namespace) -> None:
         for backbone in filter(None, [getattr(args, "backbone", None), given.get("backbone")]):
             check_backbone(backbone)
         overrides = parse_overrides(args.set, named)  # loads a strategy of your own (it may import torch)
+        for key in ignored_parameters(map(plugins.known, named), overrides):
+            print(f"typhoon: warning: --set {key}: ignored, no strategy named here takes it ({', '.join(named)})", file=sys.stderr)
     if args.command == "run":
         backbone = args.backbone or get_profile(args.profile).backbones[0]
         cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
@@ -414,6 +419,10 @@ def check_input(args: argparse.Namespace) -> None:
         if args.reference is not None and not Path(args.reference).is_dir():
             raise FileNotFoundError(f"{args.reference} is not a finished run of the study: no such folder; name a "
                                     "study's output folder, e.g. results/cpu, results/decisive or results/schedules")
+    elif args.command == "data":
+        if (args.task is None) == (args.task_flag is None):
+            raise ValueError("data fetch: name one task, as `data fetch rte` or `data fetch --task rte`")
+        check_task(args.task or args.task_flag)
     elif args.command == "check-report":
         from typhoon.report.browser import report_page  # light: the browser starts in check_page
 
@@ -431,8 +440,9 @@ def _data_fetch(args: argparse.Namespace) -> int:
     """``typhoon data fetch``: a task's official GLUE files."""
     from typhoon.data.glue_files import fetch_glue
 
-    folder = fetch_glue(args.task, args.dir, url=args.url, force=args.force)
-    print(f"GLUE {args.task}: {folder}")
+    task = args.task or args.task_flag
+    folder = fetch_glue(task, args.dir, url=args.url, force=args.force)
+    print(f"GLUE {task}: {folder}")
     return 0
 
 

@@ -136,7 +136,8 @@ class RunConfig:
                 if "allowed" in spec.metadata:
                     spec.metadata["allowed"].check(spec.name, getattr(self, spec.name))
         except ValueError as err:
-            raise ValueError(f"{err} (in run {self.describe()})") from None
+            # the bad value first, on its own line; the run's whole config (hundreds of characters) on the next
+            raise ValueError(f"{err}\n  in the run {self.describe()}") from None
 
     def _take_plugin(self) -> None:
         """A strategy of your own: load its class (:func:`typhoon.masking.plugins.load`), hold its name in

@@ -13,6 +13,7 @@ a reproduction against its reference) with the same helpers.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
 from collections.abc import Iterable
@@ -25,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from typhoon.atomic import written_atomically
+from typhoon.atomic import atomic_write_bytes
 
 # Scripts and tests: the non-interactive Agg backend. A notebook kernel (MPLBACKEND set by ipykernel) or
 # a session that already imported pyplot keeps its backend; figures here never use pyplot anyway.
@@ -87,9 +88,13 @@ def save_figure(fig: Figure, out_path: str | os.PathLike, caption: str = "", dpi
     metadata = {"png": {"Description": caption}, "svg": {"Description": caption, "Date": None}}
     for ext in ("png", "svg"):
         final = base.parent / f"{base.name}.{ext}"
-        # a fixed salt: the SVG's clip-path ids are otherwise random, and a regenerated figure churns in git
-        with written_atomically(final) as tmp, matplotlib.rc_context({"svg.hashsalt": "typhoon"}):
-            fig.savefig(tmp, format=ext, dpi=dpi, metadata=metadata[ext])
+        # drawn in memory, then written whole (atomic_write_bytes): a process killed while it draws -- the
+        # slow part -- leaves no temp file. A fixed salt: the SVG's clip-path ids are otherwise random, and
+        # a regenerated figure churns in git
+        drawn = io.BytesIO()
+        with matplotlib.rc_context({"svg.hashsalt": "typhoon"}):
+            fig.savefig(drawn, format=ext, dpi=dpi, metadata=metadata[ext])
+        atomic_write_bytes(final, drawn.getvalue())
         paths.append(final)
     return paths
 

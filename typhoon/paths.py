@@ -26,6 +26,21 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 ENV_FOLDERS = ("TYPHOON_GLUE_DIR", "HF_HOME", "TYPHOON_NOTEBOOKS")  # shown by the variable's name
 RESULTS_TABLE = "results.csv"  # a run's table, one row per cell, in its output folder
+# The paths a user gives through the environment (a list: separated by os.pathsep). Made absolute when the
+# command starts (absolute_path_variables): the notebook kernels start in notebooks/ and inherit them.
+PATH_VARIABLES = ("TYPHOON_PROFILES", "TYPHOON_GLUE_DIR", "TYPHOON_NOTEBOOKS", "TYPHOON_CACHE_DIR")
+
+
+def absolute_path_variables(environ=os.environ) -> None:
+    """Rewrite each path of :data:`PATH_VARIABLES` in ``environ`` as an absolute one, from the working folder.
+
+    Read once in the folder the user ran the command from; every process started after (a notebook kernel
+    starts in ``notebooks/``, a worker, a job) then names the same file. Empty entries stay out.
+    """
+    for var in PATH_VARIABLES:
+        if environ.get(var):
+            entries = filter(None, environ[var].split(os.pathsep))
+            environ[var] = os.pathsep.join(os.path.abspath(os.path.expanduser(entry)) for entry in entries)
 
 
 def repo_root() -> Path:

@@ -17,9 +17,10 @@ from typhoon.atomic import atomic_write_text
 def comparison_table(comparisons: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     """The comparisons from :func:`paired_comparisons` as a compact table to show (notebook 20).
 
-    One row per comparison: the difference with its t and bootstrap CIs, Holm p, TOST p, ASO
-    epsilon_min both ways and the verdict; numbers rounded to ``digits`` decimals, intervals as
-    "[low, high]" text ("--" where undefined). The full table stays the one to write and compute from.
+    One row per comparison, what decides first -- which pair, the verdict, the difference with its t CI, Holm p,
+    TOST p -- then n, the bootstrap CI and ASO epsilon_min both ways; numbers rounded to ``digits`` decimals,
+    intervals as "[low, high]" text ("--" where undefined). Long text (the Holm family, notes) is
+    :func:`comparison_notes`', under the table. The full table stays the one to write and compute from.
     """
     _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
                                    "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "p_holm", "tost_p",
@@ -34,15 +35,23 @@ def comparison_table(comparisons: pd.DataFrame, digits: int = 4) -> pd.DataFrame
     c = comparisons
     return pd.DataFrame({
         "task": c["task"], "backbone": c["backbone"], "a": c["strategy_a"], "b": c["strategy_b"],
-        "n": c["n"], "a - b": c["mean_diff"].astype(float).round(digits),
+        "verdict": c["verdict"], "a - b": c["mean_diff"].astype(float).round(digits),
         f"{level} t CI": interval(c["ci_low"], c["ci_high"]),
-        f"{level} {method} CI": interval(c["boot_ci_low"], c["boot_ci_high"]),
-        "Holm p": c["p_holm"].astype(float).round(digits),
-        "Holm family": c["holm_family"] if "holm_family" in c else "",
-        "TOST p": c["tost_p"].astype(float).round(digits),
+        "Holm p": c["p_holm"].astype(float).round(digits), "TOST p": c["tost_p"].astype(float).round(digits),
+        "n": c["n"], f"{level} {method} CI": interval(c["boot_ci_low"], c["boot_ci_high"]),
         "ASO eps a>b": c["aso_eps_ab"].astype(float).round(3),
-        "ASO eps b>a": c["aso_eps_ba"].astype(float).round(3), "verdict": c["verdict"],
+        "ASO eps b>a": c["aso_eps_ba"].astype(float).round(3),
     }).reset_index(drop=True)
+
+
+def comparison_notes(comparisons: pd.DataFrame) -> list[str]:
+    """The comparisons' long text, each line once, to read under :func:`comparison_table`: which comparisons
+    each Holm correction spans, and the notes of single rows (named by their pair)."""
+    c = comparisons
+    lines = list(dict.fromkeys(c["holm_family"].dropna().astype(str))) if "holm_family" in c else []
+    for row in c[c["note"].fillna("").astype(str) != ""].itertuples() if "note" in c else []:
+        lines.append(f"{row.task} {row.backbone}, {row.strategy_a} - {row.strategy_b}: {row.note}")
+    return lines
 
 
 # --------------------------------------------------------------------------------------------------

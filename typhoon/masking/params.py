@@ -9,6 +9,7 @@ imports nothing heavy on purpose: ``python -m typhoon --help``, ``profiles`` and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +169,15 @@ def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"strategy {base!r} got unknown parameter(s) {unknown}; valid: {list(declared)}")
     values = {**params, **fixed}
     return {key: declared[key].check(value) for key, value in values.items()}
+
+
+def ignored_parameters(names: Iterable[str], keys: Iterable[str]) -> list[str]:
+    """Of ``keys`` (a command's ``--set`` keys), the strategy parameters that no strategy of ``names`` (the run's
+    or the grid's, loaded) takes: say ``--strategy random --set delta=0.3``, which the run would silently ignore."""
+    declared = {param.name for params in (*STRATEGY_PARAMS.values(), *(c.PARAMS for c in PLUGIN_STRATEGIES.values()))
+                for param in params}
+    taken = {param.name for name in names for param in parameters_of(name)}
+    return [key for key in keys if key in declared and key not in taken]
 
 
 def inactive_parameters(name: str, params: dict[str, Any]) -> set[str]:

@@ -116,6 +116,26 @@ def read_manifest(out_dir: Path) -> dict | None:
     return run_record.read_json(Path(out_dir) / MANIFEST)
 
 
+def record_stopped_invocation(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
+                              outcome: str, code: dict | None = None) -> None:
+    """Add a ``reproduce`` that ended early (``outcome``: "stopped by SIGINT", ...) to the manifest's
+    ``history``; a folder with no manifest yet gets one holding the profile and that history only."""
+    out_dir = Path(out_dir)
+    manifest = read_manifest(out_dir) or {"profile": profile}
+    entry = {"command": " ".join(["python -m typhoon", *command]) if command else None, "started": started,
+             "finished": now(), "wall_s": round(wall_s, 1), "outcome": outcome, "machine": machine(),
+             **(code or git_state())}
+    manifest["history"] = sorted([*manifest.get("history", []), entry], key=lambda item: item["started"])
+    atomic.atomic_write_json(out_dir / MANIFEST, manifest)
+
+
+def invocations(manifest: dict) -> list[dict]:
+    """Every ``reproduce`` into the folder that the manifest knows, oldest first: its history (the stopped
+    ones too) and the one it describes."""
+    return sorted([*manifest.get("history", []), *([manifest] if manifest.get("started") else [])],
+                  key=lambda item: item["started"])
+
+
 def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
                    numerics_counts: dict[str, int], cells, code: dict | None = None,
                    estimate: dict | None = None) -> dict:
@@ -126,15 +146,16 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
     real ``wall_s``.
 
     Earlier invocations into the same folder (a grid resumed on another day or machine) are kept under
-    ``history``, newest last, so the manifest says every machine and commit the records came from; a
-    second write by the same invocation (after the analysis) replaces its first.
+    ``history``, oldest first, with those stopped early (:func:`record_stopped_invocation`), so the manifest
+    says every machine and commit the records came from and every invocation's command, start, end and
+    ``outcome``; a second write by the same invocation (after the analysis) replaces its first.
     ``runs_wall_s`` sums the wall time of every finished record (what the grid cost, resumed or not).
     """
     out_dir = Path(out_dir)
     previous = read_manifest(out_dir) or {}
     history = previous.pop("history", [])
     if previous.get("started") and previous.get("started") != started:
-        history.append(previous)
+        history = sorted([*history, previous], key=lambda item: item["started"])
     results = result_rows.collect_results(out_dir)
     ok = results[results["status"].astype(str) == "ok"] if len(results) else results
     status = cells["status"].value_counts().to_dict() if len(cells) else {}
@@ -144,6 +165,7 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
         "started": started,
         "finished": now(),
         "wall_s": round(wall_s, 1),
+        "outcome": "finished",
         "cells": {str(k): int(v) for k, v in status.items()},
         "runs_ok": int(len(ok)),
         "runs_wall_s": round(float(ok["wall_s"].sum()), 1) if len(ok) else 0.0,

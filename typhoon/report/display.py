@@ -1,4 +1,5 @@
-"""How a notebook shows a table to a reader: a few rows, readable numbers, and where the whole table is.
+"""How a notebook shows a table to a reader: a few rows, readable numbers, and where the whole table is;
+and a figure with its caption as alt text (:func:`show_figure`).
 
 A raw DataFrame in an executed notebook reads badly: hundreds of rows, probabilities in scientific
 notation, counts as ``16.0`` because a missing value made the column float. :func:`show_frame` gives a
@@ -7,7 +8,11 @@ styled view instead (the report renders it as an HTML table); the full table sta
 
 from __future__ import annotations
 
+import base64
+import html
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -51,3 +56,20 @@ def show_frame(frame: pd.DataFrame, *, max_rows: int = MAX_ROWS, columns: list[s
         caption += f"; the whole table: {saved_as}"
     formats = {c: (lambda v, w=w: number_format(v, w, digits)) for c, w in whole.items()}
     return shown.style.format(formats, na_rep="—").hide(axis="index").set_caption(caption)
+
+
+def figure_html(png: bytes) -> str:
+    """A saved figure's PNG as an ``<img>`` whose alt text is its caption (:func:`typhoon.figure_style.save_figure`
+    stores it in the PNG). HTML, not an image output: nbconvert's HTML leaves an image output's alt out."""
+    from typhoon.report.html import NO_CAPTION, image_caption
+
+    alt = html.escape(image_caption(png) or NO_CAPTION, quote=True)
+    return f'<img class="typhoon-figure" alt="{alt}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def show_figure(saved: list[Path] | str | os.PathLike) -> None:
+    """Show a figure in a notebook from what ``save_figure`` returned (its PNG first) or its PNG's path."""
+    from IPython.display import HTML, display
+
+    png = Path(saved[0] if isinstance(saved, list | tuple) else saved)
+    display(HTML(figure_html(png.read_bytes())))

@@ -30,6 +30,7 @@ _CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
 _PLACEHOLDER = "TYPHOONMATH{}X"
 NO_CAPTION = "A figure without a stored caption."
+FIGURE_HTML = re.compile(r'<img class="typhoon-figure" alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 # The names typhoon.paths.redact puts for this machine's folders look like tags: in HTML they must be escaped
 # (a browser swallows "<site-packages>/x" as an unknown element); committed notebooks carry them raw.
 REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.figure_style.save_figure gets
@@ -142,10 +143,11 @@ def output_html(output: dict, base: Path) -> str:
     data = output.get("data", {})
     if "application/vnd.jupyter.widget-view+json" in data:  # a widget: nothing a static page can show
         return ""
-    if "image/png" in data:
-        png = base64.b64decode(_text(data["image/png"]))
-        caption = image_caption(png) or NO_CAPTION
-        return (f'<figure><img src="data:image/png;base64,{_text(data["image/png"]).strip()}" '
+    shown_figure = FIGURE_HTML.fullmatch(_text(data.get("text/html", "")).strip())  # report.display.show_figure
+    if "image/png" in data or shown_figure:
+        encoded = _text(data["image/png"]).strip() if "image/png" in data else shown_figure[1]
+        caption = image_caption(base64.b64decode(encoded)) or NO_CAPTION
+        return (f'<figure><img src="data:image/png;base64,{encoded}" '
                 f'alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>')
     if "text/html" in data:
         body = redact_html(_text(data["text/html"]), base)
@@ -302,6 +304,12 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
         text = f"{manifest['wall_s'] / 60:.1f} min for this reproduce (the grid, before the analysis)"
     else:
         text = "not recorded"
+    runs = provenance.invocations(manifest)
+    if len(runs) > 1:  # a grid stopped and resumed: what every invocation into the folder took
+        spans = [(datetime.fromisoformat(run["finished"] if run is not manifest else now.isoformat())
+                  - datetime.fromisoformat(run["started"])).total_seconds() for run in runs]
+        stopped = sum(run.get("outcome", "finished") != "finished" for run in runs)
+        text += f"; {sum(spans) / 60:.1f} min over all {len(runs)} invocations into this folder ({stopped} stopped early)"
     if manifest.get("runs_wall_s"):
         text += (f"; {manifest['runs_wall_s'] / 60:.1f} min of training over {manifest.get('runs_ok', '?')} runs "
                  "(their records' own wall times, whenever they were trained)")
@@ -411,10 +419,15 @@ def runs_html(results) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> str:
-    """The report page (HTML text) for the output folder ``out_dir`` and its executed ``notebooks``."""
+def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None, failed: list[str] = ()) -> str:
+    """The report page (HTML text) for the output folder ``out_dir`` and its executed ``notebooks``; ``failed``:
+    a line per notebook that raised in a cell, said at the top."""
     out_dir = Path(out_dir).resolve()
     title, header, pipeline_check = header_html(out_dir, profile)
+    if failed:
+        header += ('\n<div class="banner mixed"><b>Analysis incomplete.</b> '
+                   + "; ".join(html.escape(paths.redact(line, out_dir)) for line in failed)
+                   + ". Its section shows the traceback at that cell; the other sections are complete.</div>")
     banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
               "and are not findings.</div>") if pipeline_check else ""
     from typhoon.analysis.decisive import is_sequential_study
@@ -450,8 +463,8 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
     ])
 
 
-def render_report(out_dir: Path, notebooks: list[Path], profile: str | None = None) -> Path:
+def render_report(out_dir: Path, notebooks: list[Path], profile: str | None = None, failed: list[str] = ()) -> Path:
     """Write ``<out_dir>/report.html`` (atomically) and return its path."""
     target = Path(out_dir) / "report.html"
-    atomic_write_text(target, build_report(out_dir, notebooks, profile))
+    atomic_write_text(target, build_report(out_dir, notebooks, profile, failed))
     return target

@@ -12,6 +12,7 @@ reference run of the profile.
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ from typhoon.runner.notebooks import (
     ANALYSIS_NOTEBOOKS,
     REFERENCE_NOTEBOOK,
     AnalysisNotebook,
+    NotebookFailed,
     as_file_system_error,
     execute_for,
     notebooks_dir,
@@ -152,11 +154,19 @@ class FixedGrid:
         except Exception as err:
             if as_file_system_error(err) is not None:
                 raise
-            traceback.print_exc()
-            log.write(f"analysis failed: {type(err).__name__}: {err}")
-            report = None
-            status = pd.concat([status, pd.DataFrame([{"record_path": "analysis", "status": "failed",
-                                                       "error": f"{type(err).__name__}: {err}"}])])
+            failures = err.failures if isinstance(err, AnalysisFailed) else [err]
+            if not isinstance(err, AnalysisFailed):  # no notebook's error: where in the package it came from
+                traceback.print_exc()
+            report = err.report if isinstance(err, AnalysisFailed) else None
+            rows = []
+            for failure in failures:
+                said = str(failure) if isinstance(failure, NotebookFailed) else f"{type(failure).__name__}: {failure}"
+                line = f"analysis failed: {said}"  # a notebook's traceback is in its executed copy
+                print(line, file=sys.stderr, flush=True)
+                log.write(line)
+                name = f"analysis {failure.executed.name}" if isinstance(failure, NotebookFailed) else "analysis"
+                rows.append({"record_path": name, "status": "failed", "error": said})
+            status = pd.concat([status, pd.DataFrame(rows)])
         manifest(status)
         return report
 
@@ -184,8 +194,10 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     each notebook gets those it declares, and ``profile``; ``on_notebook`` is told each notebook's name as it
     starts. The executed copies land in ``<out_dir>/notebooks/`` with this machine's paths made relative
     (:func:`scrub_notebook`). ``workers`` notebooks run at once: each reads the records and writes its own tables
-    and figures, and each pays seconds of kernel start. The first failure (in notebook order) is raised once
-    all have finished. Then the comparison with the committed reference run (:data:`REFERENCE_NOTEBOOK`).
+    and figures, and each pays seconds of kernel start. Then the comparison with the committed reference run
+    (:data:`REFERENCE_NOTEBOOK`). A notebook that raised in a cell (:class:`NotebookFailed`) leaves the others
+    and the report, which names it; then :class:`AnalysisFailed` is raised. Any other error is raised (the
+    first, in notebook order) once all have finished.
     """
     settings = settings or {}
 
@@ -197,13 +209,37 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
         return execute_for(out_dir, nb_dir, nb.name, params, target_name)
 
     pairs = pair_notebooks(configs or [])
+    failures: list[NotebookFailed] = []
+
+    def executed_copy(run: Callable[[], Path]) -> Path | None:  # a cell that raised: its copy shows where
+        try:
+            return run()
+        except NotebookFailed as err:
+            if as_file_system_error(err) is not None:  # a full disk is no notebook's fault: the grid stops
+                raise
+            failures.append(err)
+            return err.executed if err.executed.is_file() else None
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
         futures = [pool.submit(execute, nb, extra, name) for nb, extra, name in pairs]
         futures += [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
-    executed = [future.result() for future in futures]
-    after = [i + 1 for i, path in enumerate(executed) if path.name == "20_statistics.ipynb"]
-    executed.insert(after[0] if after else len(executed), execute(REFERENCE_NOTEBOOK))
-    return render_report(out_dir, executed, profile)
+    executed = [executed_copy(future.result) for future in futures]
+    after = [i + 1 for i, path in enumerate(executed) if path is not None and path.name == "20_statistics.ipynb"]
+    executed.insert(after[0] if after else len(executed), executed_copy(lambda: execute(REFERENCE_NOTEBOOK)))
+    report = render_report(out_dir, [path for path in executed if path is not None], profile,
+                           failed=[str(err) for err in failures])
+    if failures:
+        raise AnalysisFailed(failures, report)
+    return report
+
+
+class AnalysisFailed(RuntimeError):
+    """Analysis notebooks that raised in a cell (:class:`NotebookFailed`, in notebook order); the report was
+    written all the same, with the others and a line naming each failure."""
+
+    def __init__(self, failures: list[NotebookFailed], report: Path):
+        self.failures, self.report = failures, report
+        super().__init__("; ".join(map(str, failures)))
 
 
 def against_reference(profile: str, out_dir: Path) -> str | None:

@@ -4,6 +4,7 @@ the analysis notebooks, executing one into its place, and scrubbing an executed 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -32,6 +33,19 @@ class QuietShutdownKernelManager(AsyncKernelManager):
         if self.shutting_down:
             return
         await super()._async_interrupt_kernel()
+
+
+class QuietOnAStop(logging.Filter):
+    """Drops papermill's (and nbclient's, which logs through papermill's logger) lines while a stop is under
+    way: the stop kills the kernels itself, so "Kernel died while waiting for execute reply." is no news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not stop.stopping()
+
+
+PAPERMILL_LOG = logging.getLogger("papermill")
+if not any(isinstance(f, QuietOnAStop) for f in PAPERMILL_LOG.filters):  # once, even if this module is reloaded
+    PAPERMILL_LOG.addFilter(QuietOnAStop())
 
 
 # How every notebook of the bundle is executed: the venv's python3 kernel, quiet at shutdown, its
@@ -92,6 +106,7 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
     """Execute a notebook with papermill; the executed copy appears at ``target`` only when done."""
     import papermill
 
+    paths.absolute_path_variables()  # the kernel starts in the notebook's folder and inherits them
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{time.monotonic_ns()}.ipynb")
     try:
@@ -104,12 +119,30 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
             os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
 
 
+class NotebookFailed(RuntimeError):
+    """A notebook that raised in a cell: which notebook, which cell, the exception's class and message.
+
+    ``ename`` and ``evalue`` are papermill's names for the kernel's exception (:func:`as_file_system_error`
+    reads them); ``executed`` is the executed copy, which shows the traceback at that cell."""
+
+    def __init__(self, executed: Path, cell: str, ename: str, evalue: str):
+        self.executed, self.cell, self.ename, self.evalue = executed, cell, ename, evalue
+        message = " ".join(str(evalue).split())  # one line: the log and the terminal show it whole
+        super().__init__(f"notebooks/{executed.name}, cell {cell}: {ename}: {message}")
+
+
 def execute_for(out_dir: Path, nb_dir: Path, name: str, parameters: dict, target_name: str | None = None) -> Path:
     """Execute notebook ``name`` of ``nb_dir`` on an output folder into ``<out_dir>/notebooks/<target_name>``
-    (default: its own name), made fit to share (:func:`scrub_notebook`, also when it failed at a cell)."""
+    (default: its own name), made fit to share (:func:`scrub_notebook`, also when it failed at a cell).
+    A cell that raised is :class:`NotebookFailed`, the cell named as the executed copy shows it: ``In [n]``."""
+    from papermill.exceptions import PapermillExecutionError
+
     target = Path(out_dir) / "notebooks" / (target_name or name)
     try:
         execute_notebook(Path(nb_dir) / name, target, parameters)
+    except PapermillExecutionError as err:  # its own message is the kernel's whole traceback, in colour codes
+        cell = f"In [{err.exec_count}]" if err.exec_count else f"{err.cell_index + 1}"  # papermill adds cells above
+        raise NotebookFailed(target, cell, err.ename, err.evalue) from err
     finally:
         if target.is_file():
             scrub_notebook(target, out_dir)

@@ -147,7 +147,13 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             report = policy.finish(out_dir, cells, log, dict(started=started, wall_s=time.perf_counter() - clock,
                                                              command=command, code=code))
         except BaseException as err:
-            raise stopped(err, out_dir, policy.configs, log, lambda: policy.standing(out_dir)) from None
+            ended = stopped(err, out_dir, policy.configs, log, lambda: policy.standing(out_dir))
+            outcome = (f"stopped by {ended.signal_name}" if isinstance(ended, stop.Interrupted)
+                       else f"stopped by an error: {type(ended).__name__}")
+            with contextlib.suppress(OSError):  # a full disk may refuse it too
+                provenance.record_stopped_invocation(out_dir, spec.name, started, time.perf_counter() - clock,
+                                                     command, outcome, code)
+            raise ended from None
         finally:
             if own_executor and executor is not None:
                 executor.close()
