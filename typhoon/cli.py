@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from typhoon import machine
 from typhoon.config import (
     RunConfig,
     allowed_of,
@@ -363,6 +364,7 @@ def check_input(args: argparse.Namespace) -> None:
         backbone = args.backbone or get_profile(args.profile).backbones[0]
         cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
         config = resolve(args.profile, cell, overrides)  # RunConfig.validate: every field, the strategy's parameters
+        machine.check_device_visible(config.device)
         check_can_write(resolve_out_dir(args.out, config.profile))
     elif args.command == "reproduce":
         profile = get_profile(args.profile)
@@ -371,7 +373,10 @@ def check_input(args: argparse.Namespace) -> None:
         if args.job_script and args.cluster != "slurm":
             raise ValueError("--job-script needs --cluster slurm")
         ReproduceOptions.from_args(args, overrides).check()  # --workers, and the flags a design cannot honour
-        profile.grid(overrides)  # every cell resolved and validated
+        cells = profile.grid(overrides)  # every cell resolved and validated
+        if not (args.cluster or args.scheduler or args.job_script):  # else the cells run on other machines
+            for device in sorted({config.device for config in cells}):
+                machine.check_device_visible(device)
         for folder in args.reuse_from:
             check_reuse_source(folder)
         if not (args.estimate or args.job_script):  # these print and write nothing
