@@ -61,7 +61,7 @@ def sm_busy_percent(dmon_log: Path) -> float | None:
     for line in dmon_log.read_text().splitlines():
         words = line.split()
         if line.startswith("#") and "sm" in words:
-            column = words.index("sm") - 1  # the header's first word is "#"
+            column = words.index("sm") - (words[0] == "#")  # "# gpu sm ..." (a lone "#"), or "#Time gpu sm ..."
         elif column is not None and words and not line.startswith("#") and len(words) > column:
             if words[column].replace(".", "", 1).isdigit():  # "-" where a sample is missing
                 samples.append(float(words[column]))
