@@ -113,6 +113,9 @@ def mlm_step_setup(strategy: str, device: str):
                "the host once: kept so that CPU records stay bit-identical; strict: passing means it was removed")),
 ])
 def test_an_mlm_step_makes_no_host_sync(cuda, strategy):
+    """The step's own code keeps the host out (labels and the selected positions stay on the CPU, the batch goes up
+    without blocking). Not yet seen on a device: transformers' SDPA mask check (``padding_mask.all()`` in
+    ``masking_utils._ignore_bidirectional_mask_sdpa``) may sync for a padded batch; the error then names it."""
     step = mlm_step_setup(strategy, cuda)
     step(16)  # the first step allocates the optimizer's state and warms the kernels up
     torch.cuda.synchronize()
