@@ -5,7 +5,8 @@
 - **wall**: the reproduce's wall time (``MANIFEST.json``'s ``wall_s``), against ``--goal-wall-s`` (5 min: the
   paper-shapes grid on one H200). A run stopped by a time cap leaves no manifest: then ``--elapsed-s`` (the
   caller's clock) is the wall time of the cells that finished, and the whole grid's (``--cells``) is projected
-  from it at the same rate per cell (``elapsed x cells / runs ok``), said as a projection.
+  from it at the same rate per cell (``elapsed x cells / runs ok``), said as a projection (the grid runs its
+  backbones in order, smallest first in paper-shapes: a projection from its first cells is a lower bound).
 - **SM busy**: the mean of the ``sm`` column of an ``nvidia-smi dmon -s u`` log (every sample of every GPU),
   against 80 %; "not measured" without a log (a CPU machine).
 - **Typhoon / random MLM step**: per (task, backbone, seed) with both records ok, the ratio of seconds per MLM
@@ -88,7 +89,7 @@ def targets(out: Path, dmon_log: Path | None = None, elapsed_s: float | None = N
         cells = cells or ok
         projected = elapsed_s * cells / ok
         rows.append(("grid wall time", f"stopped at the cap: {ok} of {cells} runs ok in {minutes(elapsed_s)}; "
-                     f"projected {minutes(projected)}", f"<= {minutes(goal_wall_s)}", _met(projected <= goal_wall_s)
+                     f"projected {minutes(projected)} at their rate", f"<= {minutes(goal_wall_s)}", _met(projected <= goal_wall_s)
                      + " (projected)"))
         wall_s = None
     else:

@@ -56,7 +56,7 @@ def test_a_run_stopped_at_its_cap_is_projected_and_a_cpu_run_has_no_sm_figure(tm
     write_record(tmp_path, "typhoon", 0, 10.0, 100)
     rows = {row[0]: row[1:] for row in gpu_targets.targets(tmp_path, None, elapsed_s=120.0, cells=6)}
     # 2 runs in 2 min: 6 cells at that rate take 6 min
-    assert rows["grid wall time"] == ("stopped at the cap: 2 of 6 runs ok in 2.0 min; projected 6.0 min",
+    assert rows["grid wall time"] == ("stopped at the cap: 2 of 6 runs ok in 2.0 min; projected 6.0 min at their rate",
                                       "<= 5.0 min", "NOT met (projected)")
     assert rows["SMs busy"][0] == "not measured (no nvidia-smi dmon log)"
     assert rows["estimate vs actual"][2] == "-"
