@@ -286,3 +286,13 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
     for row in table.itertuples():
         assert f"<td>{row.schedule} − fixed</td><td>{row.n}</td>" in summary
     assert summary.count("walkthrough</a>") == len(pd.read_csv(study / "results.csv"))  # one row per run
+
+
+def test_a_speed_check_profile_says_its_numbers_are_timings_only(tmp_path):
+    from typhoon.report.html import header_html
+
+    _, header, pipeline_check = header_html(tmp_path, "paper-shapes")
+    assert pipeline_check and "Speed check, not findings." in header and "Pipeline check, not findings" not in header
+    assert "its metrics come from random weights" in header
+    _, header, _ = header_html(tmp_path, "smoke")
+    assert "Pipeline check, not findings." in header and "Speed check" not in header
