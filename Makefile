@@ -21,7 +21,7 @@ LOCK_UPGRADE ?=
 UV ?= $(BIN)/uv
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-.PHONY: install test test-fast test-results reproduce lab docker docker-gpu lint lock torch-report clean
+.PHONY: install test test-fast test-results test-gpu reproduce lab docker docker-gpu lint lock torch-report clean
 
 install: $(VENV)/.installed-$(TORCH_VARIANT)
 
@@ -68,6 +68,9 @@ test-fast: install
 
 test-results: install
 	$(OFFLINE) $(BIN)/python -m pytest -q -m results $(XDIST)
+
+test-gpu: install  # the CUDA tier (skipped without a GPU); scripts/gpu_check.sh runs it on a fresh machine
+	$(OFFLINE) $(BIN)/python -m pytest -q -m gpu -rs
 
 reproduce: install
 	$(BIN)/python -m typhoon reproduce --profile $(PROFILE) $(if $(strip $(OUT)),--out $(OUT)) $(if $(strip $(WORKERS)),--workers $(WORKERS))

@@ -236,3 +236,13 @@ LONGEST_FIRST = ("test_reproduce.py", "test_slurm.py")
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+def pytest_runtest_setup(item):
+    """The ``gpu`` tier is skipped, saying why, where torch sees no CUDA device (torch is asked only then)."""
+    if item.get_closest_marker("gpu") is None:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip(f"gpu tier: torch {torch.__version__} sees no CUDA device here")

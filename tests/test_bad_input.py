@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -295,3 +296,54 @@ def test_data_fetch_wants_one_task(capsys, monkeypatch):
     assert main(["data", "fetch", "--task", "rte"]) == 0 and fetched == ["rte"]
     assert main(["data", "fetch", "rte", "--task", "cola"]) == 2 and main(["data", "fetch"]) == 2
     assert capsys.readouterr().err.count("data fetch: name one task") == 2
+
+
+# Issue 50, bad input: a device that is not here is refused before any work, naming the devices that are.
+NO_GPU_CASES = [
+    ["run", "--task", "mrpc", "--set", "device=cuda", "--out", "{out}"],
+    ["run", "--task", "mrpc", "--set", "device=cuda:1", "--out", "{out}"],
+    ["reproduce", "--profile", "smoke", "--set", "device=cuda", "--out", "{out}"],
+]
+
+
+@pytest.mark.parametrize("template", NO_GPU_CASES, ids=[" ".join(t[:5]) for t in NO_GPU_CASES])
+def test_a_cuda_device_where_none_is_visible_is_refused_naming_the_visible_ones(template, tmp_path, monkeypatch,
+                                                                                 capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # every GPU hidden: none visible on any machine
+    assert main(_argv(template, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "no GPU is visible here (CUDA_VISIBLE_DEVICES='')" in err, err
+    assert "the devices visible are cpu" in err and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == [], "a refused command must write nothing"
+
+
+def test_the_visible_cuda_devices_are_the_driver_nodes_narrowed_by_cuda_visible_devices(tmp_path, monkeypatch):
+    from typhoon import machine
+
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):  # two GPUs and the driver's other nodes
+        (tmp_path / name).write_text("")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert machine.cuda_devices_without_torch(tmp_path) == ["cuda:0", "cuda:1"]
+    machine.check_device_visible("cuda:1", tmp_path)  # there: no error
+    with pytest.raises(ValueError, match=r"there is no cuda:2 here; the devices visible are cuda:0, cuda:1, cpu"):
+        machine.check_device_visible("cuda:2", tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert machine.cuda_devices_without_torch(tmp_path) == ["cuda:0"]  # CUDA renumbers the visible ones from 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert machine.cuda_devices_without_torch(tmp_path) == []
+    (tmp_path / "kfd").write_text("")  # an AMD GPU: ROCm's torch calls it cuda too, so it cannot be told here
+    assert machine.cuda_devices_without_torch(tmp_path) is None
+    machine.check_device_visible("cuda", tmp_path)  # left to torch
+
+
+@pytest.mark.slow  # a fresh interpreter: the time a new user waits, torch not imported
+def test_a_cuda_device_where_none_is_visible_is_refused_in_under_two_seconds(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", "device=cuda",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=60)
+    seconds = time.perf_counter() - started
+    assert done.returncode == 2 and "the devices visible are cpu" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and seconds < 2.0, (seconds, done.stderr)
+    assert not (tmp_path / "out").exists()

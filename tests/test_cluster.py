@@ -15,6 +15,7 @@ from typhoon.config import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import cluster, dask_executor, progress, stop, study
 from typhoon.runner.cells import remove_cell_leftovers
+from typhoon.runner.options import parse_scheduler_options
 from typhoon.training import progress_file
 
 
@@ -287,10 +288,10 @@ def test_interface_and_scheduler_options_from_the_profile_and_the_flags():
     args = cli.build_parser().parse_args(["reproduce", "--profile", "paper", "--cluster", "slurm", "--interface", "lo",
                                           "--scheduler-option", "port=0", "--scheduler-option",
                                           "dashboard_address=none", "--retries", "1", "--no-worker-timeout", "30"])
-    assert cli.parse_scheduler_options(args.scheduler_option) == {"port": 0, "dashboard_address": None}
+    assert parse_scheduler_options(args.scheduler_option) == {"port": 0, "dashboard_address": None}
     assert (args.interface, args.retries, args.no_worker_timeout_s) == ("lo", 1, 30.0)
     with pytest.raises(ValueError, match="KEY=VALUE"):
-        cli.parse_scheduler_options(["port"])
+        parse_scheduler_options(["port"])
     for bad, message in (({"retries": -1}, "retries"), ({"no_worker_timeout_s": 0}, "no_worker_timeout_s"),
                          ({"scheduler_options": "port=1"}, "scheduler_options"), ({"interface": ""}, "interface")):
         with pytest.raises(ValueError, match=message):

@@ -249,3 +249,17 @@ def test_the_decisive_mlm_profile_holds_the_cpu_profiles_cells_at_its_first_seed
     cpu = get_profile("cpu").grid()
     assert len(cpu) == 18
     assert all(c.identity() == decisive_mlm[(c.task, c.strategy, c.seed)].identity() for c in cpu)
+
+
+def test_paper_shapes_is_the_paper_grid_on_the_shape_backbones_and_a_speed_check():
+    """Issue 50, item 5: every cell of paper-shapes is the paper profile's cell with its backbone replaced by the
+    random-init one of the same shape, and nothing else changed; its numbers are marked as timings only."""
+    from typhoon.config import get_profile
+
+    shape_of = {"tinybert": "tinybert-shape", "distilbert": "distilbert-shape", "bert-base": "bert-base-shape"}
+    paper, shapes = get_profile("paper").grid(), get_profile("paper-shapes").grid()
+    assert len(shapes) == len(paper) == 90
+    expected = [dataclasses.replace(c, backbone=shape_of[c.backbone], profile="paper-shapes") for c in paper]
+    assert shapes == expected
+    assert get_profile("paper-shapes").speed_check and get_profile("paper-shapes").pipeline_check
+    assert not get_profile("paper").speed_check and not get_profile("smoke").speed_check

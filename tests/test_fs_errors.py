@@ -170,3 +170,25 @@ def test_a_figure_that_cannot_be_written_leaves_the_old_one_and_no_temp_file(tmp
         figure_style.save_figure(fig, tmp_path / "figures" / "line", caption="a line")
     assert png.read_bytes() == before
     assert sorted(p.name for p in png.parent.iterdir()) == ["line.png", "line.svg"]
+
+
+@pytest.mark.slow  # trains two tiny cells
+def test_a_cell_out_of_gpu_memory_is_recorded_failed_and_the_grid_goes_on(tmp_path, monkeypatch):
+    """Issue 50: a cell that runs out of memory (torch.OutOfMemoryError, injected here on the CPU at the end of
+    its MLM phase) is a failed cell with the message, in its row and its record; the next cell still runs."""
+    import torch
+    from inline_executor import InlineExecutor
+
+    from typhoon.runner import study
+
+    monkeypatch.setenv("TYPHOON_FAULT_INJECT", json.dumps({"stage": "train", "match": "random/seed0", "action": "oom"}))
+    cell = {"task": "mrpc", "backbone": "tiny-random", "seed": 0}
+    configs = [resolve("smoke", {**cell, "strategy": strategy}, {"max_train_examples": 32, "max_eval_examples": 16})
+               for strategy in ("random", "whole_word")]
+    assert issubclass(torch.OutOfMemoryError, RuntimeError)
+    rows = study.run_cells(configs, tmp_path, InlineExecutor())
+    assert list(rows["status"]) == ["failed", "ok"]
+    assert rows["error"].iloc[0].startswith("OutOfMemoryError: CUDA out of memory (injected at train")
+    assert run_record.record_status(tmp_path / configs[0].relative_dir(), configs[0]) == "failed"
+    metrics = json.loads((tmp_path / configs[0].relative_dir() / "metrics.json").read_text())
+    assert metrics["error"].startswith("OutOfMemoryError: CUDA out of memory (injected at train")

@@ -222,8 +222,54 @@ def test_hub_backbone_offline_names_the_offline_choices(name, monkeypatch):
     from typhoon.models.backbones import BACKBONES, load_backbone
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not BACKBONES[name].offline
-    with pytest.raises(FileNotFoundError, match=r"Offline choices: \['minilm-l6', 'minilm-l6-mlm', 'tiny-random'\]"):
+    with pytest.raises(FileNotFoundError, match=r"Offline choices: \['bert-base-shape', 'distilbert-shape', "
+                                                r"'minilm-l6', 'minilm-l6-mlm', 'tiny-random', 'tinybert-shape'\]"):
         load_backbone(name)
+
+
+def bert_encoder_parameters(vocab: int, positions: int, token_types: int, hidden: int, layers: int,
+                            intermediate: int) -> int:
+    """Parameters of a BERT encoder without pooler, counted by hand: word, position and token-type embeddings and
+    their LayerNorm; per layer Q, K, V and the attention output (H x H + H each), its LayerNorm (2H), the FFN's
+    two layers (H x I + I, I x H + H) and their LayerNorm (2H). DistilBERT is the same with no token types."""
+    embeddings = (vocab + positions + token_types) * hidden + 2 * hidden
+    layer = 4 * (hidden * hidden + hidden) + 2 * hidden + (hidden * intermediate + intermediate) + \
+        (intermediate * hidden + hidden) + 2 * hidden
+    return embeddings + layers * layer
+
+
+# the paper's backbones (hub configs huawei-noah/TinyBERT_General_4L_312D, distilbert-base-uncased,
+# bert-base-uncased) over the 30522-token uncased vocabulary
+PAPER_SHAPES = {"tinybert-shape": ("bert", bert_encoder_parameters(30522, 512, 2, 312, 4, 1200)),
+                "distilbert-shape": ("distilbert", bert_encoder_parameters(30522, 512, 0, 768, 6, 3072)),
+                "bert-base-shape": ("bert", bert_encoder_parameters(30522, 512, 2, 768, 12, 3072))}
+
+
+def test_the_paper_shapes_have_the_hand_counted_parameters_and_need_no_hub(monkeypatch):
+    """Their encoders count what BERT's formula gives for the paper's shapes (BERT-base: 108,891,648, the
+    published 110M less the pooler's 590,592), built on the meta device; no connection is opened."""
+    import socket
+
+    from transformers import AutoModelForMaskedLM
+
+    from typhoon.models.backbones import load_backbone
+
+    assert PAPER_SHAPES["bert-base-shape"][1] == 108_891_648
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a paper-shape backbone tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    for name, (family, parameters) in PAPER_SHAPES.items():
+        backbone = load_backbone(name)
+        assert backbone.family == family and backbone.source is None and len(backbone.tokenizer) == 30522
+        with torch.device("meta"):
+            encoder = AutoModelForMaskedLM.from_config(backbone.config).base_model
+        assert sum(p.numel() for p in encoder.parameters()) == parameters, name
+    mlm = load_backbone("tinybert-shape").mlm_model(seed=3)  # built for real: the same "pretrained" encoder per run
+    assert torch.equal(mlm.input_embeddings().weight, load_backbone("tinybert-shape").mlm_model(seed=4)
+                       .input_embeddings().weight)
+    assert sum(p.numel() for p in mlm.encoder.parameters()) == PAPER_SHAPES["tinybert-shape"][1]
 
 
 def test_unknown_names_and_missing_folders():

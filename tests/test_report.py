@@ -328,3 +328,13 @@ def test_a_notebook_figure_carries_its_caption_as_alt_text_in_nbconvert_and_the_
     assert parser.alts == [caption]  # nbconvert's placeholder, "No description has been provided ...", not needed
     shown = report_html.output_html(output, tmp_path)
     assert f"<figcaption>{escape(caption)}</figcaption>" in shown and base64.b64encode(png.read_bytes()).decode() in shown
+
+
+def test_a_speed_check_profile_says_its_numbers_are_timings_only(tmp_path):
+    from typhoon.report.html import header_html
+
+    _, header, pipeline_check = header_html(tmp_path, "paper-shapes")
+    assert pipeline_check and "Speed check, not findings." in header and "Pipeline check, not findings" not in header
+    assert "its metrics come from random weights" in header
+    _, header, _ = header_html(tmp_path, "smoke")
+    assert "Pipeline check, not findings." in header and "Speed check" not in header

@@ -22,13 +22,14 @@ def test_an_interpreter_or_a_browser_is_heavy_and_git_or_make_n_is_not():
 def test_the_make_targets_select_the_declared_markers():
     declared = {line.split(":")[0] for line in tomllib.loads((REPO / "pyproject.toml").read_text())
                 ["tool"]["pytest"]["ini_options"]["markers"]}
-    assert declared == {"slow", "results"}
+    assert declared == {"slow", "results", "gpu"}
     makefile = (REPO / "Makefile").read_text()
     recipes = {target: re.search(rf"^{target}:.*\n\t(.*)$", makefile, re.M).group(1)
-               for target in ("test", "test-fast", "test-results")}
+               for target in ("test", "test-fast", "test-results", "test-gpu")}
     assert recipes["test"].split()[3:].count("-m") == 0  # after `python -m pytest`: CI's `make test` runs every tier
     assert '-m "not slow and not results"' in recipes["test-fast"]
     assert "-m results" in recipes["test-results"]
+    assert "-m gpu" in recipes["test-gpu"]
 
 
 def test_make_test_hands_whole_files_to_two_workers_the_longest_first():

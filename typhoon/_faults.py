@@ -6,7 +6,8 @@ at ``stage`` of every run whose record path contains ``match``, either raise ``I
 (``"raise"``, the default) or SIGKILL process ``pid`` (a number, or ``"parent"``: the process that
 started this one, i.e. the batch) and then this process (``"kill"``: a machine lost mid-write), or
 raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being written), raise
-``KeyboardInterrupt`` (``"interrupt"``: what Ctrl-C or a SIGTERM gives a run), or sleep ``"seconds"``
+``KeyboardInterrupt`` (``"interrupt"``: what Ctrl-C or a SIGTERM gives a run), raise the
+``torch.OutOfMemoryError`` a full GPU gives (``"oom"``, tried on a CPU as well), or sleep ``"seconds"``
 (``"sleep"``: cells longer than they are, so that a job's walltime surely ends one mid-run).
 
 Stages: ``train`` (phase 1 done), ``record_write`` (the record's files staged), and
@@ -47,6 +48,11 @@ def maybe_inject(stage: str, record_path: str, path: str | os.PathLike | None = 
             os.kill(os.getpid(), signal.SIGKILL)
         if fault.get("action") == "interrupt":
             raise KeyboardInterrupt(f"injected interrupt at {stage} of {record_path}")
+        if fault.get("action") == "oom":
+            import torch  # only a run reaches here, with torch loaded
+
+            raise torch.OutOfMemoryError(f"CUDA out of memory (injected at {stage} of {record_path}). "
+                                         "Tried to allocate 2.00 GiB")
         if fault.get("action") == "enospc":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path or record_path))
         raise InjectedFault(f"injected fault at {stage} of {record_path}")

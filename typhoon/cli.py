@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from typhoon import machine
 from typhoon.config import RunConfig, allowed_of, get_profile, load_profiles, parse_overrides, resolve
 from typhoon.masking import plugins
 from typhoon.masking.params import ignored_parameters, strategy_help, strategy_names
@@ -33,7 +34,10 @@ from typhoon.paths import (
 )
 from typhoon.records import locks
 from typhoon.runner import stop
-from typhoon.runner.options import ReproduceOptions  # light: it imports the runners when it runs
+from typhoon.runner.options import (  # light: it imports the runners when it runs
+    ReproduceOptions,
+    run_on_cluster,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,41 +177,6 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
     fetch.set_defaults(func=_data_fetch)
     return parser
-
-
-def reproduce_on_cluster(args: argparse.Namespace, options) -> int:
-    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
-    or a sequential design alike (:class:`typhoon.runner.options.ReproduceOptions`)."""
-    from typhoon.runner import cluster
-
-    flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
-                                                    "interface", "retries", "no_worker_timeout_s")}
-    flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
-    flags["log_dir"] = str(resolve_out_dir(args.out, args.profile) / "logs" / "slurm")  # not the working folder
-    spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
-    if args.job_script:
-        print(cluster.job_script(spec))
-        return 0
-    print(cluster.describe(spec), flush=True)
-    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
-        summary = options.on_cluster().run(executor)
-    return 0 if summary.ok else 1
-
-
-def parse_scheduler_options(pairs: list[str] | None) -> dict | None:
-    """``--scheduler-option KEY=VALUE`` pairs as a dict (integers as ints, none/true/false as such)."""
-    if not pairs:
-        return None
-    literals = {"none": None, "true": True, "false": False}
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--scheduler-option must be KEY=VALUE, got {pair!r}")
-        value = value.strip()
-        options[key.strip()] = (int(value) if value.lstrip("-").isdigit()
-                                else literals.get(value.lower(), value))
-    return options
 
 
 # The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
@@ -371,6 +340,7 @@ def check_input(args: argparse.Namespace) -> None:
         backbone = args.backbone or get_profile(args.profile).backbones[0]
         cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
         config = resolve(args.profile, cell, overrides)  # RunConfig.validate: every field, the strategy's parameters
+        machine.check_device_visible(config.device)
         check_can_write(resolve_out_dir(args.out, config.profile))
     elif args.command == "reproduce":
         profile = get_profile(args.profile)
@@ -379,7 +349,10 @@ def check_input(args: argparse.Namespace) -> None:
         if args.job_script and args.cluster != "slurm":
             raise ValueError("--job-script needs --cluster slurm")
         ReproduceOptions.from_args(args, overrides).check()  # --workers, and the flags a design cannot honour
-        profile.grid(overrides)  # every cell resolved and validated
+        cells = profile.grid(overrides)  # every cell resolved and validated
+        if not (args.cluster or args.scheduler or args.job_script):  # else the cells run on other machines
+            for device in sorted({config.device for config in cells}):
+                machine.check_device_visible(device)
         for folder in args.reuse_from:
             check_reuse_source(folder)
         if not (args.estimate or args.job_script):  # these print and write nothing
@@ -480,7 +453,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         print(options.run().text(max_cells=10**6))
         return 0
     if args.cluster:
-        return reproduce_on_cluster(args, options)
+        return run_on_cluster(options, args)
     summary = options.run(dask_executor(args.scheduler) if args.scheduler else None)
     return 0 if summary.ok else 1
 

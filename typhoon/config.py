@@ -377,6 +377,7 @@ class Profile:
     workers: int = field(default=1, metadata=allows(IntAtLeast(1)))  # cells run at once by `reproduce` unless --workers says otherwise
     analysis: dict = field(default_factory=dict)  # parameters of the analysis notebooks, e.g. quick = true
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
+    speed_check: bool = False  # its numbers are timings only: random weights of real shapes (paper-shapes)
     cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.runner.cluster)
     design: dict = field(default_factory=dict)  # a sequential design (typhoon.analysis.decisive): seeds added look by look
     hypothesis: dict = field(default_factory=dict)  # a fixed grid's registered hypothesis (typhoon.analysis.schedule_study)
@@ -475,7 +476,7 @@ def load_profiles(path: Path | None = None) -> dict[str, Profile]:
             seeds=body.pop("seeds"), schedules=body.pop("schedules", ["fixed"]),
             extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
             task_settings=body.pop("task_settings", {}), analysis=body.pop("analysis", {}),
-            pipeline_check=body.pop("pipeline_check", False), cluster=body.pop("cluster", {}),
+            pipeline_check=body.pop("pipeline_check", False), speed_check=body.pop("speed_check", False), cluster=body.pop("cluster", {}),
             design=body.pop("design", {}), hypothesis=body.pop("hypothesis", {}),
             required_metrics=body.pop("required_metrics", []),
         )

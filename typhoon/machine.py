@@ -115,6 +115,44 @@ def gpu_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(count)]
 
 
+DEVICE_NODES = Path("/dev")  # /dev/nvidia0, /dev/nvidia1, ...: one per NVIDIA GPU the driver exposes here
+
+
+def cuda_devices_without_torch(nodes: Path = DEVICE_NODES) -> list[str] | None:
+    """The CUDA devices a process here would see, told without importing torch (seconds), or None when that
+    cannot be told so (an AMD machine, whose ROCm torch also calls its GPUs "cuda"). NVIDIA GPUs are the
+    driver's ``/dev/nvidiaN`` nodes, narrowed by ``CUDA_VISIBLE_DEVICES`` (empty or starting with -1: none)."""
+    if (nodes / "kfd").exists():
+        return None
+    count = sum(1 for node in nodes.glob("nvidia*") if node.name[len("nvidia"):].isdigit())
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None:
+        listed = [entry.strip() for entry in hidden.split(",") if entry.strip()]
+        visible = 0 if not listed or listed[0].startswith("-") else len(listed)
+        count = min(count, visible)
+    return [f"cuda:{i}" for i in range(count)]
+
+
+def check_device_visible(device: str, nodes: Path = DEVICE_NODES) -> None:
+    """ValueError naming the devices that are visible when ``device`` (``cuda``, ``cuda:N``) is not: said before
+    any work, where otherwise a run would import torch and fail in CUDA's initialisation seconds later."""
+    kind, _, index = str(device).partition(":")
+    if kind != "cuda":
+        return
+    gpus = cuda_devices_without_torch(nodes)
+    if gpus is None:
+        return
+    wanted = f"cuda:{index}" if index else "cuda"
+    if gpus and (not index or (index.isdigit() and int(index) < len(gpus))):
+        return
+    why = ("no GPU is visible here" if not gpus else f"there is no {wanted} here")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and not gpus:
+        why += f" (CUDA_VISIBLE_DEVICES={hidden!r})"
+    raise ValueError(f"device={device}: {why}; the devices visible are {', '.join([*gpus, 'cpu'])}: "
+                     "set device=auto or one of them")
+
+
 def gpu_free_memory_gib() -> list[float]:
     """Free memory of each visible CUDA device, in GiB (the device's own count: other processes' use included)."""
     import torch

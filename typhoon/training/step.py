@@ -89,7 +89,7 @@ def mlm_step(ctx, mlm: MaskedLM, strategy: MaskingStrategy, optimizer, scheduler
                                             batch["input_ids"].to(ctx.device), ctx.autocast)
     with SaliencyProbe(mlm.input_embeddings()) if saliency.kind == "mlm" else contextlib.nullcontext() as probe:
         with ctx.autocast():
-            loss = mlm(labels=labels.to(ctx.device), **ctx.backbone.model_inputs(inputs))
+            loss = mlm(labels=labels, **ctx.backbone.model_inputs(inputs))  # labels on the host: no sync (MaskedLM)
         loss.backward()
     if saliency.kind == "mlm":
         # saliency w.r.t. the one-hot of the *original* token at every position

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Issue 50's GPU check, one command on a fresh GPU machine, in about 8 minutes of the device:
+#
+#   scripts/gpu_check.sh [WHEELS_DIR]          # from the repository root; WHEELS_DIR defaults to ./wheels
+#
+# The machine: Python 3.12 with torch (a CUDA build) and transformers, none of this project's other packages,
+# and no network. Steps, each with its time cap:
+#   1. install the project's other packages from the wheels brought along (pip --no-index, no network), the
+#      versions of requirements/runtime.txt (the lock) plus pytest; torch is left as it is;
+#   2. the `gpu` test tier (pytest -m gpu: saliency on CUDA, no host sync in a step, the smoke grid on cuda),
+#      capped at TIER_CAP_S (default 150 s); a failure is reported and the check goes on;
+#   3. `reproduce --profile paper-shapes --no-analysis` (the paper's 90 cells on random-init models of the
+#      paper's shapes: no hub), stopped as Ctrl-C stops it at GRID_CAP_S (default 240 s), while
+#      `nvidia-smi dmon -s u` samples the SMs;
+#   4. the targets' table (benchmarks/gpu_targets.py): the grid's wall time against 5 min (projected from the
+#      cells done when the cap stopped it), SM busy %, Typhoon's MLM step against random's, the estimate
+#      against the actual time.
+# Everything goes to OUT (default /tmp/typhoon-gpu-check); the table is printed last and saved as OUT/targets.txt.
+#
+# The wheels, downloaded beforehand on any machine with PyPI (Linux x86_64 shown; pip evaluates the lock's
+# environment markers on the machine it runs on, so the list is made for Python 3.12 on Linux first):
+#
+#   scripts/gpu_check.sh --download wheels/     # writes wheels/requirements.txt (below), then runs:
+#
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+#       --platform manylinux_2_28_x86_64 -d wheels/ -r wheels/requirements.txt
+#
+# wheels/requirements.txt is every `name==version` of requirements/runtime.txt whose marker holds for CPython
+# 3.12 on Linux x86_64 (datasets, papermill, pingouin, ipykernel, jupyter-client, nbclient, pandas, scipy,
+# dask, transformers 5.x and the rest: 150-odd wheels, about 200 MB), and pytest, pluggy, iniconfig from
+# requirements/dev.txt. The lock's transformers replaces the machine's (the project needs 5.x); torch is never
+# in it. Exit status: 0 every step ran (the table says which targets are met), 1 a step failed, 2 bad input.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-/tmp/typhoon-gpu-check}
+TIER_CAP_S=${TIER_CAP_S:-150}
+GRID_CAP_S=${GRID_CAP_S:-240}
+PROFILE=${PROFILE:-paper-shapes}
+
+# The wheel list for CPython 3.12 on Linux x86_64, from the lock: `name==version` of each entry whose marker holds.
+wheel_list() {
+    "$PYTHON" - "$@" <<'EOF'
+import re, sys
+try:
+    from packaging.markers import Marker
+except ImportError:
+    from pip._vendor.packaging.markers import Marker
+TARGET = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
+          "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+          "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+DEV = {"pytest", "pluggy", "iniconfig"}
+for path, only in (("requirements/runtime.txt", None), ("requirements/dev.txt", DEV)):
+    for line in open(path):
+        found = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*==[^ ;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$", line)
+        if not found or (only and found.group(1).split("==")[0].lower() not in only):
+            continue
+        if found.group(2) is None or Marker(found.group(2)).evaluate(TARGET):
+            print(found.group(1))
+EOF
+}
+
+if [ "${1:-}" = "--download" ]; then
+    dest=${2:?"--download needs a folder: scripts/gpu_check.sh --download wheels/"}
+    mkdir -p "$dest" && wheel_list > "$dest/requirements.txt" || exit 1
+    exec "$PYTHON" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --abi cp312 --platform manylinux_2_28_x86_64 -d "$dest" -r "$dest/requirements.txt"
+fi
+
+WHEELS=${1:-wheels}
+if [ ! -f "$WHEELS/requirements.txt" ]; then
+    echo "gpu_check: error: no $WHEELS/requirements.txt: download the wheels first (scripts/gpu_check.sh --download $WHEELS)" >&2
+    exit 2
+fi
+if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    echo "gpu_check: error: $PYTHON's torch sees no CUDA device (or has no torch): this check needs a GPU" >&2
+    exit 2
+fi
+mkdir -p "$OUT"
+failed=0
+step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+step "1. install from $WHEELS"
+start=$SECONDS
+"$PYTHON" -m pip install -q --no-index --no-deps --find-links "$WHEELS" -r "$WHEELS/requirements.txt" \
+    || { echo "gpu_check: the install failed"; exit 1; }
+echo "installed in $((SECONDS - start)) s"
+"$PYTHON" -c "import torch, transformers; print('torch', torch.__version__, 'CUDA', torch.version.cuda, '|',
+transformers.__version__, '|', torch.cuda.get_device_name(0))"
+
+export PYTHONPATH=$PWD HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+step "2. the gpu test tier (cap ${TIER_CAP_S} s)"
+start=$SECONDS
+timeout -s INT "$TIER_CAP_S" "$PYTHON" -m pytest -q -m gpu -rsx -p no:cacheprovider tests/test_gpu.py \
+    2>&1 | tee "$OUT/gpu_tier.log" | tail -25
+tier=${PIPESTATUS[0]}
+echo "gpu tier: exit $tier in $((SECONDS - start)) s"
+[ "$tier" = 0 ] || failed=1
+
+step "3. reproduce --profile $PROFILE (cap ${GRID_CAP_S} s)"
+rm -rf "$OUT/$PROFILE"
+dmon_pid=
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi dmon -s u > "$OUT/dmon.log" 2>&1 &
+    dmon_pid=$!
+fi
+start=$SECONDS
+timeout -s INT "$GRID_CAP_S" "$PYTHON" -m typhoon reproduce --profile "$PROFILE" --no-analysis \
+    --out "$OUT/$PROFILE" 2>&1 | tee "$OUT/reproduce.log" | grep -v "^\s*$" | tail -30
+grid=${PIPESTATUS[0]}
+elapsed=$((SECONDS - start))
+[ -n "$dmon_pid" ] && kill "$dmon_pid" 2>/dev/null
+echo "reproduce: exit $grid after $elapsed s (124: stopped at the cap, as Ctrl-C stops it)"
+case "$grid" in 0|124) ;; *) failed=1 ;; esac
+cells=$("$PYTHON" -c "from typhoon.config import get_profile; print(len(get_profile('$PROFILE').grid()))")
+
+step "4. the targets"
+"$PYTHON" benchmarks/gpu_targets.py "$OUT/$PROFILE" --dmon "$OUT/dmon.log" --elapsed-s "$elapsed" \
+    --cells "$cells" | tee "$OUT/targets.txt" || failed=1
+exit $failed
