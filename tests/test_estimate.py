@@ -279,3 +279,25 @@ def test_a_restarted_estimate_reuses_the_calibration_and_says_how_old_it_is(tmp_
     # one worker: its start (2.0) and matmul peak (0.5) once, then the two cells (1 + 1 + 0.5 + 0.5 each)
     assert again.grid_s == first.grid_s == pytest.approx(2.0 + 0.5 + 2 * (1 + 1 + 0.5 + 0.5))
     assert "is reused" in capsys.readouterr().out
+
+
+def test_a_cell_with_a_resume_state_is_priced_for_what_is_left(tmp_path):
+    """Issue 52: the estimate on a rerun counted every resumed cell whole. By hand: a cell priced MLM 100 s,
+    fine-tuning 300 s over 3 epochs, eval 10 s, set-up 5 s; saved after fine-tuning epoch 1 it has 200 s of
+    fine-tuning left and no MLM; saved after the MLM phase, all of its fine-tuning."""
+    from typhoon.records.run_record import resume_state_path
+
+    config = resolve("cpu", {"task": "mrpc", "backbone": "minilm-l6-mlm", "strategy": "random", "seed": 0},
+                     {"ft_epochs": 3})
+    parts = {"mlm_s": 100.0, "ft_s": 300.0, "eval_s": 10.0, "setup_s": 5.0, "total_s": 415.0}
+    assert estimate.saved_boundary_of(config, tmp_path) is None
+    assert estimate.left_to_run(parts, None, config) == {}
+    state = resume_state_path(tmp_path / config.relative_dir())
+    state.parent.mkdir(parents=True)
+    torch.save({"boundary": "ft1"}, state)
+    boundary = estimate.saved_boundary_of(config, tmp_path)
+    assert boundary == "ft1"
+    left = estimate.left_to_run(parts, boundary, config)
+    assert left["resumes_after"] == "ft1" and left["mlm_s"] == 0.0
+    assert left["ft_s"] == pytest.approx(200.0) and left["total_s"] == pytest.approx(215.0)
+    assert estimate.left_to_run(parts, "mlm", config)["total_s"] == pytest.approx(315.0)

@@ -211,8 +211,23 @@ def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "runs"]
 
 
-def test_resume_command_and_exit_codes():
-    assert stop.resume_command(["reproduce", "--out", "a b"]) == "python -m typhoon reproduce --out 'a b'"
+def test_resume_command_and_exit_codes(tmp_path):
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "python").symlink_to(sys.executable)  # a python elsewhere, even one linked to this one
+    assert stop.resume_command(["run"], {"PATH": str(on_path)}).split(" ")[0] != "python"
+    venv_first = {"PATH": str(Path(sys.executable).parent)}  # this interpreter's bin folder first: an activated venv
+    assert stop.resume_command(["reproduce", "--out", "a b"], venv_first) == "python -m typhoon reproduce --out 'a b'"
+    # no `python` on PATH (or another one): the interpreter that has the package, by its path
+    named = stop.resume_command(["run", "--task", "mrpc"], {"PATH": str(tmp_path / "none")})
+    assert named.endswith(" -m typhoon run --task mrpc") and named.split(" ")[0] != "python"
+    assert Path(named.split(" ")[0]).absolute() == Path(sys.executable).absolute()
+    # started by make: the make command with its variables; flags make cannot pass keep the python form
+    make = {"MAKELEVEL": "1", **venv_first}
+    assert stop.resume_command(["reproduce", "--profile", "cpu", "--workers", "2"], make) == \
+        "make reproduce PROFILE=cpu WORKERS=2"
+    assert stop.resume_command(["reproduce", "--profile", "cpu", "--no-estimate"], make) == \
+        "python -m typhoon reproduce --profile cpu --no-estimate"
     assert stop.Interrupted(signal.SIGINT).exit_code == 130
     assert stop.Interrupted(signal.SIGTERM).exit_code == 143
     assert stop.as_interrupted(KeyboardInterrupt()).signal_name == "SIGINT"

@@ -123,7 +123,9 @@ class GridEstimate:
                         else "")
             lines.append(f"  {path.removeprefix('runs/')}: {warmup}MLM {c['mlm_steps']:.0f} steps{timed_as} {c['mlm_s']:.0f} s, fine-tune "
                          f"{c['ft_steps']:.0f} steps {c['ft_s']:.0f} s, eval {c['eval_s']:.0f} s, fixed "
-                         f"{c['setup_s']:.1f} s = {c['total_s']:.0f} s")
+                         f"{c['setup_s']:.1f} s = {c['total_s']:.0f} s"
+                         + (f" (resumes after {c['resumes_after']}: the saved part left out)" if c.get("resumes_after")
+                            else ""))
         if len(self.cells_todo) > max_cells:
             lines.append(f"  ... and {len(self.cells_todo) - max_cells} more cells")
         lines.append(f"  grid: {duration(self.grid_s)} for the cells on {self.workers} worker(s)"
@@ -139,6 +141,31 @@ class GridEstimate:
             lines.append(f"  the machine is shared: while calibrating, the cells' processes got {100 * self.core_share:.0f} % "
                          f"of their cores; on idle cores about {duration(self.idle_total_s)}")
         return "\n".join(lines)
+
+
+def saved_boundary_of(config: RunConfig, out_dir: Path) -> str | None:
+    """The boundary of the cell's resume state in ``out_dir`` (None: it starts from scratch)."""
+    from typhoon.records.run_record import resume_state_path
+    from typhoon.training.resume import saved_boundary
+
+    return saved_boundary(resume_state_path(Path(out_dir) / config.relative_dir()))
+
+
+def left_to_run(parts: dict, boundary: str | None, config: RunConfig) -> dict:
+    """A cell's priced parts with what its resume state saved taken out: after ``mlm`` (or the MLM epoch
+    ``mlm<e>``) the MLM phase, or that share of it; after ``ft<e>`` the MLM phase and e of the fine-tuning
+    epochs. The worker start, set-up and evaluation are paid again."""
+    if not boundary:
+        return {}
+    mlm_left, ft_left = 0.0, 1.0
+    if boundary.startswith("ft"):
+        ft_left = 1 - int(boundary.removeprefix("ft")) / config.ft_epochs
+    elif boundary != "mlm":
+        mlm_left = 1 - int(boundary.removeprefix("mlm")) / max(1, config.mlm_epochs)
+    left = {"mlm_s": parts["mlm_s"] * mlm_left, "ft_s": parts["ft_s"] * ft_left, "resumes_after": boundary}
+    left["total_s"] = (parts.get("warmup_s", 0.0) + left["mlm_s"] + left["ft_s"] + parts["eval_s"]
+                       + parts["setup_s"])
+    return left
 
 
 def duration(seconds: float) -> str:
@@ -247,6 +274,10 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
         kernels = (f"{first['precision']} ({first['precision_reason']}), {first['attention']} attention, "
                    f"{first['dropout']} dropout on {first['device']}, {first['threads']} thread(s) per cell")
     paths_todo = [c.relative_dir().as_posix() for c in todo]
+    for config in todo:  # a cell with a resume state goes on from it: its saved part costs nothing again
+        parts = per_cell.get(config.relative_dir().as_posix())
+        if parts is not None:
+            parts.update(left_to_run(parts, saved_boundary_of(config, out_dir), config))
     grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers, start_s)
     analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) + REFERENCE_NOTEBOOK_S if analysis else 0.0
     how = (f"{processes} calibration process(es) at once{' on one GPU' if gpus else ''}, as the grid runs its cells, each timing "

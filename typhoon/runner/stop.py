@@ -221,10 +221,28 @@ def clean_after_stop(out_dir: Path) -> None:
                 folder.rmdir()
 
 
-def resume_command(argv: list[str] | None = None) -> str:
-    """The command that goes on where this one stopped: the same command line (finished records are kept)."""
+def resume_command(argv: list[str] | None = None, environ: dict | None = None) -> str:
+    """The command that goes on where this one stopped (finished records and resume states are kept), as the
+    user started it: ``make reproduce`` with its variables under make, else this interpreter (the venv's
+    python, which a bare ``python`` outside the venv is not) with the same command line."""
     argv = sys.argv[1:] if argv is None else argv
-    return shlex.join(["python", "-m", "typhoon", *argv])
+    environ = os.environ if environ is None else environ
+    if environ.get("MAKELEVEL") and argv[:1] == ["reproduce"]:
+        flags = dict(zip(argv[1::2], argv[2::2], strict=False))
+        variables = [f"{name}={shlex.quote(flags[flag])}" for name, flag in
+                     (("PROFILE", "--profile"), ("OUT", "--out"), ("WORKERS", "--workers")) if flag in flags]
+        if set(flags) <= {"--profile", "--out", "--workers"} and len(argv) % 2 == 1:
+            return " ".join(["make reproduce", *variables])
+    on_path = shutil.which("python", path=environ.get("PATH"))
+    # the same bin folder, not resolved links: a venv's python is a link to the system's, and only the venv's
+    # has the package
+    same = on_path is not None and Path(on_path).absolute().parent == Path(sys.executable).absolute().parent
+    python = "python" if same else os.path.relpath(sys.executable) if _inside_cwd(sys.executable) else sys.executable
+    return shlex.join([python, "-m", "typhoon", *argv])
+
+
+def _inside_cwd(path: str) -> bool:
+    return Path(path).absolute().is_relative_to(Path.cwd())
 
 
 def exit_now_if_threads_linger(code: int, join_s: float = 2.0) -> None:
