@@ -103,9 +103,18 @@ def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_
         assert run_record.read_json(run_dir / "metrics.json")["status"] == "ok"
     assert "Traceback" not in text
     assert "stopped by SIGINT" in text
-    assert "resume with: python -m typhoon " + " ".join(argv) in text
+    assert_resume_hint(text, argv, REPO)
     assert "stopped by SIGINT" in (out / "reproduce.log").read_text()
     print(f"reproduce: SIGINT to exit {seconds:.2f} s")
+
+
+def assert_resume_hint(text: str, argv: list[str], cwd: Path) -> None:
+    """The stop names the same command line, run by an interpreter that has the package: this test's own
+    (the command ran with it, from ``cwd``, without the venv on PATH), by its path from there."""
+    (line,) = [line for line in text.splitlines() if "resume with: " in line]
+    python, _, rest = line.partition("resume with: ")[2].partition(" -m typhoon ")
+    assert rest == " ".join(argv)
+    assert (cwd / python).absolute() == Path(sys.executable).absolute() or python == "python", line
 
 
 @pytest.mark.slow  # runs `python -m typhoon run` and signals it
@@ -121,7 +130,7 @@ def test_sigterm_stops_run_and_leaves_no_lock_record_or_folder(tmp_path):
     assert seconds < 10, f"took {seconds:.1f} s to stop"
     assert "Traceback" not in text
     assert "stopped by SIGTERM: run runs/mrpc/tiny-random/random/seed0 not finished; no record written" in text
-    assert "resume with: python -m typhoon " + " ".join(argv) in text
+    assert_resume_hint(text, argv, REPO)
     # nothing is left but the cell's resume state, when the stop came after its MLM phase (its folders with it)
     state = out / "runs/mrpc/tiny-random/random/.seed0.resume.pt"
     left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
