@@ -217,15 +217,17 @@ def module_file(dotted: str) -> Path | None:
     return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
 
 
-def top_level_names(source: Path) -> set[str]:
+def defined_names(source: Path, imported: bool = True) -> set[str]:
+    """The top-level names a module defines (and, with ``imported``, imports)."""
     names = set()
     for node in ast.parse(source.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {t.id for t in targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for target in targets:
+                names |= {t.id for t in ast.walk(target) if isinstance(t, ast.Name)}
+        elif imported and isinstance(node, ast.Import | ast.ImportFrom):
             names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return names
 
@@ -237,7 +239,7 @@ def missing_dotted_name(dotted: str) -> str | None:
         module = module_file(".".join(parts[:end]))
         if module is None:
             continue
-        if end == len(parts) or parts[end] in top_level_names(module) or module_file(".".join(parts[:end + 1])):
+        if end == len(parts) or parts[end] in defined_names(module) or module_file(".".join(parts[:end + 1])):
             return None
         return f"{'.'.join(parts[:end])} defines no {parts[end]}"
     return f"no module {parts[0]}"

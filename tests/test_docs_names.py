@@ -23,6 +23,7 @@ from test_docs import (
     PAGES,
     build_parser,
     code_of,
+    defined_names,
     read,
     subcommands,
 )
@@ -63,21 +64,6 @@ def modules() -> dict[str, Path]:
         if parts:
             found[".".join(parts)] = path
     return found
-
-
-def defined_names(source: Path, imported: bool = True) -> set[str]:
-    """The top-level names a module defines (and, with ``imported``, imports)."""
-    names = set()
-    for node in ast.parse(source.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                names |= {t.id for t in ast.walk(target) if isinstance(t, ast.Name)}
-        elif imported and isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return names
 
 
 @functools.cache
