@@ -12,7 +12,7 @@ import torch
 from typhoon.config import get_profile, resolve
 from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking.saliency_source import SaliencySource
-from typhoon.runner import cell_work, estimate, step_timing, study
+from typhoon.runner import cell_work, cells, estimate, step_timing, study
 from typhoon.training import flops
 
 SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
@@ -290,12 +290,12 @@ def test_a_cell_with_a_resume_state_is_priced_for_what_is_left(tmp_path):
     config = resolve("cpu", {"task": "mrpc", "backbone": "minilm-l6-mlm", "strategy": "random", "seed": 0},
                      {"ft_epochs": 3})
     parts = {"mlm_s": 100.0, "ft_s": 300.0, "eval_s": 10.0, "setup_s": 5.0, "total_s": 415.0}
-    assert estimate.saved_boundary_of(config, tmp_path) is None
+    assert cells.saved_boundary(config, tmp_path) is None
     assert estimate.left_to_run(parts, None, config) == {}
     state = resume_state_path(tmp_path / config.relative_dir())
     state.parent.mkdir(parents=True)
     torch.save({"boundary": "ft1"}, state)
-    boundary = estimate.saved_boundary_of(config, tmp_path)
+    boundary = cells.saved_boundary(config, tmp_path)
     assert boundary == "ft1"
     left = estimate.left_to_run(parts, boundary, config)
     assert left["resumes_after"] == "ft1" and left["mlm_s"] == 0.0

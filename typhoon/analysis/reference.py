@@ -58,7 +58,7 @@ def reference_for(profile: str, out_dir: str | os.PathLike) -> Path | None:
     for folder in sorted((paths.repo_root() / "results").glob("*/")):
         if folder.resolve() == Path(out_dir).resolve() or not (folder / "results.csv").is_file():
             continue
-        manifest = run_record.read_json(folder / "MANIFEST.json") or {}
+        manifest = run_record.read_json(folder / paths.MANIFEST) or {}
         if manifest.get("profile", folder.name) == profile and _backbones(folder) == wanted:
             return folder
     return None

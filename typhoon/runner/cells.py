@@ -24,6 +24,14 @@ def cell_is_done(config: RunConfig, out_dir: Path) -> bool:
     return run_record.is_complete(Path(out_dir) / config.relative_dir(), config)
 
 
+def saved_boundary(config: RunConfig, out_dir: Path) -> str | None:
+    """Where the cell's resume state in ``out_dir`` goes on from (``mlm``, ``mlm<e>``, ``ft<e>``: see
+    :func:`typhoon.training.resume.describe`); None when it starts from scratch."""
+    from typhoon.training import resume  # torch: only where a state is read
+
+    return resume.saved_boundary(run_record.resume_state_path(Path(out_dir) / config.relative_dir()))
+
+
 def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
     """Train one cell in this process (its record under ``out_dir``); its status row (``STATUS_COLUMNS``).
 

@@ -51,6 +51,7 @@ from pathlib import Path
 from typhoon import machine
 from typhoon.config import RunConfig
 from typhoon.runner import calibration_cache
+from typhoon.runner.cells import saved_boundary
 from typhoon.runner.step_timing import (
     CALIBRATION_BUDGET_S,
     MIN_SAMPLE_BATCHES,
@@ -143,14 +144,6 @@ class GridEstimate:
         return "\n".join(lines)
 
 
-def saved_boundary_of(config: RunConfig, out_dir: Path) -> str | None:
-    """The boundary of the cell's resume state in ``out_dir`` (None: it starts from scratch)."""
-    from typhoon.records.run_record import resume_state_path
-    from typhoon.training.resume import saved_boundary
-
-    return saved_boundary(resume_state_path(Path(out_dir) / config.relative_dir()))
-
-
 def left_to_run(parts: dict, boundary: str | None, config: RunConfig) -> dict:
     """A cell's priced parts with what its resume state saved taken out: after ``mlm`` (or the MLM epoch
     ``mlm<e>``) the MLM phase, or that share of it; after ``ft<e>`` the MLM phase and e of the fine-tuning
@@ -163,9 +156,12 @@ def left_to_run(parts: dict, boundary: str | None, config: RunConfig) -> dict:
     elif boundary != "mlm":
         mlm_left = 1 - int(boundary.removeprefix("mlm")) / max(1, config.mlm_epochs)
     left = {"mlm_s": parts["mlm_s"] * mlm_left, "ft_s": parts["ft_s"] * ft_left, "resumes_after": boundary}
-    left["total_s"] = (parts.get("warmup_s", 0.0) + left["mlm_s"] + left["ft_s"] + parts["eval_s"]
-                       + parts["setup_s"])
-    return left
+    return {**left, "total_s": cell_total_s({**parts, **left})}
+
+
+def cell_total_s(parts: dict) -> float:
+    """A cell's seconds: its task model's warm-up (if any), MLM, fine-tuning, evaluation and set-up."""
+    return parts.get("warmup_s", 0.0) + parts["mlm_s"] + parts["ft_s"] + parts["eval_s"] + parts["setup_s"]
 
 
 def duration(seconds: float) -> str:
@@ -268,7 +264,7 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
         for path, first_cell in results[0]["cells"].items():  # numbers: the mean over the concurrent processes
             parts = {k: sum(r["cells"][path][k] for r in results) / len(results) if isinstance(v, (int, float)) else v
                      for k, v in first_cell.items()}
-            parts["total_s"] = parts.get("warmup_s", 0.0) + parts["mlm_s"] + parts["ft_s"] + parts["eval_s"] + parts["setup_s"]
+            parts["total_s"] = cell_total_s(parts)
             per_cell[path] = parts
         first = kinds[0]
         kernels = (f"{first['precision']} ({first['precision_reason']}), {first['attention']} attention, "
@@ -277,7 +273,7 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     for config in todo:  # a cell with a resume state goes on from it: its saved part costs nothing again
         parts = per_cell.get(config.relative_dir().as_posix())
         if parts is not None:
-            parts.update(left_to_run(parts, saved_boundary_of(config, out_dir), config))
+            parts.update(left_to_run(parts, saved_boundary(config, out_dir), config))
     grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers, start_s)
     analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) + REFERENCE_NOTEBOOK_S if analysis else 0.0
     how = (f"{processes} calibration process(es) at once{' on one GPU' if gpus else ''}, as the grid runs its cells, each timing "

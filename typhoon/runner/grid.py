@@ -154,10 +154,11 @@ class FixedGrid:
         except Exception as err:
             if as_file_system_error(err) is not None:
                 raise
-            failures = err.failures if isinstance(err, AnalysisFailed) else [err]
-            if not isinstance(err, AnalysisFailed):  # no notebook's error: where in the package it came from
+            if isinstance(err, AnalysisFailed):  # notebooks that raised; the report was written all the same
+                failures, report = err.failures, err.report
+            else:  # no notebook's error: where in the package it came from
                 traceback.print_exc()
-            report = err.report if isinstance(err, AnalysisFailed) else None
+                failures, report = [err], None
             rows = []
             for failure in failures:
                 said = str(failure) if isinstance(failure, NotebookFailed) else f"{type(failure).__name__}: {failure}"

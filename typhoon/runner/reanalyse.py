@@ -18,7 +18,7 @@ import pandas as pd
 
 from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
-from typhoon.records import locks
+from typhoon.records import locks, provenance
 from typhoon.runner.grid import run_analysis
 from typhoon.runner.notebooks import notebooks_dir
 
@@ -28,13 +28,12 @@ PER_CELL_OUTPUTS = ("notebooks/runs", "figures/runs")
 
 def study_profile(out_dir: Path) -> str:
     """The profile a study folder was made with (its MANIFEST.json); ValueError naming what is missing."""
-    manifest = out_dir / "MANIFEST.json"
-    if not manifest.is_file():
-        raise ValueError(f"{paths.shown(out_dir)}: no MANIFEST.json, so not the folder of a reproduce")
-    profile = json.loads(manifest.read_text()).get("profile")
-    if not profile:
-        raise ValueError(f"{paths.shown(manifest)} names no profile")
-    return profile
+    manifest = provenance.read_manifest(out_dir)
+    if manifest is None:
+        raise ValueError(f"{paths.shown(out_dir)}: no {paths.MANIFEST}, so not the folder of a reproduce")
+    if not manifest.get("profile"):
+        raise ValueError(f"{paths.shown(out_dir / paths.MANIFEST)} names no profile")
+    return manifest["profile"]
 
 
 def recorded_configs(out_dir: Path) -> list[RunConfig]:

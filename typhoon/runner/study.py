@@ -28,6 +28,7 @@ from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
 from typhoon.records import locks, provenance, run_record, schema
 from typhoon.runner import progress, stop
+from typhoon.runner.cells import saved_boundary
 from typhoon.runner.executor import CellExecutor
 from typhoon.runner.workers import WorkerPool, choose_workers, slots_for
 
@@ -181,7 +182,7 @@ def resume_line(config: RunConfig, out_dir: Path) -> str | None:
     and says so again as it loads it)."""
     from typhoon.training import resume
 
-    boundary = resume.saved_boundary(run_record.resume_state_path(Path(out_dir) / config.relative_dir()))
+    boundary = saved_boundary(config, out_dir)
     return (f"{config.relative_dir().as_posix()}: resumes after {resume.describe(boundary)} (its resume state)"
             if boundary else None)
 
