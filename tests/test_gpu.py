@@ -102,23 +102,22 @@ def mlm_step_setup(strategy: str, device: str):
     train = ctx.data["train"]
     masking.prepare_on(train, len(ctx.backbone.tokenizer))
     saliency = SaliencySource(saliency_kind(config), None)
-    return lambda rows: training_step.mlm_step(ctx, mlm, masking, optimizer, scheduler, train[:rows], saliency)
+    return (lambda rows: training_step.mlm_step(ctx, mlm, masking, optimizer, scheduler, train[:rows], saliency)), masking
 
 
-@pytest.mark.parametrize("strategy", [
-    "random",
-    pytest.param("typhoon", marks=pytest.mark.xfail(
-        strict=True, raises=RuntimeError,
-        reason="Typhoon's EMA and calibration run on the host (numpy), so its step copies the saliency (B, L) to "
-               "the host once: kept so that CPU records stay bit-identical; strict: passing means it was removed")),
-])
+@pytest.mark.parametrize("strategy", ["random", "typhoon"])
 def test_an_mlm_step_makes_no_host_sync(cuda, strategy):
     """The step's own code keeps the host out (labels and the selected positions stay on the CPU, the batch goes up
-    without blocking). Not yet seen on a device: transformers' SDPA mask check (``padding_mask.all()`` in
+    without blocking). Typhoon's update waits for nothing inside the step: its saliency's copy to the host is
+    queued, and the host waits for it when the next masks are drawn (``TyphoonMasking.update``), the one place
+    where the algorithm needs it. That wait is taken here before the checked step, so the check sees the step's
+    own work. Not yet seen on a device: transformers' SDPA mask check (``padding_mask.all()`` in
     ``masking_utils._ignore_bidirectional_mask_sdpa``) may sync for a padded batch; the error then names it."""
-    step = mlm_step_setup(strategy, cuda)
+    step, masking = mlm_step_setup(strategy, cuda)
     step(16)  # the first step allocates the optimizer's state and warms the kernels up
     torch.cuda.synchronize()
+    if strategy == "typhoon":
+        masking.settle()  # the previous step's update, whose saliency is on the host by now
     torch.cuda.set_sync_debug_mode("error")
     try:
         assert step(16) is not None
@@ -139,3 +138,20 @@ def test_the_smoke_grid_runs_on_cuda(cuda, tmp_path):
     for metrics in out.glob("runs/*/*/*/seed*/metrics.json"):
         assert json.loads(metrics.read_text())["device"].startswith("cuda"), metrics
     assert (out / "report.html").is_file()
+
+
+def test_a_cuda_update_is_applied_when_next_read_and_equals_the_host_update(cuda):
+    """A saliency on the device queues the update (no wait); reading the state applies it, bit for bit as the host
+    update of the same numbers."""
+    batch = synthetic_batch(0, rows=6, length=24)
+    saliency = torch.randn(batch["input_ids"].shape, generator=torch.Generator().manual_seed(0))
+    counts = torch.bincount(batch["input_ids"].reshape(-1), minlength=VOCAB).numpy() + 1
+    on_host, on_device = get_strategy("typhoon", p=0.3), get_strategy("typhoon", p=0.3)
+    for strategy in (on_host, on_device):
+        strategy.prepare(counts)
+    selected = on_host.select(batch, torch.Generator().manual_seed(1))
+    on_host.update(batch, selected, saliency)
+    on_device.update(batch, selected, saliency.to(cuda))
+    assert (on_host.steps, on_device.steps) == (1, 0)  # queued, not applied
+    assert on_device.probs.tobytes() == on_host.probs.tobytes() and on_device.steps == 1
+    assert on_device.weights.tobytes() == on_host.weights.tobytes()

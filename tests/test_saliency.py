@@ -166,11 +166,33 @@ def test_batch_estimate_missing_side_contributes_zero():
     maskable = torch.tensor([[True, True, True, False]])  # type 9 only at a special position
     selected = torch.tensor([[True, False, True, False]])
     saliency = torch.tensor([[2.0, 0.5, 3.0, 100.0]])
-    estimate, seen = batch_weight_estimate(ids, maskable, selected, saliency, vocab_size=10)
-    assert estimate[7] == pytest.approx(2.0 - 0.5) and estimate[8] == pytest.approx(3.0)
-    assert seen.tolist() == [False] * 7 + [True, True, False]
-    weights, now_seen = ema_update(np.full(10, np.nan), np.zeros(10, bool), estimate, seen, lam=0.5)
-    assert weights[7] == pytest.approx(1.5) and np.isnan(weights[9]) and now_seen[8]
+    types, estimate = batch_weight_estimate(ids, maskable, selected, saliency)
+    assert types.tolist() == [7, 8]  # 9 never counts: it sits only where nothing is masked
+    assert estimate.tolist() == [2.0 - 0.5, 3.0]
+    weights, now_seen = ema_update(np.full(10, np.nan), np.zeros(10, bool), types, estimate, lam=0.5)
+    assert weights[7] == pytest.approx(1.5) and np.isnan(weights[9]) and now_seen[8] and not now_seen[9]
+
+
+def test_batch_estimate_sums_in_batch_order_as_a_bincount_over_the_vocabulary():
+    """The estimate runs over the batch's own types; its sums must be those of a bincount over the whole
+    vocabulary in the batch's order (the reference below), bit for bit, so that records do not move."""
+    g = torch.Generator().manual_seed(3)
+    vocab = 50
+    ids = torch.randint(0, vocab, (6, 40), generator=g)
+    maskable = torch.rand(ids.shape, generator=g) < 0.9
+    selected = torch.rand(ids.shape, generator=g) < 0.3
+    saliency = torch.randn(ids.shape, generator=g) * 1e3
+    flat, s = ids.reshape(-1), saliency.reshape(-1).double()
+    reference = torch.zeros(vocab, dtype=torch.float64)
+    present = torch.zeros(vocab, dtype=torch.bool)
+    for where, sign in (((selected & maskable).reshape(-1), 1.0), ((~selected & maskable).reshape(-1), -1.0)):
+        total = torch.bincount(flat[where], weights=sign * s[where], minlength=vocab)
+        count = torch.bincount(flat[where], minlength=vocab)
+        reference += torch.where(count > 0, total / count.clamp(min=1), 0.0)
+        present |= count > 0
+    types, estimate = batch_weight_estimate(ids, maskable, selected, saliency)
+    np.testing.assert_array_equal(types, np.flatnonzero(present.numpy()))
+    assert estimate.tobytes() == reference.numpy()[types].tobytes()
 
 
 def test_update_shape_mismatch_and_unprepared():

@@ -135,33 +135,37 @@ class SaliencyProbe:
 
 
 def batch_weight_estimate(input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor,
-                          saliency: torch.Tensor, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(w_hat (V,) float64, seen_in_batch (V,) bool): the batch estimate of the module docstring."""
-    ids = input_ids.reshape(-1).long()
-    s = saliency.reshape(-1).double().to(ids.device)
-    chosen = (selected.bool() & maskable).reshape(-1)
-    visible = (~selected.bool() & maskable).reshape(-1)
+                          saliency: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(types, w_hat): the distinct token types at the batch's maskable positions (sorted, int64) and their
+    batch estimate (float64) of the module docstring. Host tensors.
 
-    def mean_by_type(where: torch.Tensor, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
-        total = torch.bincount(ids[where], weights=sign * s[where], minlength=vocab_size)
-        count = torch.bincount(ids[where], minlength=vocab_size)
-        return torch.where(count > 0, total / count.clamp(min=1), 0.0), count > 0
+    The means are taken over the batch's own types (at most B x L of them), not the vocabulary: the sums
+    run in the batch's order, as a bincount over the vocabulary would, so the numbers are the same, at a
+    fraction of the cost of two V-sized arrays per side."""
+    ids = input_ids.reshape(-1).numpy()
+    s = saliency.reshape(-1).double().numpy()
+    counted = maskable.reshape(-1).numpy()
+    chosen = (selected.bool().reshape(-1).numpy() & counted)[counted]  # per counted position: masked?
+    types, slot = np.unique(ids[counted], return_inverse=True)
+    signed = np.where(chosen, s[counted], -s[counted])  # + where masked, - where visible
 
-    masked_mean, has_masked = mean_by_type(chosen, +1.0)
-    visible_mean, has_visible = mean_by_type(visible, -1.0)
-    return (masked_mean + visible_mean).cpu().numpy(), (has_masked | has_visible).cpu().numpy()
+    def mean_by_type(side: np.ndarray) -> np.ndarray:
+        total = np.bincount(slot[side], weights=signed[side], minlength=len(types))
+        count = np.bincount(slot[side], minlength=len(types))
+        return np.where(count > 0, total / np.maximum(count, 1), 0.0)  # a side with no occurrence adds 0
+
+    return types.astype(np.int64), mean_by_type(chosen) + mean_by_type(~chosen)
 
 
-def ema_update(weights: np.ndarray, seen: np.ndarray, estimate: np.ndarray, seen_in_batch: np.ndarray,
+def ema_update(weights: np.ndarray, seen: np.ndarray, types: np.ndarray, estimate: np.ndarray,
                lam: float, first_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """w <- (1 - lam) w + lam w_hat on the batch's types; a first sighting gets w = first_weight w_hat
+    """w <- (1 - lam) w + lam w_hat on the batch's ``types``; a first sighting gets w = first_weight w_hat
     (1: the estimate itself; lam: an EMA that started at 0). Returns copies."""
     weights, seen = weights.copy(), seen.copy()
-    again = seen_in_batch & seen
-    first = seen_in_batch & ~seen
-    weights[again] = (1.0 - lam) * weights[again] + lam * estimate[again]
-    weights[first] = first_weight * estimate[first]  # 1.0 * x is x, bit for bit
-    seen |= seen_in_batch
+    again = seen[types]
+    weights[types] = np.where(again, (1.0 - lam) * weights[types] + lam * estimate,
+                              first_weight * estimate)  # 1.0 * x is x, bit for bit
+    seen[types] = True
     return weights, seen
 
 
@@ -193,9 +197,11 @@ class TyphoonMasking(MaskingStrategy):
         self.steps = 0
         self.counts: np.ndarray | None = None
         self.special_counts: np.ndarray | None = None  # budget="all_ids" only: the corpus counts of [CLS], [SEP], ...
-        self.weights: np.ndarray | None = None
-        self.seen: np.ndarray | None = None
-        self.probs: np.ndarray | None = None
+        self._weights: np.ndarray | None = None
+        self._seen: np.ndarray | None = None
+        self._probs: np.ndarray | None = None
+        # a CUDA step's update, queued until the state is next read (update(), settle())
+        self._pending: tuple | None = None
         self._solver = None  # the budget rule's solver (typhoon.masking.calibration.budget_rule)
         self._lookup: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> (preference, rank)
 
@@ -209,6 +215,34 @@ class TyphoonMasking(MaskingStrategy):
     def rules_2023(self) -> set[str]:
         """The calibration rules set as the paper's 2023 code had them (typhoon.masking.params.TYPHOON_2023)."""
         return {rule for rule, value in TYPHOON_2023.items() if getattr(self, rule) == value}
+
+    # The learnt state, read through settle(): a CUDA step's update may still be queued.
+    @property
+    def weights(self) -> np.ndarray | None:
+        """EMA weight w_v per type (NaN where never seen)."""
+        self.settle()
+        return self._weights
+
+    @weights.setter
+    def weights(self, value: np.ndarray) -> None:  # then recalibrate(), as after any change of the weights
+        self.settle()
+        self._weights = value
+
+    @property
+    def seen(self) -> np.ndarray | None:
+        self.settle()
+        return self._seen
+
+    @seen.setter
+    def seen(self, value: np.ndarray) -> None:
+        self.settle()
+        self._seen = value
+
+    @property
+    def probs(self) -> np.ndarray | None:
+        """pi_v at the budget p."""
+        self.settle()
+        return self._probs
 
     @property
     def vocab_size(self) -> int | None:
@@ -231,8 +265,8 @@ class TyphoonMasking(MaskingStrategy):
                                  f"got {special_counts.shape}")
             self.special_counts = special_counts.astype(np.int64)
         self.counts = counts.astype(np.int64)
-        self.weights = np.full(len(counts), np.nan)
-        self.seen = np.zeros(len(counts), dtype=bool)
+        self._weights = np.full(len(counts), np.nan)
+        self._seen = np.zeros(len(counts), dtype=bool)
         self.steps = 0
         self.recalibrate()
 
@@ -243,15 +277,16 @@ class TyphoonMasking(MaskingStrategy):
     def recalibrate(self) -> None:
         """Recompute pi for budget p from the current weights (and forget per-rate solutions)."""
         self._require_prepared()
-        pref = preference(self.weights, self.calibration, self.delta, self.tau, self.seen, self.unseen)
+        pref = preference(self._weights, self.calibration, self.delta, self.tau, self._seen, self.unseen)
         self._solver = budget_rule(self.budget, pref, self.counts, self.special_counts)
-        self.probs = self._solver.solve(self.p)
+        self._probs = self._solver.solve(self.p)
         self._lookup.clear()
 
     def probs_for_rate(self, rate: float) -> np.ndarray:
         """Float64 (V,) probabilities for budget ``rate`` (same preferences, water-filled again)."""
         self._require_prepared()
-        return self.probs.copy() if rate == self.p else self._solver.solve(rate)
+        self.settle()
+        return self._probs.copy() if rate == self.p else self._solver.solve(rate)
 
     def _lookup_tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         key = str(device)
@@ -262,6 +297,7 @@ class TyphoonMasking(MaskingStrategy):
 
     def token_probs(self, input_ids: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
         """Float64 (B, L): pi of every token for its row's budget (a lookup, no V-sized work per row)."""
+        self.settle()
         k, beta, floor = self._solver.coefficients(rates.detach().cpu().numpy())
         device = input_ids.device
         pref, rank = self._lookup_tables(device)
@@ -286,34 +322,62 @@ class TyphoonMasking(MaskingStrategy):
         """EMA update of the weights from one step's saliency, then recalibration.
 
         ``batch["input_ids"]`` must hold the ORIGINAL tokens (the strategy never modifies them),
-        ``selected`` the positions that were masked (``mlm_labels != -100``).
+        ``selected`` the positions that were masked (``mlm_labels != -100``); both on the host.
+
+        A saliency on a CUDA device is not waited for here: its copy to the host is queued behind the
+        step's backward and the update is applied by :meth:`settle` when the state is next read (at the
+        latest, the next mask draw). The optimizer step is then queued before the host waits, and the
+        wait falls where the next masks need it. Elsewhere the update is applied at once. Either way each
+        update is applied, in order, before the next mask is drawn: the same algorithm.
         """
         self._require_prepared()
         if saliency.shape != batch["input_ids"].shape or selected.shape != batch["input_ids"].shape:
             raise ValueError(f"saliency {tuple(saliency.shape)} and selected {tuple(selected.shape)} must match "
                              f"input_ids {tuple(batch['input_ids'].shape)}")
-        estimate, in_batch = batch_weight_estimate(batch["input_ids"], maskable_positions(batch), selected,
-                                                   saliency.detach(), len(self.counts))
+        self.settle()
+        saliency = saliency.detach()
+        if saliency.is_cuda:
+            on_host = torch.empty(saliency.shape, dtype=saliency.dtype, pin_memory=True)
+            on_host.copy_(saliency, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(torch.cuda.current_stream(saliency.device))
+            self._pending = (batch["input_ids"], maskable_positions(batch), selected, on_host, copied)
+        else:
+            self._learn(batch["input_ids"], maskable_positions(batch), selected, saliency)
+
+    def settle(self) -> None:
+        """Apply the update a CUDA step left queued (waiting for its saliency to reach the host); else nothing."""
+        if self._pending is None:
+            return
+        input_ids, maskable, selected, on_host, copied = self._pending
+        self._pending = None
+        copied.synchronize()
+        self._learn(input_ids, maskable, selected, on_host)
+
+    def _learn(self, input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor,
+               saliency: torch.Tensor) -> None:
+        types, estimate = batch_weight_estimate(input_ids, maskable, selected, saliency)
         # an EMA from zero (the 2023 code) gives a type first seen after the first step lam x its estimate
         first_weight = self.lam if self.ema_start == "zeros" and self.steps > 0 else 1.0
-        self.weights, self.seen = ema_update(self.weights, self.seen, estimate, in_batch, self.lam, first_weight)
+        self._weights, self._seen = ema_update(self._weights, self._seen, types, estimate, self.lam, first_weight)
         self.steps += 1
         self.recalibrate()
 
     # -- diagnostics and state -------------------------------------------------------------------
     def diagnostics(self) -> dict[str, Any]:
         """KL to uniform (nats/token), KL and TV of the masked distribution, spread of pi."""
+        self.settle()
         if self.counts is None:
             return {}
         out = {
-            "kl_to_uniform": kl_to_uniform(self.probs, self.counts, self.p),
-            "masked_distribution_kl": masked_distribution_kl(self.probs, self.counts),
-            "budget_moved": budget_moved(self.probs, self.counts),
-            "n_seen": int(self.seen.sum()),
+            "kl_to_uniform": kl_to_uniform(self._probs, self.counts, self.p),
+            "masked_distribution_kl": masked_distribution_kl(self._probs, self.counts),
+            "budget_moved": budget_moved(self._probs, self.counts),
+            "n_seen": int(self._seen.sum()),
         }
         if self.budget != "non_special":  # the exact budget's realised rate is p
-            out["realised_rate"] = realised_rate(self.probs, self.counts)
-        out.update({f"spread_{k}": v for k, v in spread(self.probs, self.seen).items()})
+            out["realised_rate"] = realised_rate(self._probs, self.counts)
+        out.update({f"spread_{k}": v for k, v in spread(self._probs, self._seen).items()})
         return out
 
     def meta(self) -> dict[str, Any]:
@@ -324,30 +388,32 @@ class TyphoonMasking(MaskingStrategy):
 
     def state_dict(self) -> dict[str, Any]:
         """Arrays ``weights`` (NaN unseen), ``counts``, ``seen``, ``probs`` and ``meta`` (CONTRACTS.md)."""
+        self.settle()
         if self.counts is None:
             empty = np.zeros(0)
             return {"weights": empty, "counts": empty.astype(np.int64), "seen": empty.astype(bool),
                     "probs": empty, "meta": self.meta()}
-        weights = np.where(self.seen, self.weights, np.nan)
-        state = {"weights": weights, "counts": self.counts.copy(), "seen": self.seen.copy(),
-                 "probs": self.probs.copy(), "meta": self.meta()}
+        weights = np.where(self._seen, self._weights, np.nan)
+        state = {"weights": weights, "counts": self.counts.copy(), "seen": self._seen.copy(),
+                 "probs": self._probs.copy(), "meta": self.meta()}
         if self.special_counts is not None:  # budget="all_ids"
             state["special_counts"] = self.special_counts.copy()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self._pending = None  # the loaded state replaces whatever was learnt, queued or not
         counts = np.asarray(state["counts"])
         if counts.size == 0:
-            self.counts = self.weights = self.seen = self.probs = self._solver = None
+            self.counts = self._weights = self._seen = self._probs = self._solver = None
             return
         self.counts = counts.astype(np.int64)
         if self.budget == "all_ids":
             if "special_counts" not in state:
                 raise ValueError("state of a budget='all_ids' strategy without its special_counts")
             self.special_counts = np.asarray(state["special_counts"]).astype(np.int64)
-        self.seen = np.asarray(state["seen"], dtype=bool).copy()
-        self.weights = np.where(self.seen, np.asarray(state["weights"], dtype=np.float64), np.nan)
+        self._seen = np.asarray(state["seen"], dtype=bool).copy()
+        self._weights = np.where(self._seen, np.asarray(state["weights"], dtype=np.float64), np.nan)
         meta = state.get("meta", {})
         meta = json.loads(meta) if isinstance(meta, str) else meta
         self.steps = int(meta.get("steps", 0))

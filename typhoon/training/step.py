@@ -93,9 +93,9 @@ def mlm_step(ctx, mlm: MaskedLM, strategy: MaskingStrategy, optimizer, scheduler
         loss.backward()
     if saliency.kind == "mlm":
         # saliency w.r.t. the one-hot of the *original* token at every position
-        gradient = probe.saliency(batch["input_ids"].to(ctx.device))
-    if saliency.kind != "none":
-        strategy.update(batch, selected, gradient.float().cpu())
+        gradient = probe.saliency(batch["input_ids"].to(ctx.device, non_blocking=True))
+    if saliency.kind != "none":  # on a GPU the update waits for nothing here (TyphoonMasking.update says when)
+        strategy.update(batch, selected, gradient.float())
     optimizer_step(mlm, optimizer, scheduler)
     return MLMStep(loss=loss, batch=batch, selected=int(selected.sum()), task_loss=task_loss)
 

@@ -1,0 +1,76 @@
+"""Host milliseconds of one Typhoon update (batch estimate, EMA, recalibration) and one mask draw.
+
+Typhoon's state lives on the host (numpy float64 over the vocabulary), so on a GPU every MLM step waits for
+this work before it can draw the next step's masks: it is the part of Typhoon's step that random masking does
+not pay. The batch is synthetic but shaped like the grid's (32 x 128 ids drawn from a Zipf law over the
+uncased vocabulary of 30,522 types, 15 % selected); run it from two checkouts for an A/B on one machine:
+
+    PYTHONPATH=/path/to/old python benchmarks/typhoon_update_cost.py
+    PYTHONPATH=$PWD         python benchmarks/typhoon_update_cost.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import typhoon
+from typhoon.masking import get_strategy
+
+VOCAB = 30522  # bert-base-uncased
+
+
+def synthetic_batch(rng: np.random.Generator, rows: int, length: int, probability: np.ndarray) -> dict:
+    ids = torch.as_tensor(rng.choice(VOCAB, size=(rows, length), p=probability))
+    special = torch.zeros(rows, length, dtype=torch.bool)
+    special[:, 0] = special[:, -1] = True
+    return {"input_ids": ids, "attention_mask": torch.ones(rows, length, dtype=torch.long),
+            "special_tokens_mask": special}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--rows", type=int, default=32)
+    parser.add_argument("--length", type=int, default=128)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    probability = 1.0 / np.arange(1, VOCAB + 1) ** 1.1
+    probability /= probability.sum()
+    counts = rng.multinomial(2_000_000, probability)
+    strategy = get_strategy("typhoon", p=0.15)
+    strategy.prepare(counts)
+    generator = torch.Generator().manual_seed(0)
+    rates = torch.full((args.rows,), 0.15)
+    update_ms, mask_ms = [], []
+    for _ in range(args.steps):
+        batch = synthetic_batch(rng, args.rows, args.length, probability)
+        start = time.perf_counter()
+        masked_ids, labels = strategy(batch, generator, rate=rates, mask_token_id=103, vocab_size=VOCAB)
+        mask_ms.append((time.perf_counter() - start) * 1e3)
+        saliency = torch.randn(batch["input_ids"].shape, generator=generator)
+        start = time.perf_counter()
+        strategy.update(batch, labels != -100, saliency)
+        strategy.probs_for_rate(0.15)  # the update is applied by now, however it was queued
+        update_ms.append((time.perf_counter() - start) * 1e3)
+    warm = args.steps // 10
+    print(f"typhoon from {typhoon.__file__}; {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"1 thread; {args.steps - warm} steps of {args.rows} x {args.length} over {VOCAB} types")
+    for name, values in (("update", update_ms[warm:]), ("mask draw", mask_ms[warm:])):
+        print(f"{name:>10}: median {statistics.median(values):.2f} ms, "
+              f"p90 {np.percentile(values, 90):.2f} ms")
+    # the same bytes from two checkouts: the learnt state is bit-identical
+    digest = hashlib.sha256(strategy.probs.tobytes() + np.nan_to_num(strategy.weights, nan=-1.0).tobytes())
+    print(f"state after: steps {strategy.steps}, seen {int(strategy.seen.sum())}, "
+          f"sha256 of probs and weights {digest.hexdigest()[:16]}")
+
+
+if __name__ == "__main__":
+    main()
