@@ -27,3 +27,14 @@ def test_a_folder_that_is_not_a_run_is_refused_with_exit_2_writing_nothing(tmp_p
     assert main(["reanalyse", str(tmp_path)]) == 2
     assert "no MANIFEST.json" in capsys.readouterr().err and time.perf_counter() - started < 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sequential_study_without_records_is_refused_before_anything_is_removed(tmp_path, capsys):
+    (tmp_path / "MANIFEST.json").write_text('{"profile": "decisive-mlm"}')
+    stale = tmp_path / "notebooks" / "runs" / "mrpc" / "10_run.ipynb"  # what the old engine wrote per cell
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    started = time.perf_counter()
+    assert main(["reanalyse", str(tmp_path)]) == 2
+    assert "no finished record of profile decisive-mlm" in capsys.readouterr().err
+    assert time.perf_counter() - started < 2 and stale.is_file()

@@ -56,14 +56,18 @@ def reanalyse(out_dir: str | Path) -> Path:
     out_dir = Path(out_dir).resolve()  # the notebooks run in notebooks/
     spec = get_profile(study_profile(out_dir))
     if spec.design:
+        from typhoon.analysis.decisive import check_has_records
         from typhoon.runner.sequential_grid import rewrite_tables_and_report
 
-        rewrite_tables_and_report(spec.name, out_dir)
-        return out_dir / "report.html"
-    configs = recorded_configs(out_dir)
+        check_has_records(spec, out_dir)  # before anything is removed
+    else:
+        configs = recorded_configs(out_dir)
     with locks.output_folder_lock(out_dir):  # not while a reproduce writes here
         for stale in PER_CELL_OUTPUTS:
             shutil.rmtree(out_dir / stale, ignore_errors=True)
-        return run_analysis(out_dir, notebooks_dir(), spec.analysis, spec.name,
-                            on_notebook=lambda name: print(f"analysis: {name}", flush=True), configs=configs,
-                            workers=min(2, machine.usable_cores()))
+        if not spec.design:
+            return run_analysis(out_dir, notebooks_dir(), spec.analysis, spec.name,
+                                on_notebook=lambda name: print(f"analysis: {name}", flush=True), configs=configs,
+                                workers=min(2, machine.usable_cores()))
+    rewrite_tables_and_report(spec.name, out_dir)  # its tables are part of its analysis; it takes the lock itself
+    return out_dir / "report.html"
