@@ -433,6 +433,8 @@ def _decisive_tables(args: argparse.Namespace) -> int:
 
     for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
         print(line)
+    if not args.no_report:
+        print(f"report: {shown(Path(args.out) / 'report.html')}")
     return 0
 
 

@@ -44,7 +44,7 @@ def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = 
         write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, provenance.invocation(),
                              pd.DataFrame(columns=schema.STATUS_COLUMNS), code)
         if report:
-            print(f"report: {paths.shown(write_report(out_dir, spec.name, list(configs.values())))}")
+            write_report(out_dir, spec.name, list(configs.values()))
     return decisive.answer(tables["verdicts"])
 
 
