@@ -36,6 +36,8 @@ def synthetic_batch(rng: np.random.Generator, rows: int, length: int, probabilit
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strategy", default="typhoon", help="a Typhoon variant: typhoon, typhoon_2023, "
+                        "typhoon_rank, typhoon_softmax")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rows", type=int, default=32)
     parser.add_argument("--length", type=int, default=128)
@@ -45,8 +47,10 @@ def main() -> None:
     probability = 1.0 / np.arange(1, VOCAB + 1) ** 1.1
     probability /= probability.sum()
     counts = rng.multinomial(2_000_000, probability)
-    strategy = get_strategy("typhoon", p=0.15)
-    strategy.prepare(counts)
+    strategy = get_strategy(args.strategy, p=0.15)
+    specials = np.zeros(VOCAB, dtype=np.int64)
+    specials[101:103] = 2 * args.rows * 1000  # [CLS] and [SEP]: what the 2023 budget (all_ids) counts too
+    strategy.prepare(counts, special_counts=specials if strategy.budget == "all_ids" else None)
     generator = torch.Generator().manual_seed(0)
     rates = torch.full((args.rows,), 0.15)
     update_ms, mask_ms = [], []
@@ -61,7 +65,7 @@ def main() -> None:
         strategy.probs_for_rate(0.15)  # the update is applied by now, however it was queued
         update_ms.append((time.perf_counter() - start) * 1e3)
     warm = args.steps // 10
-    print(f"typhoon from {typhoon.__file__}; {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+    print(f"{strategy.name} from {typhoon.__file__}; {platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"1 thread; {args.steps - warm} steps of {args.rows} x {args.length} over {VOCAB} types")
     for name, values in (("update", update_ms[warm:]), ("mask draw", mask_ms[warm:])):
         print(f"{name:>10}: median {statistics.median(values):.2f} ms, "
