@@ -52,7 +52,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
         raise ValueError("results has no runs with status 'ok'")
     summ = run_summary.summarize(results, confidence=confidence)
     tasks, backbones = _facets(df)
-    order = run_summary._strategy_order(df["strategy"], reference)
+    order = run_summary.strategy_order(df["strategy"], reference)
     pal = strategy_palette(order)
     jitter = np.random.default_rng(0)  # fixed: the figure is the same every time it is made
     fig = new_figure(max(4.6, 1.0 + 0.75 * len(order) * len(backbones)), 0.8 + 2.4 * len(tasks))
@@ -76,7 +76,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
                                 fmt="o", color="black", capsize=3, ms=4)
                 else:
                     ax.plot(x + 0.12, r["mean"], "o", color="black", ms=4)
-            metric = run_summary._metric_of(sub) or "primary metric"
+            metric = run_summary.metric_of(sub) or "primary metric"
             ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
             ax.set_xlim(-0.5, len(order) - 0.5)
             ax.set_title(f"{task} / {bb}")
@@ -123,7 +123,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     ax.set_ylim(-0.6, len(df) - 0.4)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
     ax.grid(axis="y", visible=False)
-    metric = run_summary._metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
+    metric = run_summary.metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
     ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
     if margin:
         fig.legend(loc="outside lower center")
