@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon.analysis.significance import t_ci
-from typhoon.masking.params import arm_label
-from typhoon.records.schema import LOSS_COLUMNS, RUN_KEYS
+from typhoon.masking import arm_label
+from typhoon.records import LOSS_COLUMNS, RUN_KEYS
 
 GROUP_KEYS = ["task", "backbone"]
 

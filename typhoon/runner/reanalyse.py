@@ -18,7 +18,7 @@ import pandas as pd
 
 from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
-from typhoon.records import locks, provenance
+from typhoon.records import output_folder_lock, read_manifest
 from typhoon.runner.grid import run_analysis
 from typhoon.runner.notebooks import notebooks_dir
 
@@ -28,7 +28,7 @@ PER_CELL_OUTPUTS = ("notebooks/runs", "figures/runs")
 
 def study_profile(out_dir: Path) -> str:
     """The profile a study folder was made with (its MANIFEST.json); ValueError naming what is missing."""
-    manifest = provenance.read_manifest(out_dir)
+    manifest = read_manifest(out_dir)
     if manifest is None:
         raise ValueError(f"{paths.shown(out_dir)}: no {paths.MANIFEST}, so not the folder of a reproduce")
     if not manifest.get("profile"):
@@ -61,7 +61,7 @@ def reanalyse(out_dir: str | Path) -> Path:
         rewrite_tables_and_report(spec.name, out_dir)
         return out_dir / "report.html"
     configs = recorded_configs(out_dir)
-    with locks.output_folder_lock(out_dir):  # not while a reproduce writes here
+    with output_folder_lock(out_dir):  # not while a reproduce writes here
         for stale in PER_CELL_OUTPUTS:
             shutil.rmtree(out_dir / stale, ignore_errors=True)
         return run_analysis(out_dir, notebooks_dir(), spec.analysis, spec.name,
