@@ -108,9 +108,10 @@ def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
     spec = get_profile("decisive")
     configs = decisive.grid_configs(spec)
     bf16 = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
-    monkeypatch.setattr(run_numerics, "record_numerics_detail",
+    # patched where the seed check reads them (decisive imports them from the records and training faces)
+    monkeypatch.setattr(decisive, "record_numerics_detail",
                         lambda run_dir: bf16 if "seed3" in str(run_dir) and "random" in str(run_dir) else None)
-    monkeypatch.setattr(device_settings, "numerics_here",
+    monkeypatch.setattr(decisive, "numerics_here",
                         lambda config: run_numerics.Numerics("fp32", "cpu", "avx512", "eager", "fast"))
     with pytest.raises(ValueError, match="seed 3 of mrpc.*must not mix"):
         decisive.check_seed_numerics([configs[("mrpc", "typhoon", 3)]], configs, tmp_path)
@@ -145,8 +146,9 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     monkeypatch.setattr(sequential_grid, "get_profile", lambda name: spec)
     monkeypatch.setattr(study_loop, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    monkeypatch.setattr(device_settings, "numerics_here",
-                        lambda config: run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast"))
+    for reader in (device_settings, grid, decisive):  # this machine's numerics, wherever they are read
+        monkeypatch.setattr(reader, "numerics_here",
+                            lambda config: run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast"))
     monkeypatch.setattr(decisive_checks, "POWER_STUDIES", 2_000)  # the power's precision is not under test here
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
 

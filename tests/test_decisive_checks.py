@@ -15,7 +15,6 @@ from typhoon.analysis import sequential as sq
 from typhoon.config import get_profile
 from typhoon.paths import repo_root
 from typhoon.records import run_numerics, run_record
-from typhoon.training import device_settings
 
 ALPHA = 0.005  # the decisive design's per-comparison error, each decision
 STUDY = sq.Design((3, 6, 10, 13, 16), ALPHA, ALPHA)
@@ -142,7 +141,7 @@ def test_a_cell_is_not_trained_on_another_kernel_family_than_its_seeds_arms(tmp_
     configs = decisive.grid_configs(get_profile("decisive"))
     write_record(tmp_path, configs[("mrpc", "random", 3)], AMX_XEON)
     here = {"family": "avx512_bf16"}
-    monkeypatch.setattr(device_settings, "numerics_here",
+    monkeypatch.setattr(decisive, "numerics_here",  # where the seed check reads this machine's numerics
                         lambda config: run_numerics.Numerics("bf16", "cpu", here["family"], "eager", "fast"))
     with pytest.raises(ValueError, match=r"seed 3 of mrpc.*bf16 on cpu \(amx\).*avx512_bf16.*kernel family"):
         decisive.check_seed_numerics([configs[("mrpc", "typhoon", 3)]], configs, tmp_path)

@@ -278,7 +278,7 @@ def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkey
 
     manifests = []
     monkeypatch.setattr(grid, "run_analysis", analysis_fails)
-    monkeypatch.setattr(grid.provenance, "write_manifest", lambda *args, **kwargs: manifests.append(args[6]))
+    monkeypatch.setattr(grid, "write_manifest", lambda *args, **kwargs: manifests.append(args[6]))
     policy = grid.FixedGrid(get_profile("smoke"))
     log = grid.progress.RunLog(tmp_path / "reproduce.log")
     run = dict(started="2026-12-04T00:00:00Z", wall_s=1.0, command=["reproduce"], code={})

@@ -329,6 +329,7 @@ def test_a_kernel_ended_by_a_stop_is_not_reported_dead(caplog):
 
     client = NotebookClient(nbformat.v4.new_notebook(), log=notebooks.PAPERMILL_LOG)
     client.kc = GoneKernel()
+    stop.clear_stop()  # a stopped study in an earlier test of this process leaves the flag set (study.stopped)
     for stopped in (False, True):
         if stopped:
             stop.request_stop()

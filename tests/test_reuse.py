@@ -101,7 +101,8 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
     cells. `reproduce --profile cpu` must train them all here, not copy them and then refuse the mix."""
     for config in get_profile("cpu").grid():
         write(repo / "results" / "bottleneck", config.replace(profile="bottleneck"), BF16_AMX)
-    monkeypatch.setattr(device_settings, "numerics_here", lambda config: FP32_AVX2)
+    for reader in (device_settings, grid):  # this machine's numerics, where the grid's checks and reuse read them
+        monkeypatch.setattr(reader, "numerics_here", lambda config: FP32_AVX2)
     monkeypatch.setattr(device_settings, "planned_numerics", lambda config: FP32_AVX2.label)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     seen = []
@@ -115,7 +116,8 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
         study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
-    monkeypatch.setattr(device_settings, "numerics_here", lambda config: BF16_AMX)
+    for reader in (device_settings, grid):  # this machine's numerics, where the grid's checks and reuse read them
+        monkeypatch.setattr(reader, "numerics_here", lambda config: BF16_AMX)
     monkeypatch.setattr(device_settings, "planned_numerics", lambda config: BF16_AMX.label)
     seen.clear()
     with pytest.raises(Stop):

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig, allowed_of, get_profile, load_profiles, parse_overrides, resolve
-from typhoon.masking import plugins
-from typhoon.masking.params import ignored_parameters, strategy_help, strategy_names
+from typhoon.masking import ignored_parameters, plugins, strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
@@ -32,11 +31,14 @@ from typhoon.paths import (
     resolve_out_dir,
     shown,
 )
-from typhoon.records import locks
-from typhoon.runner import stop
-from typhoon.runner.options import (  # light: it imports the runners when it runs
+from typhoon.records import LockedError, check_folder_free
+from typhoon.runner import (  # light: stop and options; the options import the runners when they run
     ReproduceOptions,
+    as_interrupted,
+    remove_empty_folders,
+    resume_command,
     run_on_cluster,
+    stop_on_signals,
 )
 
 
@@ -180,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
-USER_ERRORS = (ValueError, FileNotFoundError, locks.LockedError, ConnectionError, OutputPathError)
+USER_ERRORS = (ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError)
 
 
 def refused(problem: Exception | str) -> int:
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         return refused(err)
     if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
-        with stop.stop_on_signals():
+        with stop_on_signals():
             return _stoppable(args, argv)
     return _dispatch(args)
 
@@ -227,10 +229,10 @@ def _stoppable(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         return _dispatch(args)
     except KeyboardInterrupt as err:
-        stopped = stop.as_interrupted(err)
+        stopped = as_interrupted(err)
         details = getattr(stopped, "details", None) or getattr(err, "details", None)
         print(f"\ntyphoon: stopped by {stopped.signal_name}" + (f": {details}" if details else ""), file=sys.stderr)
-        print(f"typhoon: resume with: {stop.resume_command(argv)}", file=sys.stderr)
+        print(f"typhoon: resume with: {resume_command(argv)}", file=sys.stderr)
         return stopped.exit_code
     except OSError as err:
         if not is_file_system_error(err):
@@ -242,7 +244,7 @@ def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves no record, and no folder it made for one but the one holding the cell's resume state, if it
     reached a boundary (training.run.run and the records clean the rest): the same command goes on from there."""
-    from typhoon.records.run_record import resume_state_path
+    from typhoon.records import resume_state_path
     from typhoon.training.run import run
 
     overrides = parse_overrides(args.set, named_strategies(args))
@@ -260,9 +262,9 @@ def _run(args: argparse.Namespace) -> int:
             if state.exists():
                 err.details += f"; its resume state {state.name} is kept: the same command goes on from there"
         if isinstance(err, KeyboardInterrupt) or is_file_system_error(err):
-            stop.remove_empty_folders((out / config.relative_dir()).parent, out)
+            remove_empty_folders((out / config.relative_dir()).parent, out)
             if not existed:
-                stop.remove_empty_folders(out, out.parent)
+                remove_empty_folders(out, out.parent)
         raise
     print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
     print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
@@ -296,7 +298,7 @@ def _kl_gap(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not args.table_only:
         run_study(out, args.cause, seeds=args.seeds or SEEDS)
-    from typhoon.analysis.kl_gap import kl_gap_table
+    from typhoon.analysis import kl_gap_table
     from typhoon.atomic import atomic_write_csv, atomic_write_text
 
     table = kl_gap_table(out)
@@ -359,7 +361,7 @@ def check_input(args: argparse.Namespace) -> None:
             out_dir = resolve_out_dir(args.out, profile.name)
             check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
             check_can_write(out_dir)
-            locks.check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
+            check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
     elif args.command == "kl-gap":
         from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
 
@@ -397,7 +399,7 @@ def check_input(args: argparse.Namespace) -> None:
             raise ValueError("data fetch: name one task, as `data fetch rte` or `data fetch --task rte`")
         check_task(args.task or args.task_flag)
     elif args.command == "check-report":
-        from typhoon.report.browser import report_page  # light: the browser starts in check_page
+        from typhoon.report import report_page  # light: the browser starts in check_page
 
         report_page(args.report)
 
@@ -411,7 +413,7 @@ def _profiles(args: argparse.Namespace) -> int:
 
 def _data_fetch(args: argparse.Namespace) -> int:
     """``typhoon data fetch``: a task's official GLUE files."""
-    from typhoon.data.glue_files import fetch_glue
+    from typhoon.data import fetch_glue
 
     task = args.task or args.task_flag
     folder = fetch_glue(task, args.dir, url=args.url, force=args.force)
@@ -429,7 +431,7 @@ def _decisive_design(args: argparse.Namespace) -> int:
 
 def _decisive_tables(args: argparse.Namespace) -> int:
     """``typhoon decisive-tables``: a sequential study re-analysed from its records, without training."""
-    from typhoon.runner.sequential_grid import rewrite_tables_and_report
+    from typhoon.runner import rewrite_tables_and_report
 
     for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
         print(line)
@@ -463,7 +465,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 def _results_readme(args: argparse.Namespace) -> int:
     """``typhoon results-readme``: a study's block of docs/results.md (or README's answer table) rewritten
     or, with --check, checked (exit 1 when out of date)."""
-    from typhoon.report.results_readme import update_answer, update_readme
+    from typhoon.report import update_answer, update_readme
 
     changed = (update_answer(args.readme, check=args.check) if args.answer
                else update_readme(args.reference, args.readme, check=args.check))
@@ -474,7 +476,7 @@ def _results_readme(args: argparse.Namespace) -> int:
 
 def _check_report(args: argparse.Namespace) -> int:
     """``typhoon check-report``: a report rendered in headless Chromium; exit 1 when a reader would see a problem."""
-    from typhoon.report.browser import check_page
+    from typhoon.report import check_page
 
     problems = check_page(args.report)
     print("\n".join(problems) if problems else "report OK: no raw math, no horizontal overflow, every image shown")

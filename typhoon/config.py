@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
-from typhoon.masking import plugins
-from typhoon.masking.params import (
+from typhoon.masking import (
     BASE_PARAMS,
     DEFAULT_SCHEDULE,
     PLUGIN_STRATEGIES,
@@ -42,6 +41,7 @@ from typhoon.masking.params import (
     declared_params,
     inactive_parameters,
     parameters_of,
+    plugins,
     resolve_alias,
     uses_task_saliency,
 )

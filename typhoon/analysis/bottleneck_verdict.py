@@ -11,7 +11,7 @@ import pandas as pd
 
 from typhoon.analysis import pairwise, run_summary, seed_budget
 from typhoon.masking import ALIASES
-from typhoon.records.schema import RUN_KEYS
+from typhoon.records import RUN_KEYS
 
 # The smallest dev-metric difference (F1 for MRPC, MCC for CoLA) that would matter, stated before the run.
 BOTTLENECK_MARGIN = 0.01

@@ -44,7 +44,7 @@ from typhoon.masking import (
     masked_distribution_kl,
     spread,
 )
-from typhoon.records.schema import RUN_KEYS
+from typhoon.records import RUN_KEYS
 
 __all__ = [
     "PAPER_KL_NATS_PER_TOKEN",

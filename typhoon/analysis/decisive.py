@@ -32,8 +32,17 @@ from typhoon import atomic, paths
 from typhoon.analysis import decisive_checks, sequential
 from typhoon.analysis.bottleneck_verdict import task_model_summary
 from typhoon.config import Profile, RunConfig, get_profile
-from typhoon.records import result_rows, reuse, run_numerics, run_record, schema
-from typhoon.training import device_settings
+from typhoon.records import (
+    RESULT_COLUMNS,
+    Numerics,
+    finished_record_of,
+    is_complete,
+    read_json,
+    record_numerics_detail,
+    result_row,
+    reuse_record,
+)
+from typhoon.training import numerics_here
 
 NOTEBOOK = "50_decisive.ipynb"
 HISTORY_COLUMNS = ["task", "metric", *sequential.LOOK_COLUMNS]
@@ -249,7 +258,7 @@ def analyse(results: pd.DataFrame, study: StudyDesign) -> tuple[pd.DataFrame, pd
 
 
 def with_checks(verdicts: pd.DataFrame, results: pd.DataFrame, study: StudyDesign,
-                numerics: Mapping[tuple[str, str, int], run_numerics.Numerics], studies: int | None = None) -> pd.DataFrame:
+                numerics: Mapping[tuple[str, str, int], Numerics], studies: int | None = None) -> pd.DataFrame:
     """``verdicts`` (:func:`analyse`) with the :data:`decisive_checks.CHECK_COLUMNS` of each comparison, from
     all its paired seeds on record and the numerics of its arms' records (``numerics``: by (task, strategy,
     seed), :func:`arm_numerics`): the power its cap has at the sd they measure, and the seeds whose pairs mix
@@ -303,10 +312,10 @@ def results_table(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataF
     rows = []
     for config in configs.values():
         run_dir = out_dir / config.relative_dir()
-        if run_record.is_complete(run_dir, config):
-            rows.append(result_rows.result_row(config, run_record.read_json(run_dir / "metrics.json"),
-                                           config.relative_dir().as_posix()))
-    return pd.DataFrame(rows, columns=schema.RESULT_COLUMNS)
+        if is_complete(run_dir, config):
+            rows.append(result_row(config, read_json(run_dir / "metrics.json"),
+                                   config.relative_dir().as_posix()))
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -> list[dict]:
@@ -316,28 +325,28 @@ def reuse_sources(study: StudyDesign, configs: list[RunConfig], out_dir: Path) -
     copied = []
     sources = [paths.repo_root() / s for s in study.reuse_from]
     for config in configs:
-        if config.strategy in study.never_reuse or run_record.is_complete(out_dir / config.relative_dir(), config):
+        if config.strategy in study.never_reuse or is_complete(out_dir / config.relative_dir(), config):
             continue
         for source in sources:
             run_dir = source / config.relative_dir()
-            if reuse.finished_record_of(run_dir, config) is None:
+            if finished_record_of(run_dir, config) is None:
                 continue
             # Named by the design, so taken across kernel families (AMX records beside AVX512-BF16 ones): a
             # pair of arms that this mixes is flagged in stats/verdicts.csv (mixed_seeds) with its verdict
             # without those seeds, and stats/seeds.csv says each seed's full numerics.
-            reuse.reuse_record(config, out_dir, run_dir)
+            reuse_record(config, out_dir, run_dir)
             copied.append({"record_path": config.relative_dir().as_posix(), "reused_from": paths.shown(run_dir)})
             break
     return copied
 
 
-def arm_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[tuple[str, str, int], run_numerics.Numerics]:
+def arm_numerics(configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[tuple[str, str, int], Numerics]:
     """The numerics of each cell with a complete record, by (task, strategy, seed)."""
     found = {}
     for key, config in configs.items():
         run_dir = out_dir / config.relative_dir()
-        numerics = run_numerics.record_numerics_detail(run_dir)
-        if numerics is not None and run_record.is_complete(run_dir, config):
+        numerics = record_numerics_detail(run_dir)
+        if numerics is not None and is_complete(run_dir, config):
             found[key] = numerics
     return found
 
@@ -360,8 +369,8 @@ def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig
     must not mix bf16 and fp32, nor AMX and AVX512-BF16 products), naming the seed and the numerics."""
 
     for config in todo:
-        planned = device_settings.numerics_here(config)
-        done = {run_numerics.record_numerics_detail(out_dir / c.relative_dir())
+        planned = numerics_here(config)
+        done = {record_numerics_detail(out_dir / c.relative_dir())
                 for (task, _, seed), c in configs.items() if task == config.task and seed == config.seed}
         other = sorted({n.kernel_label for n in done if n is not None and n.mixes_with(planned)})
         if other:
@@ -396,7 +405,7 @@ def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_di
 def check_has_records(profile: Profile, out_dir: Path) -> None:
     """FileNotFoundError unless ``out_dir`` holds a finished record of one of ``profile``'s cells (what
     ``decisive-tables`` re-analyses)."""
-    if not any(run_record.is_complete(out_dir / c.relative_dir(), c) for c in grid_configs(profile).values()):
+    if not any(is_complete(out_dir / c.relative_dir(), c) for c in grid_configs(profile).values()):
         raise FileNotFoundError(f"{paths.shown(out_dir)} holds no finished record of profile {profile.name}: "
                                 f"run `python -m typhoon reproduce --profile {profile.name} --out {paths.shown(out_dir)}`")
 

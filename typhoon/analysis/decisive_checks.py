@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from typhoon.analysis import sequential
-from typhoon.records.run_numerics import Numerics
+from typhoon.records import Numerics
 
 # 100,000 studies: a probability to ±0.003 (binomial sd ≤ 0.0016) in about 0.4 s per comparison
 POWER_STUDIES = 100_000

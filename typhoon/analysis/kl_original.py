@@ -203,7 +203,7 @@ def finetune_table(out: str | Path, margins: dict[str, float], planning_sd: dict
     the TOST with these pairs at the planning sd (``planning_sd``, the decisive-mlm design's for typhoon -
     random) and at the observed sd."""
     from typhoon.analysis.significance import tost_paired
-    from typhoon.records.result_rows import collect_results
+    from typhoon.records import collect_results
 
     runs = collect_results(Path(out) / "finetune")
     runs = runs[runs["status"] == "ok"]

@@ -30,23 +30,23 @@ from scipy import stats as st
 
 from typhoon.analysis.run_summary import (
     GROUP_KEYS,
-    _metric_of,
-    _require_columns,
-    _strategy_order,
+    metric_of,
     ok_runs,
+    require_columns,
+    strategy_order,
 )
 from typhoon.analysis.significance import (
-    _ZERO_SD,
-    _check_bootstrap_method,
-    _t_ci,
-    _wilcoxon,
+    ZERO_SD,
     aso_epsilon_min,
     bootstrap_mean_ci,
+    check_bootstrap_method,
     holm,
+    t_ci,
     tost_paired,
+    wilcoxon,
 )
 
-_FAMILY_REF = "vs_reference"
+FAMILY_REF = "vs_reference"
 
 
 _FAMILY_OTHER = "other"
@@ -134,13 +134,13 @@ def _check_comparison_options(on_invalid: str, margin: float, bootstrap_method: 
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
     if not (margin > 0):
         raise ValueError(f"margin must be > 0, got {margin}")
-    _check_bootstrap_method(bootstrap_method, "bootstrap_method")
+    check_bootstrap_method(bootstrap_method, "bootstrap_method")
 
 
 def strategy_pairs(runs: pd.DataFrame, reference: str | None) -> Iterable[tuple[pd.DataFrame, str, str]]:
     """Each (task, backbone)'s runs with every pair of its strategies, the reference first in its pairs."""
     for _, g in runs.groupby(GROUP_KEYS, sort=False):
-        for a, b in combinations(_strategy_order(g["strategy"], reference), 2):
+        for a, b in combinations(strategy_order(g["strategy"], reference), 2):
             yield g, a, b
 
 
@@ -162,11 +162,11 @@ def compare_pair(group: pd.DataFrame, a: str, b: str, reference: str | None, mar
     """One row of :func:`paired_comparisons`: strategy ``a`` against ``b`` in one (task, backbone)."""
     task, backbone = group["task"].iloc[0], group["backbone"].iloc[0]
     wide = group.pivot(index="seed", columns="strategy", values="primary_value")
-    metric = _metric_of(group)
+    metric = metric_of(group)
     pair, notes = seed_pairs(wide, a, b, f"{task}/{backbone}", on_invalid)
     n = len(pair)
     row = dict(task=task, backbone=backbone, primary_metric=metric, strategy_a=a, strategy_b=b,
-               family=_FAMILY_REF if reference in (a, b) else _FAMILY_OTHER, n=n,
+               family=FAMILY_REF if reference in (a, b) else _FAMILY_OTHER, n=n,
                seeds=" ".join(str(s) for s in pair.index.tolist()), margin=margin)
     if n < 2:
         if on_invalid == "raise":
@@ -186,7 +186,7 @@ def adjust_within_families(out: pd.DataFrame, reference: str | None) -> pd.DataF
     """Holm-adjusted p within each family (the comparisons with the reference; the others) across every
     (task, backbone), and the family said in words beside each p."""
     out["holm_family"] = ""
-    for fam in (_FAMILY_REF, _FAMILY_OTHER):
+    for fam in (FAMILY_REF, _FAMILY_OTHER):
         m = out["family"] == fam
         if m.any():
             out.loc[m, "p_holm"] = holm(out.loc[m, "p"])
@@ -210,7 +210,7 @@ def add_verdicts(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
 
 
 def _family_members(family: str, reference: str | None) -> str:
-    if family == _FAMILY_REF:
+    if family == FAMILY_REF:
         return f"{reference} vs each other strategy, every task × backbone"
     return f"the pairs without {reference}, every task × backbone" if reference else "every pair, task × backbone"
 
@@ -234,7 +234,7 @@ def paired_differences(frame: pd.DataFrame, value: str, a: str, b: str, by: Iter
     nothing about the spread between seeds).
     """
     by = list(by)
-    _require_columns(frame, [*by, "strategy", "seed", value], what="runs")
+    require_columns(frame, [*by, "strategy", "seed", value], what="runs")
     columns = [*by, "strategy_a", "strategy_b", "n", "seeds", "mean_a", "mean_b", "mean_diff", "sd_diff",
                "ci_low", "ci_high", "p", "n_positive"]
     rows = []
@@ -247,8 +247,8 @@ def paired_differences(frame: pd.DataFrame, value: str, a: str, b: str, by: Iter
         n = d.size
         sd = float(d.std(ddof=1)) if n > 1 else math.nan
         mean = float(d.mean()) if n else math.nan
-        spread = n > 1 and sd > _ZERO_SD
-        lo, hi = _t_ci(mean, sd / math.sqrt(n), n - 1, confidence) if spread else (math.nan, math.nan)
+        spread = n > 1 and sd > ZERO_SD
+        lo, hi = t_ci(mean, sd / math.sqrt(n), n - 1, confidence) if spread else (math.nan, math.nan)
         p = float(st.ttest_rel(pair[a], pair[b]).pvalue) if spread else math.nan
         rows.append(dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True), strategy_a=a,
                          strategy_b=b, n=n, seeds=" ".join(str(s) for s in pair.index), mean_a=float(pair[a].mean()),
@@ -280,7 +280,7 @@ def _paired_stats(x: np.ndarray, y: np.ndarray, margin: float, confidence: float
                      "CIs, d_z, BF10, TOST and ASO are undefined")
         row.update(dict.fromkeys(("t", "p", "cohen_dz", "bf10", "ci_low", "ci_high", "boot_ci_low",
                                   "boot_ci_high", "aso_eps_ab", "aso_eps_ba"), math.nan))
-    w_stat, w_p, w_note = _wilcoxon(d, alpha)
+    w_stat, w_p, w_note = wilcoxon(d, alpha)
     if w_note:
         notes.append(w_note)
     row.update(tost_p=tost_paired(d, margin), wilcoxon_stat=w_stat, wilcoxon_p=w_p)
@@ -292,7 +292,7 @@ def difference_summary(x: np.ndarray, y: np.ndarray) -> dict:
     d = x - y
     sd = float(d.std(ddof=1))
     return dict(mean_a=float(x.mean()), mean_b=float(y.mean()), mean_diff=float(d.mean()), sd_diff=sd,
-                se_diff=sd / math.sqrt(d.size), dof=d.size - 1, testable=sd > _ZERO_SD)
+                se_diff=sd / math.sqrt(d.size), dof=d.size - 1, testable=sd > ZERO_SD)
 
 
 def t_test(x: np.ndarray, y: np.ndarray, summary: dict, confidence: float) -> dict:
@@ -301,7 +301,7 @@ def t_test(x: np.ndarray, y: np.ndarray, summary: dict, confidence: float) -> di
         warnings.simplefilter("ignore")
         tt = pg.ttest(x, y, paired=True, confidence=confidence)
     t, dof = float(tt["T"].iloc[0]), int(tt["dof"].iloc[0])
-    lo, hi = _t_ci(summary["mean_diff"], summary["se_diff"], dof, confidence)  # pingouin's CI95 is rounded
+    lo, hi = t_ci(summary["mean_diff"], summary["se_diff"], dof, confidence)  # pingouin's CI95 is rounded
     # pingouin's table rounds BF10 to a string; recompute it unrounded from the same t and n.
     return dict(t=t, p=float(tt["p_val"].iloc[0]), dof=dof, cohen_dz=summary["mean_diff"] / summary["sd_diff"],
                 bf10=float(pg.bayesfactor_ttest(t, x.size, paired=True)), ci_low=lo, ci_high=hi)

@@ -27,7 +27,7 @@ from scipy import stats as st
 from typhoon import paths
 from typhoon.analysis import pairwise, run_summary, significance
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
-from typhoon.records import schema
+from typhoon.records import RUN_KEYS
 
 REPRODUCED, CONTRADICTED, NOT_DECIDED = "reproduced", "contradicted", "not decided"
 
@@ -123,7 +123,7 @@ def run_losses(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
         last = train[-max(1, math.ceil(LAST_SHARE * train.size)):]
         rows.append(dict(task=r.task, backbone=r.backbone, strategy=r.strategy, seed=r.seed,
                          train_loss=float(last.mean()), dev_loss=float(dev[-1]) if dev.size else math.nan))
-    return pd.DataFrame(rows, columns=[*schema.RUN_KEYS, "train_loss", "dev_loss"])
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, "train_loss", "dev_loss"])
 
 
 def mean_curves(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
@@ -245,7 +245,7 @@ def paper_runs(tables: Tables) -> PaperRuns:
     left_out = {", ".join(others): "not the paper's strategies"} if others else {}
     typhoon = ok[ok["strategy"] == "typhoon"]
     states = tables.budget_states
-    states = states[states["strategy"] == "typhoon"] if len(states) else pd.DataFrame(columns=schema.RUN_KEYS)
+    states = states[states["strategy"] == "typhoon"] if len(states) else pd.DataFrame(columns=RUN_KEYS)
     states = states[_paper_setting(states)]
     at_setting = {_run_key(x) for x in states.itertuples(index=False)}
     mlm = (typhoon["saliency"].isna() | (typhoon["saliency"].astype(str) == "mlm")) if "saliency" in typhoon \
@@ -262,7 +262,7 @@ def paper_runs(tables: Tables) -> PaperRuns:
 
 
 def _run_key(row) -> tuple[str, ...]:
-    return tuple(str(getattr(row, k)) for k in schema.RUN_KEYS)
+    return tuple(str(getattr(row, k)) for k in RUN_KEYS)
 
 
 def _paper_setting(states: pd.DataFrame) -> pd.Series:
@@ -342,7 +342,7 @@ def _mrpc_gap(pr: PaperRuns):
 
 def _loss_differences(pr: PaperRuns, a: str, others: Iterable[str]) -> pd.DataFrame:
     losses = pr.tables.losses
-    keys = list(schema.RUN_KEYS)
+    keys = list(RUN_KEYS)
     losses = losses.merge(pr.runs[keys], on=keys) if len(losses) else losses
     frames = [pairwise.paired_differences(losses, "train_loss", a, b) for b in others]
     frames = [f for f in frames if len(f)]

@@ -33,7 +33,7 @@ from scipy import stats as scipy_stats
 from typhoon import atomic, paths
 from typhoon.analysis import paper_claims, run_summary, stats_tables
 from typhoon.config import get_profile
-from typhoon.records import run_numerics, run_record, schema
+from typhoon.records import RUN_KEYS, numerics_of_metrics, read_json
 
 MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.DEFAULT_MARGIN)
 ALPHA = 0.05  # TOST at 5 %: the 90 % interval
@@ -58,7 +58,7 @@ def reference_for(profile: str, out_dir: str | os.PathLike) -> Path | None:
     for folder in sorted((paths.repo_root() / "results").glob("*/")):
         if folder.resolve() == Path(out_dir).resolve() or not (folder / "results.csv").is_file():
             continue
-        manifest = run_record.read_json(folder / paths.MANIFEST) or {}
+        manifest = read_json(folder / paths.MANIFEST) or {}
         if manifest.get("profile", folder.name) == profile and _backbones(folder) == wanted:
             return folder
     return None
@@ -91,7 +91,7 @@ def read_results(folder: Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{paths.shown(path)} not found: is {paths.shown(folder)} a finished reproduce?")
     frame = pd.read_csv(path)
-    missing = sorted({*schema.RUN_KEYS, "status", "primary_metric", "primary_value", "record_path"} - set(frame.columns))
+    missing = sorted({*RUN_KEYS, "status", "primary_metric", "primary_value", "record_path"} - set(frame.columns))
     if missing:
         raise ValueError(f"{paths.shown(path)} is not a results table: missing column(s) {missing}")
     return run_summary.arms(frame)
@@ -100,7 +100,7 @@ def read_results(folder: Path) -> pd.DataFrame:
 def _record(folder: Path, record_path: str) -> tuple[dict | None, bytes | None]:
     run_dir = Path(folder) / record_path
     loss = run_dir / "mlm_loss.csv"
-    return run_record.read_json(run_dir / "metrics.json"), loss.read_bytes() if loss.is_file() else None
+    return read_json(run_dir / "metrics.json"), loss.read_bytes() if loss.is_file() else None
 
 
 def _computed_numbers(metrics: dict) -> tuple:
@@ -121,16 +121,16 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
     status (bit-identical / differs with the same numerics / differs with other numerics / the same dev metric
     with other numerics, whose record differs elsewhere, e.g. its loss curve / missing)."""
     run, ref = read_results(Path(run_dir)), read_results(Path(ref_dir))
-    merged = run.merge(ref, on=schema.RUN_KEYS, how="outer", suffixes=("_run", "_ref"), indicator=True)
+    merged = run.merge(ref, on=RUN_KEYS, how="outer", suffixes=("_run", "_ref"), indicator=True)
     rows = []
     for r in merged.to_dict("records"):
-        row = {k: r[k] for k in schema.RUN_KEYS}
+        row = {k: r[k] for k in RUN_KEYS}
         row["metric"] = r.get("primary_metric_run") if isinstance(r.get("primary_metric_run"), str) else r.get("primary_metric_ref")
         row["run_value"], row["reference_value"] = r.get("primary_value_run"), r.get("primary_value_ref")
         row["difference"] = row["run_value"] - row["reference_value"]
         run_m, run_loss = (_record(run_dir, r["record_path_run"]) if r["_merge"] != "right_only" else (None, None))
         ref_m, ref_loss = (_record(ref_dir, r["record_path_ref"]) if r["_merge"] != "left_only" else (None, None))
-        numerics = [run_numerics.numerics_of_metrics(m).key if m and m.get("status") == "ok" else None
+        numerics = [numerics_of_metrics(m).key if m and m.get("status") == "ok" else None
                     for m in (run_m, ref_m)]
         row["run_numerics"], row["reference_numerics"] = numerics
         row["same_numerics"] = numerics[0] is not None and numerics[0] == numerics[1]
@@ -147,9 +147,9 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
             row["status"] = (SAME_NUMERICS_DIFFER if row["same_numerics"]
                              else EQUAL_VALUE_OTHER_NUMERICS if row["difference"] == 0 else OTHER_NUMERICS)
         rows.append(row)
-    columns = [*schema.RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status",
+    columns = [*RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status",
                "same_numerics", "run_numerics", "reference_numerics", "reused_from"]
-    return pd.DataFrame(rows, columns=columns).sort_values(schema.RUN_KEYS).reset_index(drop=True)
+    return pd.DataFrame(rows, columns=columns).sort_values(RUN_KEYS).reset_index(drop=True)
 
 
 def agreement_margins(ref: pd.DataFrame) -> pd.DataFrame:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from typhoon.analysis.significance import _t_ci
-from typhoon.masking.params import arm_label
-from typhoon.records.schema import LOSS_COLUMNS, RUN_KEYS
+from typhoon.analysis.significance import t_ci
+from typhoon.masking import arm_label
+from typhoon.records import LOSS_COLUMNS, RUN_KEYS
 
 GROUP_KEYS = ["task", "backbone"]
 
@@ -46,7 +46,7 @@ def arms(results: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 # input handling
 # --------------------------------------------------------------------------------------------------
-def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str = "results") -> None:
+def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str = "results") -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in columns if c not in df.columns]
@@ -69,7 +69,7 @@ def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = No
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not a readable results table: {err}") from None
-    _require_columns(df, _RESULT_COLUMNS, what=str(path))
+    require_columns(df, _RESULT_COLUMNS, what=str(path))
     check_against_records(df, Path(out_dir) if out_dir is not None else path.parent, path)
     return df if tidy else arms(df)
 
@@ -98,7 +98,7 @@ def check_against_records(results: pd.DataFrame, out_dir: Path, path: str | os.P
 def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
     """Rows with ``status == "ok"`` and a finite ``primary_value``; validated, one row per run, ``strategy``
     naming its arm (:func:`arms`)."""
-    _require_columns(results, [*_RESULT_COLUMNS, *extra_columns])
+    require_columns(results, [*_RESULT_COLUMNS, *extra_columns])
     results = arms(results)
     df = results.loc[results["status"].astype(str) == "ok"].copy()
     df["primary_value"] = pd.to_numeric(df["primary_value"], errors="coerce")
@@ -115,7 +115,7 @@ def ok_runs(results: pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.Data
     return df.reset_index(drop=True)
 
 
-def _strategy_order(strategies: Iterable[str], reference: str | None) -> list[str]:
+def strategy_order(strategies: Iterable[str], reference: str | None) -> list[str]:
     """Reference first, the rest in order of first appearance."""
     seen = list(dict.fromkeys(strategies))
     if reference is not None and reference in seen:
@@ -124,7 +124,7 @@ def _strategy_order(strategies: Iterable[str], reference: str | None) -> list[st
     return seen
 
 
-def _metric_of(df: pd.DataFrame) -> str:
+def metric_of(df: pd.DataFrame) -> str:
     if "primary_metric" not in df.columns:
         return ""
     vals = df["primary_metric"].dropna().astype(str).unique()
@@ -146,9 +146,9 @@ def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         mean = float(v.mean())
         sd = float(v.std(ddof=1)) if n > 1 else math.nan
         sem = sd / math.sqrt(n) if n > 1 else math.nan
-        lo, hi = _t_ci(mean, sem, n - 1, confidence)
+        lo, hi = t_ci(mean, sem, n - 1, confidence)
         rows.append(
-            dict(task=task, backbone=backbone, strategy=strategy, primary_metric=_metric_of(g), n=n,
+            dict(task=task, backbone=backbone, strategy=strategy, primary_metric=metric_of(g), n=n,
                  mean=mean, sd=sd, sem=sem, ci_low=lo, ci_high=hi)
         )
     out = pd.DataFrame(rows, columns=["task", "backbone", "strategy", "primary_metric", "n", "mean", "sd",
@@ -168,7 +168,7 @@ def degenerate_rate(results: pd.DataFrame, tol: float = 1e-6) -> pd.DataFrame:
     raise it to also count runs that are barely above the majority baseline). Columns: task, backbone,
     strategy, n (ok runs), n_degenerate, rate, n_failed (runs whose status is not ok, not in n).
     """
-    _require_columns(results, ["majority_value"])
+    require_columns(results, ["majority_value"])
     results = arms(results)
     df = ok_runs(results, extra_columns=["majority_value"])
     maj = pd.to_numeric(df["majority_value"], errors="coerce")
@@ -189,7 +189,7 @@ def degenerate_rate(results: pd.DataFrame, tol: float = 1e-6) -> pd.DataFrame:
 
 def require_plottable(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     """``df`` has ``columns`` and at least one row (a figure or table drawn from it has something to show)."""
-    _require_columns(df, columns, what)
+    require_columns(df, columns, what)
     if df.empty:
         raise ValueError(f"{what} is empty: nothing to plot")
 

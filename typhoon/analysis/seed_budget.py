@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pingouin as pg
 
-from typhoon.analysis.run_summary import _metric_of, _require_columns, ok_runs
-from typhoon.analysis.significance import _ZERO_SD
+from typhoon.analysis.run_summary import metric_of, ok_runs, require_columns
+from typhoon.analysis.significance import ZERO_SD
 
 # --------------------------------------------------------------------------------------------------
 # power
@@ -60,8 +60,8 @@ def seeds_needed(comparisons: pd.DataFrame, power: float = 0.8, alpha: float = 0
     no measured sd to plan from). Uses ``pingouin.power_ttest(contrast="paired")``, rounded up to an
     integer, at least 2; inf when more than 10^7 pairs would be needed.
     """
-    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
-                                   "cohen_dz", "sd_diff"], what="comparisons")
+    require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
+                                  "cohen_dz", "sd_diff"], what="comparisons")
     if not (0 < power < 1) or not (0 < alpha < 1):
         raise ValueError(f"power and alpha must be in (0, 1), got power={power}, alpha={alpha}")
     out = comparisons[["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff"]].copy()
@@ -75,7 +75,7 @@ def seeds_needed(comparisons: pd.DataFrame, power: float = 0.8, alpha: float = 0
         marg = pd.Series(float(margin), index=comparisons.index)
     dz = comparisons["cohen_dz"].astype(float)
     sd = comparisons["sd_diff"].astype(float)
-    measured = sd > _ZERO_SD
+    measured = sd > ZERO_SD
     d_margin = np.where(measured, marg / sd.where(measured), np.nan)
     out["cohen_dz"] = dz
     out["n_observed"] = [_n_for_power(d, power, alpha) for d in dz]
@@ -126,6 +126,6 @@ def expected_max_performance(results: pd.DataFrame, ks: Iterable[int] | None = N
     for (task, backbone, strategy), g in groups:
         v = g["primary_value"].to_numpy(float)
         for k in ks:
-            rows.append(dict(task=task, backbone=backbone, strategy=strategy, primary_metric=_metric_of(g),
+            rows.append(dict(task=task, backbone=backbone, strategy=strategy, primary_metric=metric_of(g),
                              k=k, n=len(v), expected_max=expected_max(v, k), extrapolated=k > len(v)))
     return pd.DataFrame(rows)

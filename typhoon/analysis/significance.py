@@ -13,7 +13,7 @@ from statsmodels.stats.multitest import multipletests
 
 # Metric values live in [0, 1]; differences whose sd is below this are float rounding of one constant
 # difference (e.g. accuracies that differ by the same count of examples on every seed), not spread.
-_ZERO_SD = 1e-12
+ZERO_SD = 1e-12
 
 
 ASO_TAU = 0.2  # the usual epsilon_min threshold for "A is better" (Ulmer et al., 2022)
@@ -22,7 +22,7 @@ ASO_TAU = 0.2  # the usual epsilon_min threshold for "A is better" (Ulmer et al.
 # --------------------------------------------------------------------------------------------------
 # descriptive
 # --------------------------------------------------------------------------------------------------
-def _t_ci(mean: float, se: float, dof: float, confidence: float) -> tuple[float, float]:
+def t_ci(mean: float, se: float, dof: float, confidence: float) -> tuple[float, float]:
     if not (dof >= 1) or not np.isfinite(se):
         return (math.nan, math.nan)
     h = st.t.ppf(0.5 + confidence / 2.0, dof) * se
@@ -55,7 +55,7 @@ def tost_paired(diff: np.ndarray, margin: float) -> float:
         return math.nan
     mean = d.mean()
     sd = d.std(ddof=1)
-    if not sd > _ZERO_SD:
+    if not sd > ZERO_SD:
         return math.nan
     se = sd / math.sqrt(n)
     p_lower = st.t.sf((mean + margin) / se, n - 1)   # H0: mean <= -margin
@@ -63,7 +63,7 @@ def tost_paired(diff: np.ndarray, margin: float) -> float:
     return float(max(p_lower, p_upper))
 
 
-def _wilcoxon(d: np.ndarray, alpha: float) -> tuple[float, float, str]:
+def wilcoxon(d: np.ndarray, alpha: float) -> tuple[float, float, str]:
     nz = int(np.count_nonzero(d))
     if nz == 0:
         return math.nan, math.nan, "wilcoxon: all differences are zero"
@@ -167,7 +167,7 @@ def aso_epsilon_min(scores_a: Iterable[float], scores_b: Iterable[float], confid
 _BOOTSTRAP_METHODS = ("percentile", "BCa", "basic")
 
 
-def _check_bootstrap_method(method: str, name: str) -> None:
+def check_bootstrap_method(method: str, name: str) -> None:
     if method not in _BOOTSTRAP_METHODS:
         raise ValueError(f"{name} must be one of {_BOOTSTRAP_METHODS}, got {method!r}")
 
@@ -189,7 +189,7 @@ def bootstrap_mean_ci(diff: Iterable[float], confidence: float = 0.95, method: s
     d = np.asarray(list(diff), dtype=float)
     if d.ndim != 1 or d.size < 2 or not np.isfinite(d).all():
         raise ValueError(f"diff must be a 1-D sequence of >= 2 finite numbers, got {d!r}")
-    _check_bootstrap_method(method, "method")
+    check_bootstrap_method(method, "method")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     with warnings.catch_warnings(record=True) as caught:

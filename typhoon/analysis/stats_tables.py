@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis.run_summary import _require_columns
+from typhoon.analysis.run_summary import require_columns
 from typhoon.atomic import atomic_write_text
 
 
@@ -22,9 +22,9 @@ def comparison_table(comparisons: pd.DataFrame, digits: int = 4) -> pd.DataFrame
     intervals as "[low, high]" text ("--" where undefined). Long text (the Holm family, notes) is
     :func:`comparison_notes`', under the table. The full table stays the one to write and compute from.
     """
-    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
-                                   "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "p_holm", "tost_p",
-                                   "aso_eps_ab", "aso_eps_ba", "verdict"], what="comparisons")
+    require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "n", "mean_diff",
+                                  "ci_low", "ci_high", "boot_ci_low", "boot_ci_high", "p_holm", "tost_p",
+                                  "aso_eps_ab", "aso_eps_ba", "verdict"], what="comparisons")
     level = f"{100 * comparisons.attrs.get('confidence', 0.95):g}%"
     method = comparisons.attrs.get("bootstrap_method", "bootstrap")
 

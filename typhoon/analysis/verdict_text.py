@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from typhoon.analysis.pairwise import _FAMILY_REF, UNTESTABLE
-from typhoon.analysis.run_summary import _require_columns
+from typhoon.analysis.pairwise import FAMILY_REF, UNTESTABLE
+from typhoon.analysis.run_summary import require_columns
 from typhoon.analysis.significance import ASO_TAU
 
 
@@ -23,15 +23,15 @@ def conclusion(comparisons: pd.DataFrame, alpha: float | None = None, tau: float
     tested (``testable`` False) are named as such, apart from the rest: never counted as significant,
     equivalent or inconclusive. ASO calls a strategy better when its epsilon_min < ``tau``.
     """
-    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "family", "p", "p_holm",
-                                   "mean_diff", "ci_low", "ci_high", "tost_p", "margin", "testable",
-                                   "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "note"],
-                     what="comparisons")
+    require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "family", "p", "p_holm",
+                                  "mean_diff", "ci_low", "ci_high", "tost_p", "margin", "testable",
+                                  "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "note"],
+                    what="comparisons")
     alpha = comparisons.attrs.get("alpha", 0.05) if alpha is None else alpha
     level = f"{100 * comparisons.attrs.get('confidence', 0.95):g}%"
     if comparisons.empty:
         return "No comparisons could be made (fewer than two strategies in every task/backbone)."
-    fam = comparisons[comparisons["family"] == _FAMILY_REF]
+    fam = comparisons[comparisons["family"] == FAMILY_REF]
     scope = "against the reference strategy"
     if fam.empty:
         fam = comparisons
@@ -97,8 +97,8 @@ def _tested_sentences(tested: pd.DataFrame, scope: str, alpha: float, level: str
 
 def skipped(comparisons: pd.DataFrame) -> list[str]:
     """One line per comparison that could not be tested (or dropped seeds), saying why."""
-    _require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "testable", "note"],
-                     what="comparisons")
+    require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "testable", "note"],
+                    what="comparisons")
     out = []
     for r in comparisons.itertuples():
         if not r.testable or "dropped" in r.note:

@@ -9,39 +9,40 @@ saliency, :mod:`typhoon.masking.task_saliency`). Each strategy class declares it
 :func:`parameters_of` lists them for a name, :func:`inactive_parameters` those that given values make
 irrelevant (left out of a run's identity).
 
+Other stages take these names from here (``from typhoon.masking import get_strategy``): the strategies
+and their parameters' declarations, the calibration, the mask schedules (``schedules``, shared with the
+theory) and where a run's saliency comes from (``saliency_source``). Two modules are used whole: ``plugins``
+(``plugins.load``, a strategy of your own) and ``task_saliency`` (named by its function).
+
 The package loads lazily: a name is imported from its module on first use, so the torch-free
 declarations in :mod:`typhoon.masking.params` (the CLI's help reads them) load without the strategies
-(torch); ``from typhoon.masking import get_strategy`` works as before.
+(torch).
 """
 
 from __future__ import annotations
 
-import importlib
+from typhoon import lazy_face
 
 # Each public name and the module of this package that defines it.
 _HOMES = {
-    **dict.fromkeys(["ALIASES", "CALIBRATIONS", "CORRUPTIONS", "SALIENCY_SOURCES", "STRATEGY_PARAMS",
-                     "inactive_parameters", "parameters_of", "resolve_alias", "strategy_names"], "params"),
+    **dict.fromkeys(["ALIASES", "BASE_PARAMS", "CALIBRATIONS", "CORRUPTIONS", "DEFAULT_SCHEDULE", "PLUGIN_STRATEGIES",
+                     "Param", "SALIENCY_SOURCES", "SCHEDULES", "STRATEGY_PARAMS", "arm_label", "check_params",
+                     "declared_params", "ignored_parameters", "inactive_parameters", "parameters_of", "resolve_alias",
+                     "strategy_help", "strategy_names", "uses_task_saliency"], "params"),
     **dict.fromkeys(["BudgetSolver", "ClosedFormBudget", "budget_moved", "budget_rule", "calibrate", "calibrate_budget",
                      "kl_to_uniform", "masked_distribution_kl", "preference", "realised_rate", "spread"], "calibration"),
-    **dict.fromkeys(["IGNORE_INDEX", "MaskingStrategy", "Param", "corrupt", "load_state", "maskable_positions"], "base"),
+    **dict.fromkeys(["IGNORE_INDEX", "MaskingStrategy", "corrupt", "load_state", "maskable_positions"], "base"),
     **dict.fromkeys(["SaliencyProbe", "TyphoonMasking", "batch_weight_estimate", "ema_update"], "saliency"),
     **dict.fromkeys(["STRATEGIES", "get_strategy"], "registry"),
     **dict.fromkeys(["RandomMasking", "random_token_mask"], "random"),
     **dict.fromkeys(["SpanMasking", "sample_span_lengths", "span_length_pmf", "span_mask"], "span"),
     **dict.fromkeys(["WholeWordMasking", "whole_word_mask"], "whole_word"),
+    **dict.fromkeys(["FixedMaskingRatio", "FixedVisibleCount", "Schedule", "UniformMaskingRatio", "min_visible_count",
+                     "require_sequence_length", "sample_rates", "sample_visible_sets", "with_full_mask"], "schedules"),
+    **dict.fromkeys(["SaliencySource", "saliency_kind"], "saliency_source"),
 }
-__all__ = list(_HOMES)
-
-
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'typhoon.masking' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"typhoon.masking.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+# Modules other stages use whole: their names read qualified (``plugins.load``), or one of them is the module's
+# own name (``task_saliency.task_saliency``).
+_NAMESPACES = ("plugins", "task_saliency")
+__all__ = [*_HOMES, *_NAMESPACES]
+__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

@@ -20,7 +20,7 @@ import torch
 
 # The parameter declarations, with the values each allows, live in typhoon.masking.params (torch-free, for
 # the CLI and the config); the checks behind them in typhoon.allowed.
-from typhoon.data.batching import token_counts
+from typhoon.data import token_counts
 from typhoon.masking.params import BASE_PARAMS, CORRUPTION, P, Param
 
 IGNORE_INDEX = -100  # label value the MLM loss skips

@@ -1,2 +1,31 @@
 """What a run leaves on disk: its record and lock, the results table, reuse of equal records, the numerics
-it ran in and the output folder's manifest."""
+it ran in and the output folder's manifest. Other stages take these names from here (``from typhoon.records
+import is_complete``): the tables' columns (``schema``), a record written, read and judged complete
+(``run_record``), the locks (``locks``), the rows of results.csv and the status table (``result_rows``), an
+equal record reused (``reuse``), the numerics of a run (``run_numerics``) and the manifest and git state of an
+output folder (``provenance``).
+"""
+
+from __future__ import annotations
+
+from typhoon import lazy_face
+
+# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
+# any module of the stage runs this file first, and the command line imports the locks at start-up (no
+# dependency), which must not pay for pandas (about 0.4 s), which run_record and the modules after it import.
+_HOMES = {
+    **dict.fromkeys(["LOSS_COLUMNS", "RESULT_COLUMNS", "RUN_KEYS", "STATUS_COLUMNS"], "schema"),
+    **dict.fromkeys(["LockedError", "check_folder_free", "output_folder_lock", "pid_alive", "record_lock",
+                     "remove_stale_lock"], "locks"),
+    **dict.fromkeys(["RunRecord", "is_complete", "read_json", "read_record", "record_status", "resume_state_path",
+                     "why_incomplete", "write_record"], "run_record"),
+    **dict.fromkeys(["collect_results", "result_row", "status_row"], "result_rows"),
+    **dict.fromkeys(["finished_record_of", "reuse_equal_records", "reuse_record"], "reuse"),
+    **dict.fromkeys(["Numerics", "numerics_of_metrics", "numerics_of_run", "record_numerics",
+                     "record_numerics_detail", "results_numerics"], "run_numerics"),
+    **dict.fromkeys(["check_git_repo", "commit_cell", "commit_paths", "git_state", "invocation", "invocations",
+                     "now", "read_manifest", "record_stopped_invocation", "trained_at_line", "write_manifest"],
+                    "provenance"),
+}
+__all__ = list(_HOMES)
+__getattr__, __dir__ = lazy_face(__name__, _HOMES)

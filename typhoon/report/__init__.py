@@ -1,2 +1,21 @@
 """What a reader sees: figures, the HTML report and its browser check, the README results block, and the
-tables and demos the setup and walkthrough notebooks show."""
+tables and demos the setup and walkthrough notebooks show. Other stages take these names from here (``from
+typhoon.report import render_report``): the report built (``html``), checked in a browser (``browser``), the
+README and results page rewritten (``results_readme``) and the run curves drawn (``figures``).
+"""
+
+from __future__ import annotations
+
+from typhoon import lazy_face
+
+# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
+# any module of the stage runs this file first, and the command line's check-report (the browser) must not pay
+# for matplotlib and pandas, which the figures and the report import.
+_HOMES = {
+    **dict.fromkeys(["check_page", "report_page"], "browser"),
+    **dict.fromkeys(["plot_run_curves"], "figures"),
+    **dict.fromkeys(["render_report"], "html"),
+    **dict.fromkeys(["update_answer", "update_readme"], "results_readme"),
+}
+__all__ = list(_HOMES)
+__getattr__, __dir__ = lazy_face(__name__, _HOMES)

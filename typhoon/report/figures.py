@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from typhoon.analysis import run_summary
+from typhoon.analysis import metric_of, ok_runs, require_plottable, strategy_order, summarize
 from typhoon.figure_style import (
     MAX_WIDTH_IN,
     colorblind,
@@ -46,13 +46,13 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
                          reference: str | None = "typhoon") -> list[Path]:
     """Dev metric of every seed per strategy (dots), with the mean ± t-based CI beside them (black);
     facets task x backbone."""
-    run_summary.require_plottable(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
-    df = run_summary.ok_runs(results)
+    require_plottable(results, ["task", "backbone", "strategy", "seed", "status", "primary_value"], "results")
+    df = ok_runs(results)
     if df.empty:
         raise ValueError("results has no runs with status 'ok'")
-    summ = run_summary.summarize(results, confidence=confidence)
+    summ = summarize(results, confidence=confidence)
     tasks, backbones = _facets(df)
-    order = run_summary._strategy_order(df["strategy"], reference)
+    order = strategy_order(df["strategy"], reference)
     pal = strategy_palette(order)
     jitter = np.random.default_rng(0)  # fixed: the figure is the same every time it is made
     fig = new_figure(max(4.6, 1.0 + 0.75 * len(order) * len(backbones)), 0.8 + 2.4 * len(tasks))
@@ -76,7 +76,7 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
                                 fmt="o", color="black", capsize=3, ms=4)
                 else:
                     ax.plot(x + 0.12, r["mean"], "o", color="black", ms=4)
-            metric = run_summary._metric_of(sub) or "primary metric"
+            metric = metric_of(sub) or "primary metric"
             ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
             ax.set_xlim(-0.5, len(order) - 0.5)
             ax.set_title(f"{task} / {bb}")
@@ -93,8 +93,8 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     """Forest plot of paired mean differences (strategy_a - strategy_b) with CIs, zero line and the
     equivalence band ±margin; each row names its Holm p. ``family`` selects rows (falls back to all rows
     if none match)."""
-    run_summary.require_plottable(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
-             "comparisons")
+    require_plottable(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
+                      "comparisons")
     df = comparisons
     if family is not None and "family" in df.columns and (df["family"] == family).any():
         df = df[df["family"] == family]
@@ -123,7 +123,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     ax.set_ylim(-0.6, len(df) - 0.4)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
     ax.grid(axis="y", visible=False)
-    metric = run_summary._metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
+    metric = metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
     ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
     if margin:
         fig.legend(loc="outside lower center")
@@ -136,7 +136,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
 @styled
 def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """Expected best-of-k dev metric vs k (table from ``seed_budget.expected_max_performance``); one legend."""
-    run_summary.require_plottable(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
+    require_plottable(evp, ["task", "backbone", "strategy", "k", "expected_max"], "expected-max table")
     tasks, backbones = _facets(evp)
     pal = strategy_palette(evp["strategy"])
     fig = new_figure(1.0 + 3.0 * len(backbones), 1.0 + 2.4 * len(tasks))
@@ -168,7 +168,7 @@ def plot_expected_max(evp: pd.DataFrame, out_path: str | os.PathLike) -> list[Pa
 @styled
 def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
     """MLM loss vs step per strategy (mean ± sd over seeds); rows task/backbone, columns train/dev; one legend."""
-    run_summary.require_plottable(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
+    require_plottable(curves, ["task", "backbone", "strategy", "seed", "step", "epoch", "split", "loss"], "loss curves")
     agg = (curves.groupby(["task", "backbone", "strategy", "split", "step", "epoch"], sort=False)["loss"]
            .agg(["mean", "std", "count"]).reset_index().sort_values("step"))
     combos = list(dict.fromkeys(zip(agg["task"], agg["backbone"], strict=True)))
@@ -205,9 +205,9 @@ def plot_loss_curves(curves: pd.DataFrame, out_path: str | os.PathLike) -> list[
 def plot_run_curves(mlm_loss: pd.DataFrame, epochs: pd.DataFrame, primary_metric: str,
                     majority_value: float | None, out_path: str | os.PathLike) -> list[Path]:
     """One run: MLM loss per step (train, and dev per epoch) and the dev metric per fine-tuning epoch."""
-    run_summary.require_plottable(mlm_loss, ["step", "split", "loss"], "MLM loss")
+    require_plottable(mlm_loss, ["step", "split", "loss"], "MLM loss")
     column = f"dev_{primary_metric}"
-    run_summary.require_plottable(epochs, ["epoch", column], "epoch metrics")
+    require_plottable(epochs, ["epoch", column], "epoch metrics")
     fig = new_figure(MAX_WIDTH_IN, 3.0)
     loss_ax, metric_ax = fig.subplots(1, 2)
     for split, style in (("train", dict(lw=1.0)), ("dev", dict(marker="o", lw=1.5))):
@@ -239,8 +239,8 @@ def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) 
     row per task × strategy × schedule; left, the dev-metric difference with its 95 % t interval against the
     grey ±margin band; right, the full-mask MLM loss difference with its interval, coloured by the verdict
     (``theory``: whether the difference, Holm-adjusted over the table, shows the theory's predicted direction)."""
-    run_summary.require_plottable(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
-                     "full_mask_loss_diff", "full_mask_loss_ci_low", "full_mask_loss_ci_high", "theory"], "schedule table")
+    require_plottable(table, ["task", "strategy", "schedule", "reference", "diff", "ci_low", "ci_high", "margin",
+                              "full_mask_loss_diff", "full_mask_loss_ci_low", "full_mask_loss_ci_high", "theory"], "schedule table")
     df = table.reset_index(drop=True)
     agrees, disagrees = colorblind(2)
     colours = {"agrees": agrees, "disagrees": disagrees, "not decided": "0.55"}  # undecided: grey, not a third hue

@@ -23,7 +23,7 @@ from pathlib import Path
 from typhoon import paths
 from typhoon.atomic import atomic_write_text
 from typhoon.machine import machine_line
-from typhoon.records import provenance
+from typhoon.records import invocations, now, read_manifest, trained_at_line
 
 REPORT_WIDTH_PX = 1100  # the content column; figures are made to be read at this width (typhoon.report.figures)
 _CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
@@ -221,7 +221,7 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
     """The title, the header block and whether the profile is a pipeline check."""
     from typhoon.config import load_profiles
 
-    manifest = provenance.read_manifest(out_dir) or {}
+    manifest = read_manifest(out_dir) or {}
     profile = profile or manifest.get("profile") or "unknown"
     spec = load_profiles().get(profile)
     pipeline_check = bool(spec and spec.pipeline_check)
@@ -232,8 +232,8 @@ def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
         commit += " (with local changes)"
     items = [("Profile", f"{profile}: {spec.description}" if spec else profile),
              ("Model", _models_line(out_dir)),
-             ("Date", (manifest.get("finished") or provenance.now()).replace("T", " ")),
-             ("Commit", commit), ("Trained at", provenance.trained_at_line(out_dir, manifest)), ("Machine", machine),
+             ("Date", (manifest.get("finished") or now()).replace("T", " ")),
+             ("Commit", commit), ("Trained at", trained_at_line(out_dir, manifest)), ("Machine", machine),
              ("Numerics", ", ".join(f"{k} ({v} runs)" for k, v in sorted(manifest.get("numerics", {}).items()))
               or "not recorded"),
              ("Wall time", wall_time(manifest)),
@@ -277,7 +277,7 @@ def untestable_html(out_dir: Path) -> str:
     A reader of the smoke report otherwise sees only a column of "cannot be tested" and no reason."""
     import pandas as pd
 
-    from typhoon.analysis import run_summary
+    from typhoon.analysis import degenerate_rate
 
     comparisons, results = Path(out_dir) / "stats" / "comparisons.csv", Path(out_dir) / "results.csv"
     if not (comparisons.is_file() and results.is_file()):
@@ -285,7 +285,7 @@ def untestable_html(out_dir: Path) -> str:
     verdicts = pd.read_csv(comparisons).get("verdict", pd.Series(dtype=str))
     if verdicts.empty or not (verdicts == "cannot be tested").all():
         return ""
-    degenerate = run_summary.degenerate_rate(pd.read_csv(results))
+    degenerate = degenerate_rate(pd.read_csv(results))
     at_majority, runs = int(degenerate["n_degenerate"].sum()), int(degenerate["n"].sum())
     why = (f"{at_majority} of its {runs} runs score the majority class (the dev metric of always answering the "
            "commonest label), so the paired differences between strategies have no spread"
@@ -309,7 +309,7 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
         text = f"{manifest['wall_s'] / 60:.1f} min for this reproduce (the grid, before the analysis)"
     else:
         text = "not recorded"
-    runs = provenance.invocations(manifest)
+    runs = invocations(manifest)
     if len(runs) > 1:  # a grid stopped and resumed: what every invocation into the folder took
         spans = [(datetime.fromisoformat(run["finished"] if run is not manifest else now.isoformat())
                   - datetime.fromisoformat(run["started"])).total_seconds() for run in runs]
@@ -408,7 +408,7 @@ def runs_html(results) -> str:
     """One row per run of ``results.csv``: its outcome, numerics and time, linked to the executed walkthrough of
     its backbone × task; the strategy column names its arm (strategy+schedule unless the default schedule, as in
     the statistics)."""
-    from typhoon.analysis.run_summary import arms
+    from typhoon.analysis import arms
 
     results = arms(results)
     rows = []

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter  # noqa: E402
 
-from typhoon.analysis.run_summary import require_plottable
+from typhoon.analysis import require_plottable
 from typhoon.figure_style import (
     MAX_WIDTH_IN,
     MIN_FONT_PT,

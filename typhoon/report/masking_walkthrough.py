@@ -20,12 +20,18 @@ import torch
 
 from typhoon import figure_style
 from typhoon.config import RunConfig
-from typhoon.data.batching import collate
-from typhoon.masking import MaskingStrategy, SaliencyProbe, get_strategy, kl_to_uniform, maskable_positions
-from typhoon.masking.saliency_source import SaliencySource
-from typhoon.records import schema
+from typhoon.data import collate
+from typhoon.masking import (
+    MaskingStrategy,
+    SaliencyProbe,
+    SaliencySource,
+    get_strategy,
+    kl_to_uniform,
+    maskable_positions,
+)
+from typhoon.records import LOSS_COLUMNS
+from typhoon.training import prepare_data
 from typhoon.training import run as training_run
-from typhoon.training.examples import prepare_data
 
 __all__ = [
     "SaliencyDemo",
@@ -256,4 +262,4 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                    "kl_to_uniform": kl_to_uniform(strategy.probs, strategy.counts, strategy.p),
                    "kl_to_uniform_seen": kl_to_uniform(strategy.probs, strategy.counts, strategy.p, strategy.seen)}
     return SaliencyDemo(config, strategy, chosen, batch, tokens, diagnostics,
-                        pd.DataFrame(loss_rows, columns=schema.LOSS_COLUMNS))
+                        pd.DataFrame(loss_rows, columns=LOSS_COLUMNS))

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis import run_summary
+from typhoon.analysis import load_loss_curves, ok_runs
 from typhoon.masking import load_state
-from typhoon.records import result_rows
+from typhoon.records import collect_results
 from typhoon.report import figures, masking_figures
 
 
 def pair_results(out_dir: str | os.PathLike, task: str, backbone: str) -> pd.DataFrame:
     """The results rows (``results.csv``'s columns) of the records of ``task`` × ``backbone`` under ``out_dir``,
     ok or failed, by strategy and seed."""
-    results = result_rows.collect_results(Path(out_dir))
+    results = collect_results(Path(out_dir))
     if results.empty:
         return results
     pair = results[(results["task"] == task) & (results["backbone"] == backbone)]
@@ -45,7 +45,7 @@ def run_table(results: pd.DataFrame) -> pd.DataFrame:
 
 def typhoon_states(results: pd.DataFrame, out_dir: str | os.PathLike) -> pd.DataFrame:
     """The masking states of the pair's ok Typhoon-family runs (strategy, seed, path), those that have one."""
-    ok = run_summary.ok_runs(results) if len(results) else results
+    ok = ok_runs(results) if len(results) else results
     rows = [{"strategy": r.strategy, "seed": int(r.seed), "path": Path(out_dir) / r.record_path / "masking_state.npz"}
             for r in ok.itertuples()]
     return pd.DataFrame([row for row in rows if row["path"].is_file()], columns=["strategy", "seed", "path"])
@@ -71,7 +71,7 @@ def plot_pair(results: pd.DataFrame, out_dir: str | os.PathLike, task: str, back
     (saliency ranking against the rates)."""
     made = {}
     if len(results) and (results["status"] == "ok").any():
-        curves = run_summary.load_loss_curves(results, out_dir)
+        curves = load_loss_curves(results, out_dir)
         if len(curves):
             made["mlm_loss"] = figures.plot_loss_curves(curves, figure_path(out_dir, task, backbone, "mlm_loss"))
         made["metric_per_seed"] = figures.plot_metric_per_seed(

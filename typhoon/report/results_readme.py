@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import atomic, machine, paths
-from typhoon.analysis import decisive, schedule_study
+from typhoon.analysis import decisive, markdown_table, schedule_study
 from typhoon.analysis.paper_claims import (
     Tables,
     claims_table,
@@ -25,9 +25,8 @@ from typhoon.analysis.paper_claims import (
     holm_caption,
     read_tables,
 )
-from typhoon.analysis.stats_tables import markdown_table
 from typhoon.config import get_profile
-from typhoon.records import provenance, run_numerics, run_record
+from typhoon.records import read_json, read_manifest, results_numerics, trained_at_line
 
 RESULTS_PAGE = Path("docs") / "results.md"  # under the repository root: where the study blocks live
 
@@ -103,10 +102,10 @@ def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -
     base = Path(link_base).resolve() if link_base else paths.repo_root()
     rel = Path(os.path.relpath(tables.out_dir, base)).as_posix()  # links: from the page's folder
     shown = _shown(tables.out_dir, rel)  # names: from the repository root, as a reader types them
-    manifest = provenance.read_manifest(tables.out_dir) or {}
+    manifest = read_manifest(tables.out_dir) or {}
     lines = [f"Reference run of the `{tables.profile}` profile (`{shown}/`): "
              + _provenance_line(manifest, tables) + ".", "", f"**{headline(tables)}**", ""]
-    mix = run_numerics.results_numerics(tables.results) if "precision" in tables.results else {}
+    mix = results_numerics(tables.results) if "precision" in tables.results else {}
     if len(mix) > 1:
         lines += [f"**Mixed numerics**: {', '.join(f'{k} ({v} runs)' for k, v in sorted(mix.items()))}.", ""]
     lines += [markdown_table(headline_table(tables)), "",
@@ -286,7 +285,7 @@ def schedules_markdown(out_dir: str | os.PathLike, link_base: str | None = None)
     base = Path(link_base).resolve() if link_base else paths.repo_root()
     rel = Path(os.path.relpath(out_dir.resolve(), base)).as_posix()  # links: from the page's folder
     shown = _shown(out_dir, rel)  # names: from the repository root, as a reader types them
-    manifest = provenance.read_manifest(out_dir) or {}
+    manifest = read_manifest(out_dir) or {}
     lines = [f"**Mask schedules, downstream** (`{shown}/`, notebook 40 section (d), [report]({rel}/report.html)): "
              + _provenance_line(manifest, tables) + ".", "", f"**{schedule_study.headline(table)}**", "",
              markdown_table(schedule_study.display_table(table)), "", SCHEDULE_CAPTION]
@@ -297,7 +296,7 @@ def schedules_markdown(out_dir: str | os.PathLike, link_base: str | None = None)
 
 
 def _provenance_line(manifest: dict, tables: Tables) -> str:
-    parts = [provenance.trained_at_line(tables.out_dir, manifest)]
+    parts = [trained_at_line(tables.out_dir, manifest)]
     if manifest.get("finished"):
         parts.append(manifest["finished"][:10])
     trained = [m["machine"] for m in [*manifest.get("history", []), manifest]
@@ -319,7 +318,7 @@ def _record_cpus(tables: Tables) -> list[str]:
     the flags that decide the precision), for a folder whose own runs trained none of them."""
     lines = {}
     for path in tables.results.get("record_path", pd.Series(dtype=str)).dropna():
-        metrics = run_record.read_json(tables.out_dir / path / "metrics.json") or {}
+        metrics = read_json(tables.out_dir / path / "metrics.json") or {}
         cpu = (metrics.get("hardware") or {}).get("cpu") or {}
         if cpu.get("model"):
             flags = [flag for flag in machine.CPU_FLAGS if cpu.get(flag)]

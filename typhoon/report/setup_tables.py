@@ -18,11 +18,17 @@ import torch
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.data.glue_files import get_task, load_glue, locate_glue
-from typhoon.models.adapted import ADAPTED
-from typhoon.models.backbones import BACKBONES, minilm_dir
+from typhoon.data import get_task, load_glue, locate_glue
+from typhoon.models import ADAPTED, BACKBONES, minilm_dir
 from typhoon.paths import GLUE_DIR_ENV
-from typhoon.training import device_settings, software
+from typhoon.training import (
+    choose_precision,
+    git_commit,
+    library_versions,
+    resolve_attention,
+    resolve_device,
+    resolve_dropout,
+)
 
 __all__ = ["backbone_report", "backbone_source", "data_report", "environment_report", "glue_source"]
 
@@ -30,17 +36,17 @@ __all__ = ["backbone_report", "backbone_source", "data_report", "environment_rep
 def environment_report() -> pd.DataFrame:
     """Library versions, device, bf16 support, attention and dropout kernels, threads, as a table (item, value)."""
     config = RunConfig(device="auto", precision="auto", attention="auto", dropout="auto")
-    device = device_settings.resolve_device(config.device)
+    device = resolve_device(config.device)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     items = {
-        **software.library_versions(),
+        **library_versions(),
         "platform": platform.platform(),
-        "git commit": software.git_commit() or "unknown",
+        "git commit": git_commit() or "unknown",
         "device": f"{device.type} ({device_name})",
         "cuda available": torch.cuda.is_available(),
-        "precision (precision=auto)": "{0.name} ({0.reason})".format(device_settings.choose_precision(config.precision, device)),
-        "attention kernel (attention=auto)": device_settings.resolve_attention(config.attention, device),
-        "dropout kernel (dropout=auto)": device_settings.resolve_dropout(config.dropout, device),
+        "precision (precision=auto)": "{0.name} ({0.reason})".format(choose_precision(config.precision, device)),
+        "attention kernel (attention=auto)": resolve_attention(config.attention, device),
+        "dropout kernel (dropout=auto)": resolve_dropout(config.dropout, device),
         "cpu cores (usable)": machine.usable_cores(),
         "torch threads": torch.get_num_threads(),
         "torch interop threads": torch.get_num_interop_threads(),

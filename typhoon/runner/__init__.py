@@ -1,2 +1,26 @@
 """Running the study: the grid of cells and its analysis notebooks, the time estimate, stopping and
-resuming, cluster executors and the progress monitor."""
+resuming, cluster executors and the progress monitor. Other stages (the command line, ``__main__``) take
+these names from here (``from typhoon.runner import stop_on_signals``): how a stop is handled (``stop``),
+the options of ``reproduce`` and where they run (``options``), and a sequential study's tables rewritten
+(``sequential_grid``). Four modules are used whole: ``kl_gap`` and ``kl_original`` (the two studies'
+runners, ``kl_original.run_rows``), ``reanalyse`` and ``dask_executor`` (each named by its function).
+"""
+
+from __future__ import annotations
+
+from typhoon import lazy_face
+
+# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
+# any module of the stage runs this file first, and the command line imports stop and options at start-up
+# (no dependency), which must not pay for the grid (pandas, the report) or the workers.
+_HOMES = {
+    **dict.fromkeys(["as_interrupted", "exit_now_if_threads_linger", "exit_stopped", "remove_empty_folders",
+                     "resume_command", "stop_on_signals"], "stop"),
+    **dict.fromkeys(["ReproduceOptions", "run_on_cluster"], "options"),
+    **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),
+}
+# Modules other stages use whole: their names read qualified (``kl_original.run_rows``), or one of them is the
+# module's own name (``reanalyse.reanalyse``).
+_NAMESPACES = ("dask_executor", "kl_gap", "kl_original", "reanalyse")
+__all__ = [*_HOMES, *_NAMESPACES]
+__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.training.software import code_version
+from typhoon.training import code_version
 
 MAX_AGE_S = 6 * 3600.0  # a calibration older than this is measured again: the machine's load moves
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from typhoon.config import RunConfig
-from typhoon.data.batching import padded_width
+from typhoon.data import padded_width
 
 
 @dataclass
@@ -26,7 +26,7 @@ class PhaseWork:
 
 def mlm_kind(config: RunConfig) -> str:
     """The kind of MLM step a cell takes (:data:`MLM_KINDS`): by where its strategy's saliency comes from."""
-    from typhoon.masking.saliency_source import saliency_kind
+    from typhoon.masking import saliency_kind
 
     return {"none": "no_saliency", "mlm": "mlm_saliency", "task": "task_saliency"}[saliency_kind(config)]
 
@@ -34,7 +34,7 @@ def mlm_kind(config: RunConfig) -> str:
 def selected_positions(config: RunConfig, maskable, generator) -> int:
     """Expected positions an MLM step selects on rows with ``maskable`` maskable tokens each: per-row rates
     drawn from the cell's schedule as the run draws them (``sample_rates``; ``fixed``: the budget p)."""
-    from typhoon.masking.schedules import sample_rates
+    from typhoon.masking import sample_rates
 
     rates = sample_rates(config.schedule, len(maskable), config.p, config.pi0, generator)
     return round(config.p * sum(maskable)) if rates is None else round(float(sum(r * m for r, m in zip(rates.tolist(), maskable, strict=True))))
@@ -47,8 +47,8 @@ def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_
     import numpy as np
     import torch
 
-    from typhoon.data.batching import length_grouped_batches
-    from typhoon.training.flops import step_flops
+    from typhoon.data import length_grouped_batches
+    from typhoon.training import step_flops
     from typhoon.training.run import task_model_batches
 
     lengths = np.array([len(x["input_ids"]) for x in train])

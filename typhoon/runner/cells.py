@@ -15,13 +15,22 @@ from pathlib import Path
 
 from typhoon import paths
 from typhoon.config import RunConfig
-from typhoon.records import locks, result_rows, run_record
-from typhoon.training import progress_file
+from typhoon.records import (
+    LockedError,
+    is_complete,
+    record_lock,
+    record_status,
+    remove_stale_lock,
+    resume_state_path,
+    status_row,
+    write_record,
+)
+from typhoon.training import progress_path
 
 
 def cell_is_done(config: RunConfig, out_dir: Path) -> bool:
     """The cell has a complete record (ok) of the same run."""
-    return run_record.is_complete(Path(out_dir) / config.relative_dir(), config)
+    return is_complete(Path(out_dir) / config.relative_dir(), config)
 
 
 def saved_boundary(config: RunConfig, out_dir: Path) -> str | None:
@@ -29,7 +38,7 @@ def saved_boundary(config: RunConfig, out_dir: Path) -> str | None:
     :func:`typhoon.training.resume.describe`); None when it starts from scratch."""
     from typhoon.training import resume  # torch: only where a state is read
 
-    return resume.saved_boundary(run_record.resume_state_path(Path(out_dir) / config.relative_dir()))
+    return resume.saved_boundary(resume_state_path(Path(out_dir) / config.relative_dir()))
 
 
 def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
@@ -55,13 +64,13 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
     except Exception as err:  # a cell's failure (an out-of-memory too): the run wrote its failed record
         if isinstance(err, torch.OutOfMemoryError):
             release_device_memory()  # the failed cell's tensors are garbage now: hand them to the device's next cells
-        row = result_rows.status_row(config, "failed", error=f"{type(err).__name__}: {error_line(err)}",
-                                     seconds=time.perf_counter() - started)
+        row = status_row(config, "failed", error=f"{type(err).__name__}: {error_line(err)}",
+                         seconds=time.perf_counter() - started)
         if paths.is_file_system_error(err):
             row["os_error"] = [err.errno, err.strerror, err.filename]
         return row
-    return result_rows.status_row(config, "skipped" if record.skipped else "ok", seconds=time.perf_counter() - started,
-                                  resumed=resume.describe(record.resumed_after) if record.resumed_after else None)
+    return status_row(config, "skipped" if record.skipped else "ok", seconds=time.perf_counter() - started,
+                      resumed=resume.describe(record.resumed_after) if record.resumed_after else None)
 
 
 def release_device_memory() -> None:
@@ -85,13 +94,13 @@ def record_failure(config: RunConfig, out_dir: Path, error: str, traceback_text:
     """Record a cell failed that died before its run could record it (its process was killed, lost with its
     worker). Nothing is written where the run recorded its own failure, or while another process writes it."""
     run_dir = Path(out_dir) / config.relative_dir()
-    if run_record.record_status(run_dir, config) == "failed":
+    if record_status(run_dir, config) == "failed":
         return
     try:
-        with locks.record_lock(run_dir):
-            run_record.write_record(run_dir, config, {"status": "failed", "error": error},
-                                    traceback_text=traceback_text or f"{error}\n")
-    except locks.LockedError:
+        with record_lock(run_dir):
+            write_record(run_dir, config, {"status": "failed", "error": error},
+                         traceback_text=traceback_text or f"{error}\n")
+    except LockedError:
         pass  # another process is writing this record right now; it will record its own outcome
 
 
@@ -101,11 +110,11 @@ def remove_cell_leftovers(config: RunConfig, out_dir: Path) -> None:
     the cell's next run goes on from it. Called by whoever notices the loss, once no other run of the cell has
     started (a cell runs in one process at a time)."""
     run_dir = Path(out_dir) / config.relative_dir()
-    resume_state = run_record.resume_state_path(run_dir)
+    resume_state = resume_state_path(run_dir)
     for path in [*run_dir.parent.glob(f".{run_dir.name}.tmp-*"), *run_dir.parent.glob(f".{resume_state.name}.tmp-*"),
-                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress_file.progress_path(run_dir)]:
+                 *run_dir.parent.glob(f".{run_dir.name}.old-*"), progress_path(run_dir)]:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    locks.remove_stale_lock(run_dir.with_name(f".{run_dir.name}.lock"))
+    remove_stale_lock(run_dir.with_name(f".{run_dir.name}.lock"))

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from typhoon.records import result_rows
+from typhoon.records import status_row
 from typhoon.runner import stop
 from typhoon.runner.cells import record_failure, remove_cell_leftovers
 from typhoon.runner.executor import CellExecutor
@@ -239,7 +239,7 @@ class DaskExecutor(CellExecutor):
         """The cell is recorded failed (its worker was lost too often): its row, its failed record."""
         error = f"LostWorker: {why}"
         record_failure(cell.config, cell.out_dir, error)
-        cell.row = result_rows.status_row(cell.config, "failed", error=error)
+        cell.row = status_row(cell.config, "failed", error=error)
         self.settled.set()
 
     def _settle(self, cell: _Cell, task) -> None:
@@ -257,7 +257,7 @@ class DaskExecutor(CellExecutor):
         if outcome is not None:  # the cell function itself failed on the worker (not the cell: that is a row)
             error = f"{type(outcome).__name__}: {outcome}"
             record_failure(cell.config, cell.out_dir, error)
-            row = result_rows.status_row(cell.config, "failed", error=error)
+            row = status_row(cell.config, "failed", error=error)
         cell.row = row
         self.settled.set()
 

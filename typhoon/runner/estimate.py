@@ -237,10 +237,10 @@ def calibrate_in_worker(configs: list[dict], threads: int | None) -> dict:
 def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers: int, *, analysis: bool = True,
                   quick_analysis: bool = True) -> GridEstimate:
     """Calibrate on this machine and estimate the grid's wall time (see the module docstring)."""
-    from typhoon.records import run_record
+    from typhoon.records import is_complete
 
     started = time.perf_counter()
-    todo = [c for c in configs if not run_record.is_complete(out_dir / c.relative_dir(), c)]
+    todo = [c for c in configs if not is_complete(out_dir / c.relative_dir(), c)]
     gpus = machine.gpu_devices()
     threads = (todo[0].num_threads or max(1, machine.usable_cores() // workers)) if todo else None
     # on GPUs the workers of one device, sharing it; on the CPU every worker, sharing the cores

@@ -21,11 +21,10 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import atomic, machine, paths
-from typhoon.analysis import reference
+from typhoon.analysis import compare_with_reference, no_reference_note, reference_for
 from typhoon.config import Profile
-from typhoon.records import provenance, result_rows, run_record
-from typhoon.records import reuse as record_reuse
-from typhoon.report.html import render_report
+from typhoon.records import collect_results, reuse_equal_records, status_row, why_incomplete, write_manifest
+from typhoon.report import render_report
 from typhoon.runner import progress
 from typhoon.runner.cells import cell_is_done
 from typhoon.runner.notebooks import (
@@ -38,7 +37,7 @@ from typhoon.runner.notebooks import (
     notebooks_dir,
     pair_notebooks,
 )
-from typhoon.training import device_settings
+from typhoon.training import check_numerics, numerics_here
 
 
 def check_analysis_settings(settings: dict, profile: str) -> None:
@@ -52,8 +51,8 @@ def check_analysis_settings(settings: dict, profile: str) -> None:
 
 def preflight(configs: list) -> None:
     """Check that every task's data and every backbone load, before anything is written."""
-    from typhoon.data.glue_files import load_glue, require_labelled_splits
-    from typhoon.models.backbones import load_backbone
+    from typhoon.data import load_glue, require_labelled_splits
+    from typhoon.models import load_backbone
 
     for task in dict.fromkeys(c.task for c in configs):
         require_labelled_splits(load_glue(task), task)
@@ -82,15 +81,15 @@ class FixedGrid:
 
     def prepare(self, out_dir: Path, log: progress.RunLog, commit_records: bool) -> None:
         """Copy equal records made elsewhere, refuse mixed numerics, and say why a stale record is replaced."""
-        reused = (record_reuse.reuse_equal_records(self.configs, out_dir, self.reuse_from, self.spec.required_metrics,
-                                                   numerics_here=device_settings.numerics_here)
+        reused = (reuse_equal_records(self.configs, out_dir, self.reuse_from, self.spec.required_metrics,
+                                      numerics_here=numerics_here)
                   if self.reuse else None)
         for line in reused.lines() if reused is not None else []:
             print(line)
             log.write(line)
-        self.numerics = device_settings.check_numerics(self.configs, out_dir, self.allow_mixed_precision)
+        self.numerics = check_numerics(self.configs, out_dir, self.allow_mixed_precision)
         for config in self.configs:  # a damaged or stale record is replaced: say so, naming the file and the error
-            why = run_record.why_incomplete(out_dir / config.relative_dir(), config)
+            why = why_incomplete(out_dir / config.relative_dir(), config)
             if why not in (None, "no record yet"):
                 print(f"{config.relative_dir().as_posix()}: {why}", flush=True)
                 log.write(f"{config.relative_dir().as_posix()}: {why}")
@@ -126,18 +125,18 @@ class FixedGrid:
     def status_table(self, cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
         """Every cell's row: those that ran, the others as ``skipped`` (complete before), in grid order."""
         ran = {row["record_path"]: row for row in cells.to_dict("records")}
-        rows = [ran.get(c.relative_dir().as_posix()) or result_rows.status_row(c, "skipped") for c in self.configs]
+        rows = [ran.get(c.relative_dir().as_posix()) or status_row(c, "skipped") for c in self.configs]
         return pd.DataFrame(rows, columns=cells.columns if len(cells.columns) else None)
 
     def finish(self, out_dir: Path, cells: pd.DataFrame, log: progress.RunLog, run: dict) -> Path | None:
         """results.csv, the manifest, then the notebooks and the report (a failed notebook is logged and
         said, the rest kept)."""
-        atomic.atomic_write_csv(out_dir / "results.csv", result_rows.collect_results(out_dir, self.configs))
+        atomic.atomic_write_csv(out_dir / "results.csv", collect_results(out_dir, self.configs))
         status = self.status_table(cells, out_dir)
 
         def manifest(table: pd.DataFrame) -> None:
-            provenance.write_manifest(out_dir, self.spec.name, run["started"], run["wall_s"], run["command"],
-                                      self.numerics, table, run["code"], estimate=self.plan)
+            write_manifest(out_dir, self.spec.name, run["started"], run["wall_s"], run["command"],
+                           self.numerics, table, run["code"], estimate=self.plan)
 
         manifest(status)
         if not self.analysis:
@@ -246,10 +245,10 @@ class AnalysisFailed(RuntimeError):
 def against_reference(profile: str, out_dir: Path) -> str | None:
     """How a run's numbers compare with the committed reference run of the profile
     (:func:`typhoon.analysis.reference.compare_with_reference`), or a note where there is none."""
-    ref_dir = reference.reference_for(profile, out_dir)
+    ref_dir = reference_for(profile, out_dir)
     if ref_dir is None:
-        return reference.no_reference_note(profile, out_dir)
+        return no_reference_note(profile, out_dir)
     try:
-        return reference.compare_with_reference(out_dir, ref_dir).summary()
+        return compare_with_reference(out_dir, ref_dir).summary()
     except (FileNotFoundError, ValueError) as err:  # a damaged reference must not hide the run's own result
         return f"your run against the reference ({paths.shown(ref_dir)}): not compared: {err}"

@@ -57,7 +57,7 @@ def run_phase_one(config: RunConfig, folder: Path, progress: bool = True, compre
     import torch
 
     from typhoon.machine import machine
-    from typhoon.records import run_numerics
+    from typhoon.records import numerics_of_run
     from typhoon.training.run import phase_one, set_up
 
     started = time.perf_counter()
@@ -68,8 +68,8 @@ def run_phase_one(config: RunConfig, folder: Path, progress: bool = True, compre
     dev_losses = [row["loss"] for row in one.loss_rows if row["split"] == "dev"]
     summary = {
         "config": asdict(config), "machine": machine(),
-        "numerics": run_numerics.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention,
-                                                 ctx.dropout).to_dict(),
+        "numerics": numerics_of_run(ctx.precision.name, ctx.device, ctx.attention,
+                                    ctx.dropout).to_dict(),
         "mlm_steps": one.timing["mlm_steps"], "mlm_first_loss": train_losses[0], "mlm_last_loss": train_losses[-1],
         "mlm_dev_loss": dev_losses[-1], "mlm_full_mask_loss": one.full_mask_loss,
         "masking": one.strategy.meta(), "n_train": len(ctx.data["train"]),

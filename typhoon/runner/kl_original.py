@@ -95,7 +95,7 @@ class _EpochDone(Exception):
 
 
 def _diagnostics(strategy, n_sequences: int) -> dict:
-    from typhoon.analysis.kl_units import kl_definitions, rate_spread
+    from typhoon.analysis import kl_definitions, rate_spread
 
     return {**kl_definitions(strategy.probs, strategy.counts, strategy.p, n_sequences),
             **rate_spread(strategy.probs, strategy.counts)}
@@ -108,8 +108,8 @@ def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, progress:
     import torch
 
     from typhoon.machine import machine
-    from typhoon.masking.saliency_source import SaliencySource
-    from typhoon.records import run_numerics
+    from typhoon.masking import SaliencySource
+    from typhoon.records import numerics_of_run
     from typhoon.training import resume
     from typhoon.training.run import adapt_mlm, prepared_strategy, set_up
 
@@ -152,8 +152,8 @@ def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, progress:
         atomic_write_csv(folder / "mlm_loss.csv", pd.DataFrame(phase["rows"]))
         summary = {"config": asdict(config), "machine": machine(), "epochs_reached": epoch,
                    "epochs_planned": config.mlm_epochs, "n_train": n_sequences, "wall_s": round(extra["wall_s"], 1),
-                   "numerics": run_numerics.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention,
-                                                            ctx.dropout).to_dict(),
+                   "numerics": numerics_of_run(ctx.precision.name, ctx.device, ctx.attention,
+                                               ctx.dropout).to_dict(),
                    "masking": strategy.meta()}
         resume.save(state_path, ctx, f"mlm{epoch}", strategy=strategy, models=models,
                     progress={"mlm": phase, "extra": extra}, record_path=record_path)

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from typhoon.records import locks, run_record
-from typhoon.training.progress_file import progress_path
+from typhoon.records import pid_alive, read_json
+from typhoon.training import progress_path
 
 if TYPE_CHECKING:
     from typhoon.config import RunConfig
@@ -35,7 +35,7 @@ POLL_INTERVAL_S = 1.0  # how often the batch reads the progress files
 
 def read_progress(path: Path) -> dict | None:
     """A progress file's state, or None when there is none (or it cannot be read)."""
-    return run_record.read_json(path)
+    return read_json(path)
 
 
 def describe(state: dict) -> str:
@@ -56,7 +56,7 @@ def remove_stale_progress(out_dir: Path) -> None:
     """Remove progress files whose writer is gone (killed, or stopped before it could remove its own)."""
     for path in Path(out_dir, "runs").glob("*/*/*/.seed*.progress.json"):
         state = read_progress(path)
-        if state is None or not locks.pid_alive(state.get("pid")):
+        if state is None or not pid_alive(state.get("pid")):
             path.unlink(missing_ok=True)
 
 

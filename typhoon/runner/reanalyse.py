@@ -18,7 +18,7 @@ import pandas as pd
 
 from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
-from typhoon.records import locks, provenance
+from typhoon.records import output_folder_lock, read_manifest
 from typhoon.runner.grid import run_analysis
 from typhoon.runner.notebooks import notebooks_dir
 
@@ -28,7 +28,7 @@ PER_CELL_OUTPUTS = ("notebooks/runs", "figures/runs")
 
 def study_profile(out_dir: Path) -> str:
     """The profile a study folder was made with (its MANIFEST.json); ValueError naming what is missing."""
-    manifest = provenance.read_manifest(out_dir)
+    manifest = read_manifest(out_dir)
     if manifest is None:
         raise ValueError(f"{paths.shown(out_dir)}: no {paths.MANIFEST}, so not the folder of a reproduce")
     if not manifest.get("profile"):
@@ -56,13 +56,13 @@ def reanalyse(out_dir: str | Path) -> Path:
     out_dir = Path(out_dir).resolve()  # the notebooks run in notebooks/
     spec = get_profile(study_profile(out_dir))
     if spec.design:
-        from typhoon.analysis.decisive import check_has_records
+        from typhoon.analysis import decisive
         from typhoon.runner.sequential_grid import rewrite_tables_and_report
 
-        check_has_records(spec, out_dir)  # before anything is removed
+        decisive.check_has_records(spec, out_dir)  # before anything is removed
     else:
         configs = recorded_configs(out_dir)
-    with locks.output_folder_lock(out_dir):  # not while a reproduce writes here
+    with output_folder_lock(out_dir):  # not while a reproduce writes here
         for stale in PER_CELL_OUTPUTS:
             shutil.rmtree(out_dir / stale, ignore_errors=True)
         if not spec.design:

@@ -14,8 +14,17 @@ import pandas as pd
 from typhoon import paths
 from typhoon.analysis import decisive
 from typhoon.config import Profile, get_profile
-from typhoon.records import locks, provenance, run_numerics, schema
-from typhoon.report.html import render_report
+from typhoon.records import (
+    STATUS_COLUMNS,
+    commit_cell,
+    git_state,
+    invocation,
+    now,
+    output_folder_lock,
+    record_numerics_detail,
+    write_manifest,
+)
+from typhoon.report import render_report
 from typhoon.runner import grid, notebooks, progress
 
 
@@ -33,16 +42,16 @@ def write_report(out_dir: Path, profile: str, configs: list | None = None, nb_di
 def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = True) -> list[str]:
     """``decisive-tables``: the tables from the records (no training), then the notebook and the report;
     returns the answer sentences."""
-    started, clock, code = provenance.now(), time.perf_counter(), provenance.git_state()
+    started, clock, code = now(), time.perf_counter(), git_state()
     spec, out_dir = get_profile(profile), Path(out_dir).resolve()  # the notebook runs in notebooks/
     decisive.check_has_records(spec, out_dir)  # before the lock: a wrong folder gets nothing written
     paths.check_profile(out_dir, spec.name)
-    with locks.output_folder_lock(out_dir):  # not while a reproduce writes records and tables here
+    with output_folder_lock(out_dir):  # not while a reproduce writes records and tables here
         configs = decisive.grid_configs(spec)
         tables = decisive.write_outputs(decisive.study_design(spec), configs, out_dir)
         # the manifest says where and from which commit these tables were made (the records keep their own)
-        write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, provenance.invocation(),
-                             pd.DataFrame(columns=schema.STATUS_COLUMNS), code)
+        write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, invocation(),
+                             pd.DataFrame(columns=STATUS_COLUMNS), code)
         if report:
             write_report(out_dir, spec.name, list(configs.values()))
     return decisive.answer(tables["verdicts"])
@@ -53,9 +62,9 @@ def write_study_manifest(out_dir: Path, profile: str, started: str, wall_s: floa
     """MANIFEST.json with the runs counted by their full numerics (kernel family included: the study's
     first seeds come from machines with other kernels than its later ones)."""
     results = pd.read_csv(out_dir / "results.csv")
-    labels = [run_numerics.record_numerics_detail(out_dir / path) for path in results["record_path"]]
+    labels = [record_numerics_detail(out_dir / path) for path in results["record_path"]]
     numerics = Counter(label.key for label in labels if label is not None)
-    provenance.write_manifest(out_dir, profile, started, wall_s, command, dict(numerics), cells, code)
+    write_manifest(out_dir, profile, started, wall_s, command, dict(numerics), cells, code)
 
 
 class SequentialDesign:
@@ -79,7 +88,7 @@ class SequentialDesign:
         for copied in decisive.reuse_sources(self.study, first, out_dir) if self.reuse else []:
             print(f"reused {copied['record_path']} from {copied['reused_from']}")
             if commit_records:
-                provenance.commit_cell(out_dir, {**copied, "status": "ok"})
+                commit_cell(out_dir, {**copied, "status": "ok"})
 
     def describe(self, out_dir: Path) -> str:
         return f"a sequential design of up to {len(self.configs)} cells"

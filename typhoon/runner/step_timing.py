@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from typhoon.config import RunConfig
-from typhoon.data.batching import padded_width
+from typhoon.data import padded_width
 from typhoon.runner.cell_work import PhaseWork, cell_work, mlm_kind, selected_positions
 
 # Training batches timed per phase and kind of cell, each twice (cold, then warm): at least
@@ -69,23 +69,31 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
     import numpy as np
     import torch
 
-    from typhoon.data.batching import length_grouped_batches
-    from typhoon.masking import get_strategy
-    from typhoon.masking.saliency_source import SaliencySource, saliency_kind
-    from typhoon.training import examples, flops, speed
+    from typhoon.data import length_grouped_batches
+    from typhoon.masking import SaliencySource, get_strategy, saliency_kind
+    from typhoon.training import (
+        EncoderShape,
+        eval_batches,
+        fine_tune_step,
+        linear_schedule,
+        make_optimizer,
+        matmul_peak,
+        mlm_step,
+        speed,
+        step_flops,
+    )
     from typhoon.training import run as training_run
-    from typhoon.training import step as training_step
 
     costs = {}
     started = time.perf_counter()
     ctx = training_run.set_up(config, progress=False)
     costs["setup_s"] = time.perf_counter() - started
     speed.configure(ctx.device.type)
-    flops.matmul_peak.cache_clear()
-    costs["peak_s"] = _timed(lambda: flops.matmul_peak(ctx.precision.name, device=str(ctx.device)))
+    matmul_peak.cache_clear()
+    costs["peak_s"] = _timed(lambda: matmul_peak(ctx.precision.name, device=str(ctx.device)))
     costs.update(precision=ctx.precision.name, precision_reason=ctx.precision.reason, attention=ctx.attention,
                  dropout=ctx.dropout, device=str(ctx.device), threads=torch.get_num_threads())
-    shape = flops.EncoderShape.from_config(ctx.backbone.config)
+    shape = EncoderShape.from_config(ctx.backbone.config)
     pad, num_labels = ctx.backbone.tokenizer.pad_token_id, ctx.task.num_labels
     train, dev = ctx.data["train"], ctx.data["validation"]
     lengths = [len(x["input_ids"]) for x in train]
@@ -134,8 +142,8 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         kind_ctx = dataclasses.replace(ctx, config=kind_config)  # its budget and schedule; the same data
         torch.manual_seed(config.seed)
         mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
-        optimizer = training_step.make_optimizer(mlm, config.mlm_lr, config.weight_decay)
-        scheduler = training_step.linear_schedule(optimizer, 1000, config.warmup_ratio)
+        optimizer = make_optimizer(mlm, config.mlm_lr, config.weight_decay)
+        scheduler = linear_schedule(optimizer, 1000, config.warmup_ratio)
         strategy = get_strategy(kind_config.strategy, **kind_config.strategy_params())
         strategy.prepare_on(train, len(ctx.backbone.tokenizer))
         task_model = None
@@ -144,39 +152,39 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
             task_model = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device).eval()
         saliency = SaliencySource(source_kind, task_model)
 
-        def mlm_step(idx, kind_ctx=kind_ctx, mlm=mlm, strategy=strategy, optimizer=optimizer, scheduler=scheduler,
-                     saliency=saliency):
-            training_step.mlm_step(kind_ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx], saliency)
+        def mlm_batch(idx, kind_ctx=kind_ctx, mlm=mlm, strategy=strategy, optimizer=optimizer, scheduler=scheduler,
+                      saliency=saliency):
+            mlm_step(kind_ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx], saliency)
 
         def mlm_flops(idx, kind_config=kind_config):
             width = padded_width(max(lengths[i] for i in idx))
             maskable = [len(train[i]["input_ids"]) - sum(train[i]["special_tokens_mask"]) for i in idx]
             selected = selected_positions(kind_config, maskable, rates)
-            return flops.step_flops(shape, [width] * len(idx), selected=selected) / 1e9
+            return step_flops(shape, [width] * len(idx), selected=selected) / 1e9
 
-        costs[f"mlm_{kind}"] = measure(mlm_step, mlm_flops, sample)
+        costs[f"mlm_{kind}"] = measure(mlm_batch, mlm_flops, sample)
         del mlm, optimizer, task_model, saliency
         if time.perf_counter() - started > CALIBRATION_BUDGET_S:
             break
 
     # Phase 2: fine-tuning steps as training_run.fine_tune (and the task model's warm-up) take them, and evaluation passes
     classifier = ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels).to(ctx.device)
-    optimizer = training_step.make_optimizer(classifier, config.ft_lr, config.weight_decay)
-    scheduler = training_step.linear_schedule(optimizer, 1000, config.warmup_ratio)
+    optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
+    scheduler = linear_schedule(optimizer, 1000, config.warmup_ratio)
 
     def ft_step(idx):
-        training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
+        fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
 
     def ft_flops(idx):
         width = padded_width(max(lengths[i] for i in idx))
-        return flops.step_flops(shape, [width] * len(idx), num_labels=num_labels) / 1e9
+        return step_flops(shape, [width] * len(idx), num_labels=num_labels) / 1e9
 
     costs["ft"] = measure(ft_step, ft_flops, sample)
-    dev_batches = examples.eval_batches(dev, config, pad)
+    dev_batches = eval_batches(dev, config, pad)
     eval_sample = _sample_by_width(dev_batches, [b["input_ids"].shape[1] for b in dev_batches], SAMPLE_BATCHES)
     costs["eval"] = measure(lambda batch: training_run.evaluate(ctx, classifier, [batch]),
-                            lambda b: flops.step_flops(shape, [b["input_ids"].shape[1]] * len(b["input_ids"]),
-                                                          num_labels=num_labels, backward=False) / 1e9,
+                            lambda b: step_flops(shape, [b["input_ids"].shape[1]] * len(b["input_ids"]),
+                                                 num_labels=num_labels, backward=False) / 1e9,
                             eval_sample)
     costs["calibration_s"] = time.perf_counter() - started
     return costs, shape, train, dev, num_labels
@@ -186,13 +194,13 @@ def record_cost_s() -> float:
     """Writing a record's figure (the notebook's curves plot), timed once with made-up curves."""
     import pandas as pd
 
-    from typhoon.report import figures
+    from typhoon.report import plot_run_curves
 
 
     loss = pd.DataFrame({"step": range(1, 200), "split": "train", "loss": 1.0, "epoch": 1})
     epochs = pd.DataFrame({"epoch": [1, 2, 3], "dev_accuracy": [0.6, 0.7, 0.7]})
     with tempfile.TemporaryDirectory() as tmp:
-        return _timed(lambda: figures.plot_run_curves(loss, epochs, "accuracy", 0.5, Path(tmp) / "curves"))
+        return _timed(lambda: plot_run_curves(loss, epochs, "accuracy", 0.5, Path(tmp) / "curves"))
 
 
 def phase_seconds(work: PhaseWork, rate: dict) -> float:
@@ -211,7 +219,7 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     """
     import torch
 
-    from typhoon.training.progress_bars import disable_library_bars
+    from typhoon.training import disable_library_bars
 
     disable_library_bars()
     if threads:  # the cells' thread count, as their worker's slot sets it (typhoon.runner.workers.Slot)

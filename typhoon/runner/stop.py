@@ -30,7 +30,7 @@ import sys
 import threading
 from pathlib import Path
 
-from typhoon.records.locks import pid_alive
+from typhoon.records import pid_alive
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 KILL_GRACE_S = 3.0  # how long a kernel gets to exit on SIGTERM before SIGKILL
@@ -198,12 +198,12 @@ def clean_dead_writers(out_dir: Path, own: bool = False) -> None:
     (:func:`clean_stale_staging`), record locks no live process holds, and progress files of dead processes.
     A batch runs it as it starts: a cell killed after its record was written (complete, so never rerun) leaves
     its lock and progress file, and only a clean-up of the whole folder removes them. Live writers' files stay."""
-    from typhoon.records import locks
+    from typhoon.records import remove_stale_lock
     from typhoon.runner import progress
 
     clean_stale_staging(out_dir, own=own)
     for lock in (Path(out_dir) / "runs").glob("*/*/*/.seed*.lock"):
-        locks.remove_stale_lock(lock)
+        remove_stale_lock(lock)
     progress.remove_stale_progress(out_dir)
 
 

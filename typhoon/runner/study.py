@@ -26,7 +26,19 @@ import pandas as pd
 
 from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
-from typhoon.records import locks, provenance, run_record, schema
+from typhoon.records import (
+    STATUS_COLUMNS,
+    check_git_repo,
+    commit_cell,
+    commit_paths,
+    git_state,
+    invocation,
+    is_complete,
+    now,
+    output_folder_lock,
+    record_stopped_invocation,
+    resume_state_path,
+)
 from typhoon.runner import progress, stop
 from typhoon.runner.cells import saved_boundary
 from typhoon.runner.executor import CellExecutor
@@ -79,7 +91,7 @@ def run_cells(configs: list[RunConfig], out_dir: Path, executor: CellExecutor, o
     finally:
         monitor.close()
     order = {c.relative_dir().as_posix(): i for i, c in enumerate(configs)}
-    table = pd.DataFrame(rows, columns=schema.STATUS_COLUMNS)
+    table = pd.DataFrame(rows, columns=STATUS_COLUMNS)
     return table.sort_values("record_path", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
@@ -114,15 +126,15 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     policy.preflight()
     out_dir = paths.resolve_out_dir(out_dir, spec.name)
     if commit_records:
-        provenance.check_git_repo(out_dir)
+        check_git_repo(out_dir)
     paths.check_profile(out_dir, spec.name)
     paths.check_writable(out_dir)  # a file in the way, no permission, a full disk: said now, not mid-study
     stop.clear_stop()
     log = progress.RunLog(out_dir / "reproduce.log")
-    started, clock, code, command = provenance.now(), time.perf_counter(), provenance.git_state(), provenance.invocation()
-    cells = pd.DataFrame(columns=schema.STATUS_COLUMNS)
+    started, clock, code, command = now(), time.perf_counter(), git_state(), invocation()
+    cells = pd.DataFrame(columns=STATUS_COLUMNS)
     own_executor = executor is None
-    with locks.output_folder_lock(out_dir):
+    with output_folder_lock(out_dir):
         stop.clean_dead_writers(out_dir)
         policy.prepare(out_dir, log, commit_records)
         log.write(f"reproduce started: profile {spec.name}, {policy.describe(out_dir)}, {workers} at once, output "
@@ -131,7 +143,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
         def on_done(row: dict) -> None:  # as each cell finishes: logged, committed
             log.cell(row)
             if commit_records and row["status"] == "ok":
-                provenance.commit_cell(out_dir, row)
+                commit_cell(out_dir, row)
 
         try:  # a stop (Ctrl-C) or a full disk from here on is cleaned up by stopped()
             policy.before_cells(out_dir, workers, log)
@@ -152,8 +164,8 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             outcome = (f"stopped by {ended.signal_name}" if isinstance(ended, stop.Interrupted)
                        else f"stopped by an error: {type(ended).__name__}")
             with contextlib.suppress(OSError):  # a full disk may refuse it too
-                provenance.record_stopped_invocation(out_dir, spec.name, started, time.perf_counter() - clock,
-                                                     command, outcome, code)
+                record_stopped_invocation(out_dir, spec.name, started, time.perf_counter() - clock,
+                                          command, outcome, code)
             raise ended from None
         finally:
             if own_executor and executor is not None:
@@ -166,7 +178,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
             print(line)
             log.write(line)
         if commit_records:
-            provenance.commit_paths(provenance.check_git_repo(out_dir), [out_dir], policy.commit_message(out_dir))
+            commit_paths(check_git_repo(out_dir), [out_dir], policy.commit_message(out_dir))
     print(summary.table() if len(cells) else "no cell to train")
     for line in policy.after(out_dir, report):
         print(line)
@@ -202,10 +214,10 @@ def stopped(error: BaseException, out_dir: Path, configs: list[RunConfig], log: 
     stop.request_stop()
     stop.stop_child_processes()  # an analysis kernel, a worker still there
     stop.clean_after_stop(out_dir)
-    complete = sum(run_record.is_complete(out_dir / c.relative_dir(), c) for c in configs)
+    complete = sum(is_complete(out_dir / c.relative_dir(), c) for c in configs)
     if isinstance(error, KeyboardInterrupt):
         result = stop.as_interrupted(error)
-        kept = [c for c in configs if run_record.resume_state_path(out_dir / c.relative_dir()).exists()]
+        kept = [c for c in configs if resume_state_path(out_dir / c.relative_dir()).exists()]
         result.details = (f"all {complete} cells complete; the analysis was stopped before the report"
                           if complete == len(configs) else
                           f"{complete} of {len(configs)} cells complete (their records are kept)")

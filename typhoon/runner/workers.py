@@ -34,7 +34,7 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.records import result_rows
+from typhoon.records import status_row
 from typhoon.runner import stop
 from typhoon.runner.cells import error_line, record_failure, remove_cell_leftovers
 from typhoon.runner.executor import CellExecutor
@@ -86,9 +86,9 @@ def choose_workers(requested: int | None, profile_workers: int, configs: list[Ru
     gpus = machine.gpu_devices()
     if not gpus:
         return machine.choose_workers(requested, profile_workers)
-    from typhoon.models.backbones import load_backbone
+    from typhoon.models import load_backbone
     from typhoon.runner.cell_work import cell_memory_gib
-    from typhoon.training.flops import EncoderShape
+    from typhoon.training import EncoderShape
 
     shapes = {name: EncoderShape.from_config(load_backbone(name).config) for name in {c.backbone for c in configs}}
     cell_gib = max(cell_memory_gib(c, shapes[c.backbone]) for c in configs)
@@ -140,7 +140,7 @@ def worker_main(conn, parent_pid: int) -> None:
     try:
         for module in WARM_IMPORTS:
             importlib.import_module(module)
-        from typhoon.training.progress_bars import disable_library_bars
+        from typhoon.training import disable_library_bars
 
         disable_library_bars()  # tokenizing's bars from every worker would garble the batch's terminal
         while (message := conn.recv()) is not None:
@@ -233,11 +233,11 @@ def died_row(config: RunConfig, out_dir: Path, why: str, seconds: float) -> dict
     """The row of a cell whose worker process ended while it ran: stopped (a stop ended it), else failed, its
     failed record written and what it left removed."""
     if stop.stopping():
-        return result_rows.status_row(config, "stopped", seconds=seconds)
+        return status_row(config, "stopped", seconds=seconds)
     error = f"WorkerDied: the worker process running it {why}"
     remove_cell_leftovers(config, out_dir)
     record_failure(config, out_dir, error)
-    return result_rows.status_row(config, "failed", error=error, seconds=seconds)
+    return status_row(config, "failed", error=error, seconds=seconds)
 
 
 class WorkerPool(CellExecutor):
@@ -291,8 +291,8 @@ class WorkerPool(CellExecutor):
             except RuntimeError as err:  # train_cell itself failed (not the cell: that is a row)
                 message = str(err).split("\n", 1)[0]
                 record_failure(config, out_dir, message, str(err))
-                rows.append(result_rows.status_row(config, "failed", error=message,
-                                                   seconds=time.perf_counter() - started))
+                rows.append(status_row(config, "failed", error=message,
+                                       seconds=time.perf_counter() - started))
             if rows[-1]["status"] == "failed" and "OutOfMemoryError" in str(rows[-1]["error"]):
                 worker.close()  # a clean CUDA context for the next cell
                 self.workers[i] = WorkerProcess(f"typhoon-worker-{i}")

@@ -14,8 +14,7 @@ import torch
 
 from typhoon import paths
 from typhoon.machine import CpuFeatures, cpu_features
-from typhoon.records import run_record
-from typhoon.records.run_numerics import Numerics, numerics_of_run, record_numerics
+from typhoon.records import Numerics, is_complete, numerics_of_run, record_numerics
 from typhoon.training.flops import DTYPES, matmul_peak
 
 if TYPE_CHECKING:
@@ -128,7 +127,7 @@ def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = 
     todo = []
     for config in configs:
         run_dir = out_dir / config.relative_dir()
-        done = record_numerics(run_dir) if run_record.is_complete(run_dir, config) else None
+        done = record_numerics(run_dir) if is_complete(run_dir, config) else None
         if done is None:
             todo.append(config)
         else:

@@ -4,9 +4,14 @@ split's evaluation batches (the same for every seed)."""
 from __future__ import annotations
 
 from typhoon.config import RunConfig
-from typhoon.data.batching import PAD_MULTIPLE, collate, length_grouped_batches
-from typhoon.data.glue_files import load_glue, require_labelled_splits
-from typhoon.data.tokenizing import tokenize_glue
+from typhoon.data import (
+    PAD_MULTIPLE,
+    collate,
+    length_grouped_batches,
+    load_glue,
+    require_labelled_splits,
+    tokenize_glue,
+)
 
 
 def prepare_data(config: RunConfig, tokenizer) -> dict:

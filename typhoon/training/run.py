@@ -29,15 +29,19 @@ import torch
 
 from typhoon import _faults, machine, paths
 from typhoon.config import RunConfig
-from typhoon.data.batching import length_grouped_batches
-from typhoon.data.glue_files import TaskSpec, get_task
-from typhoon.data.metrics import glue_metrics, majority_baseline
-from typhoon.masking import MaskingStrategy, get_strategy
-from typhoon.masking.saliency_source import SaliencySource, saliency_kind
+from typhoon.data import TaskSpec, get_task, glue_metrics, length_grouped_batches, majority_baseline
+from typhoon.masking import MaskingStrategy, SaliencySource, get_strategy, saliency_kind
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
-from typhoon.models.backbones import Backbone, load_backbone, seeded
-from typhoon.models.mlm_head import MaskedLM
-from typhoon.records import locks, run_numerics, run_record
+from typhoon.models import Backbone, MaskedLM, load_backbone, seeded
+from typhoon.records import (
+    RunRecord,
+    is_complete,
+    numerics_of_run,
+    read_record,
+    record_lock,
+    resume_state_path,
+    write_record,
+)
 from typhoon.training import device_settings, examples, flops, resume, software, speed
 from typhoon.training import step as training_step
 from typhoon.training.dev_losses import full_mask_dev_loss, mlm_dev_loss
@@ -369,7 +373,7 @@ def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[di
     peak = flops.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
     torch.manual_seed(config.seed)  # dropout draws from the global generator
     record_path = config.relative_dir().as_posix()
-    state_path = None if run_dir is None else run_record.resume_state_path(run_dir)
+    state_path = None if run_dir is None else resume_state_path(run_dir)
     saved = None if state_path is None else resume.load(state_path, ctx, record_path)
     ctx.resumed_after = None if saved is None else saved["boundary"]
 
@@ -423,7 +427,7 @@ def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[di
         "device": str(ctx.device), "precision": ctx.precision.name, "precision_reason": ctx.precision.reason,
         "hardware": {"cpu": machine.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
         "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
-        "numerics": run_numerics.numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
+        "numerics": numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
         "versions": software.library_versions(), "git_commit": software.git_commit(),
         "mlm_full_mask_loss": full_mask_loss,  # nats/token on the fully masked dev split after phase 1
     }
@@ -436,7 +440,7 @@ def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[di
 
 
 def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = False,
-        progress: bool = True) -> run_record.RunRecord:
+        progress: bool = True) -> RunRecord:
     """Run one cell and write its record to ``<out_dir>/runs/<task>/<backbone>/<strategy>/seed<k>/``
     (``out_dir`` None: the profile's own output folder, ``<repo>/outputs/<profile>``).
 
@@ -452,27 +456,27 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
     """
     out = paths.resolve_out_dir(out_dir, config.profile)
     run_dir = out / config.relative_dir()
-    if not force and run_record.is_complete(run_dir, config):
-        return run_record.read_record(run_dir, skipped=True)
+    if not force and is_complete(run_dir, config):
+        return read_record(run_dir, skipped=True)
     ctx = set_up(config, progress)  # bad data or an unknown backbone fail here, before anything is written
     paths.check_writable(out)  # ... and an output folder that cannot be written, before any training
     progress_file = ctx.progress_file = ProgressFile(run_dir, config.relative_dir().as_posix())
     try:
         progress_file.update("setup")  # until the first MLM step: the lock, the kernel peak, the models
-        with locks.record_lock(run_dir, wait_s=LOCK_WAIT_S):
-            if not force and run_record.is_complete(run_dir, config):  # finished while we waited
-                return run_record.read_record(run_dir, skipped=True)
+        with record_lock(run_dir, wait_s=LOCK_WAIT_S):
+            if not force and is_complete(run_dir, config):  # finished while we waited
+                return read_record(run_dir, skipped=True)
             try:
                 metrics, loss_rows, strategy = train_and_evaluate(ctx, run_dir)
             except Exception as err:
-                run_record.write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
-                                                       "primary_metric": ctx.task.metric},
-                                     traceback_text=traceback.format_exc())
-                resume.remove(run_record.resume_state_path(run_dir))  # a failed cell starts over
+                write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
+                                               "primary_metric": ctx.task.metric},
+                             traceback_text=traceback.format_exc())
+                resume.remove(resume_state_path(run_dir))  # a failed cell starts over
                 raise
             ctx.report("write")
-            run_record.write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
-            resume.remove(run_record.resume_state_path(run_dir))  # the record is complete
+            write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+            resume.remove(resume_state_path(run_dir))  # the record is complete
     finally:
         progress_file.close()
-    return dataclasses.replace(run_record.read_record(run_dir), resumed_after=ctx.resumed_after)
+    return dataclasses.replace(read_record(run_dir), resumed_after=ctx.resumed_after)

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from typhoon.data.batching import PAD_MULTIPLE, collate
-from typhoon.masking import MaskingStrategy, SaliencyProbe
-from typhoon.masking.saliency_source import SaliencySource
-from typhoon.masking.schedules import sample_rates
+from typhoon.data import PAD_MULTIPLE, collate
+from typhoon.masking import MaskingStrategy, SaliencyProbe, SaliencySource, sample_rates
 from typhoon.masking.task_saliency import task_saliency
-from typhoon.models.mlm_head import MaskedLM
+from typhoon.models import MaskedLM
 
 GRAD_CLIP = 1.0
 

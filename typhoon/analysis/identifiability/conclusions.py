@@ -12,7 +12,7 @@ from typhoon.analysis.identifiability.experiments import (
     TextStudy,
     range_label,
 )
-from typhoon.masking.schedules import min_visible_count
+from typhoon.masking import min_visible_count
 
 
 def discrepancy_conclusion(study: DiscrepancyStudy) -> str:

@@ -17,7 +17,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import rel_entr
 
 from typhoon.analysis.identifiability.laws import MixtureLaw, mode_identifying_sets, subset_marginals
-from typhoon.masking.schedules import Schedule
+from typhoon.masking import Schedule
 
 
 def _joint_of(law_or_table: MixtureLaw | np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ from typhoon.analysis.identifiability.laws import MixtureLaw, separated_product_
 from typhoon.analysis.identifiability.text import load_code_texts, load_prose_sentences, text_mode_uncertainty
 from typhoon.analysis.identifiability.training import recovery_error_summary, train_mode_weight_recovery
 from typhoon.atomic import atomic_write_csv
-from typhoon.masking.schedules import (
+from typhoon.masking import (
     FixedMaskingRatio,
     FixedVisibleCount,
     Schedule,

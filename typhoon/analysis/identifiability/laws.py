@@ -14,7 +14,7 @@ from itertools import combinations
 
 import numpy as np
 
-from typhoon.masking.schedules import require_sequence_length
+from typhoon.masking import require_sequence_length
 
 #: Largest number of sequences ``K**N`` that exact enumeration accepts.
 MAX_ENUMERATED_SEQUENCES = 1 << 17

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
-from typhoon.data.glue_files import load_glue
+from typhoon.data import load_glue
 
 
 def load_code_texts(stdlib_dir: str | os.PathLike | None = None, max_files: int | None = None) -> list[str]:

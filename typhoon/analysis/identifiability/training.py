@@ -23,7 +23,7 @@ from typhoon.analysis.identifiability.discrepancy import (
     masked_discrepancy,
 )
 from typhoon.analysis.identifiability.laws import MixtureLaw, ProductMode, mode_identifying_sets
-from typhoon.masking.schedules import Schedule, sample_visible_sets
+from typhoon.masking import Schedule, sample_visible_sets
 
 
 class MixtureOfProductsPredictor(torch.nn.Module):
