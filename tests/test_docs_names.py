@@ -298,10 +298,9 @@ def test_the_name_check_fails_on_names_that_moved(tmp_path):
     assert file_problems(page) == ["`tests/no_such_test.py`: no such file"]
     assert flag_problems(page) == ["scripts/slurm_check.py has no flag --no-such",
                                    "`--no-such-flag`: no flag --no-such-flag in typhoon's CLI or a script the page names"]
-    page.write_text("Add one to `BACKBONES` in `typhoon/models/backbones.py`; one more in `FAMILIES` there.\n"
+    page.write_text("Add one to `BACKBONES` in `typhoon/names.py`; one more in `FAMILIES` there.\n"
                     "```python\nx = 1  # families in models.FAMILIES\n```\n")
-    assert placement_problems(page) == ["`FAMILIES` in `typhoon/models/backbones.py`: "
-                                        "typhoon/models/backbones.py does not define it"]
+    assert placement_problems(page) == ["`FAMILIES` in `typhoon/names.py`: typhoon/names.py does not define it"]
     assert name_problems(page) == ["`models.FAMILIES`: models.FAMILIES: no module of the package defines it "
                                    "(tried models)"]
 
