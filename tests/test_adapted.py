@@ -34,7 +34,7 @@ def fake_spec(tmp_path, monkeypatch):
     """A spec whose weights file is a small safetensors file in tmp_path, with its true hash."""
     monkeypatch.setattr(adapted, "WEIGHTS_DIR", tmp_path)
     save_file({"cls.predictions.bias": torch.arange(4.0)}, str(tmp_path / "fake.safetensors"))
-    return adapted.AdaptedSpec("fake", "minilm-l6", adapted.file_sha256(tmp_path / "fake.safetensors"), "test")
+    return adapted.AdaptedSpec("fake", "minilm-l6", adapted.file_sha256(tmp_path / "fake.safetensors"))
 
 
 def test_the_hash_check_accepts_the_file_and_refuses_a_missing_or_altered_one(fake_spec):

@@ -17,7 +17,6 @@ from test_findings import make_output
 from typhoon import atomic, cli, config
 from typhoon.analysis import run_summary
 from typhoon.cli import main
-from typhoon.data import glue_files
 from typhoon.records import run_record
 from typhoon.report import results_readme
 
@@ -90,15 +89,6 @@ def test_an_unknown_task_or_backbone_is_refused_before_torch_is_imported(args, m
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"code": 2, "torch": False, "transformers": False}, done.stderr
     assert message in done.stderr
-
-
-def test_the_quick_name_lists_agree_with_the_registries():
-    from typhoon import names
-    from typhoon.models import backbones
-
-    assert names.GLUE_TASK_NAMES == tuple(sorted(glue_files.GLUE_TASKS))
-    assert names.TASK_ALIASES == glue_files._ALIASES
-    assert names.BACKBONE_NAMES == tuple(sorted(backbones.BACKBONES))
 
 
 def test_a_corrupted_metrics_json_is_named_when_its_cell_is_trained_again(tmp_path):

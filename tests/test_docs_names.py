@@ -28,8 +28,6 @@ from test_docs import (
     subcommands,
 )
 
-from typhoon.config import load_profiles
-
 PACKAGE = REPO / "typhoon"
 
 # names in code spans that are not the package's, each for a reason
@@ -298,24 +296,8 @@ def test_the_name_check_fails_on_names_that_moved(tmp_path):
     assert file_problems(page) == ["`tests/no_such_test.py`: no such file"]
     assert flag_problems(page) == ["scripts/slurm_check.py has no flag --no-such",
                                    "`--no-such-flag`: no flag --no-such-flag in typhoon's CLI or a script the page names"]
-    page.write_text("Add one to `BACKBONES` in `typhoon/models/backbones.py`; one more in `FAMILIES` there.\n"
+    page.write_text("Add one to `BACKBONES` in `typhoon/names.py`; one more in `FAMILIES` there.\n"
                     "```python\nx = 1  # families in models.FAMILIES\n```\n")
-    assert placement_problems(page) == ["`FAMILIES` in `typhoon/models/backbones.py`: "
-                                        "typhoon/models/backbones.py does not define it"]
+    assert placement_problems(page) == ["`FAMILIES` in `typhoon/names.py`: typhoon/names.py does not define it"]
     assert name_problems(page) == ["`models.FAMILIES`: models.FAMILIES: no module of the package defines it "
                                    "(tried models)"]
-
-
-def layout_line(module: str) -> str:
-    """The line of docs/layout.md's tree that describes a top-level module of the package."""
-    (line,) = re.findall(rf"^  {re.escape(module)}\s+(.+)$", read(REPO / "docs" / "layout.md"), re.M)
-    return line
-
-
-def test_the_layout_names_every_command_and_profile():
-    commands = set(subcommands(build_parser()))
-    named = set(re.findall(r"[a-z][\w-]*", layout_line("cli.py").partition(":")[2]))
-    assert not sorted(commands - named), "commands the layout's cli.py line lacks"
-    profiles = set(load_profiles())
-    named = set(re.findall(r"[a-z][\w-]*", layout_line("profiles.toml").partition(":")[2]))
-    assert not sorted(profiles - named), "profiles the layout's profiles.toml line lacks"

@@ -86,9 +86,10 @@ def word_is_split(selected: torch.Tensor, word_ids: torch.Tensor) -> bool:
 # Properties shared by every strategy
 
 
-def test_registry_lists_every_strategy():
-    assert set(STRATEGIES) == {"random", "whole_word", "span", "typhoon"}
-    assert set(NAMES) <= set(strategy_names())
+def test_registry_builds_every_strategy_under_its_name():
+    for name, cls in STRATEGIES.items():
+        assert type(get_strategy(name)) is cls and cls().name == name
+    assert {"random", "whole_word", "span", "typhoon"} <= set(STRATEGIES) and set(NAMES) <= set(strategy_names())
     assert get_strategy("typhoon_rank").calibration == "rank"
     assert get_strategy("typhoon_softmax").name == "typhoon_softmax"
     assert get_strategy("typhoon").needs_saliency and not get_strategy("random").needs_saliency

@@ -31,10 +31,10 @@ from pathlib import Path
 from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
 from typhoon.masking import (
     BASE_PARAMS,
+    CONFIG_PARAMS,
     DEFAULT_SCHEDULE,
     PLUGIN_STRATEGIES,
     SCHEDULES,
-    STRATEGY_PARAMS,
     Param,
     arm_label,
     check_params,
@@ -44,6 +44,7 @@ from typhoon.masking import (
     plugins,
     resolve_alias,
     uses_task_saliency,
+    with_strategy_params,
 )
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
@@ -63,15 +64,18 @@ def allows(allowed: Allowed) -> dict:
 
 
 @dataclass
+@with_strategy_params(after="profile")
 class RunConfig:
     """Everything that determines one run. Defaults are the ``cpu`` profile's unless it says otherwise.
 
-    The masking fields are the parameters the strategies declare (``typhoon.masking``, ``PARAMS``),
-    with the same names, types and defaults; a strategy receives only those it declares. A strategy of
-    your own (``strategy = "my_module:MyStrategy"``, :mod:`typhoon.masking.plugins`) is held as its class's
-    ``name`` in ``strategy`` (the record folder's name), the spec it came from in ``strategy_source`` and
-    the values of its own parameters (those beyond ``p`` and ``corruption``) in ``strategy_args``; both
-    are left out of :meth:`to_dict` while empty, so a built-in strategy's record is what it always was.
+    The masking fields (``p``, ``corruption``, ``delta``, ...) are the parameters the built-in strategies
+    declare in :mod:`typhoon.masking.params`, with the same names, types, defaults and docs: the decorator
+    :func:`~typhoon.masking.params.with_strategy_params` makes them fields, after ``profile``; ``python -m
+    typhoon run --help`` lists them. A strategy receives only those it declares. A strategy of your own
+    (``strategy = "my_module:MyStrategy"``, :mod:`typhoon.masking.plugins`) is held as its class's ``name``
+    in ``strategy`` (the record folder's name), the spec it came from in ``strategy_source`` and the values
+    of its own parameters (those beyond ``p`` and ``corruption``) in ``strategy_args``; both are left out of
+    :meth:`to_dict` while empty, so a built-in strategy's record is what it always was.
     """
 
     task: str = "mrpc"
@@ -81,19 +85,8 @@ class RunConfig:
     strategy_args: dict = field(default_factory=dict)  # a plugin strategy: its own parameters' values, by name
     seed: int = field(default=0, metadata=allows(IntAtLeast(0)))
     profile: str = "custom"  # a config made by hand (RunConfig(...)), from no profile; resolve() sets the profile it came from
-    # masking (phase 1)
-    p: float = 0.15  # masking budget: expected share of non-special tokens selected
-    corruption: str = "bert"  # "bert" = 80 % [MASK] / 10 % random / 10 % kept; "mask_only"
-    delta: float = 0.4  # typhoon: width of the calibration band [1 - delta, 1]
-    lam: float = 0.8  # typhoon: EMA rate of the saliency weights
-    calibration: str = "minmax"  # typhoon: minmax (paper) | rank | softmax
-    tau: float = 1.0  # typhoon softmax temperature
-    saliency: str = "mlm"  # typhoon: gradient of the mlm loss (paper) | of a task loss in phase 1 (typhoon_task)
-    ema_start: str = "first_sighting"  # typhoon: a type's first weight (zeros: the 2023 code's EMA from 0)
-    unseen: str = "neutral"  # typhoon: preference of a never-seen type (top: the 2023 code's)
-    budget: str = "non_special"  # typhoon: exact over non-special tokens | all_ids (the 2023 code's closed form)
-    geometric_p: float = 0.2  # span: span lengths ~ Geometric(geometric_p), truncated at max_span words
-    max_span: int = 10  # span: longest span, in words
+    # masking (phase 1): here come p, corruption, delta, lam, ..., max_span: one field per parameter of the
+    # built-in strategies, declared once in typhoon/masking/params.py (BUILTINS: type, default, doc, allowed values)
     schedule: str = field(default=DEFAULT_SCHEDULE, metadata=allows(OneOf(SCHEDULES)))  # per-sequence masking rate: fixed | uniform | mixture
     pi0: float = field(default=0.0, metadata=allows(Interval(0.0, 1.0, high_open=True)))  # mixture schedule: probability that a whole sequence is masked
     # phase 1: MLM adaptation on the task's own training text
@@ -275,7 +268,7 @@ class RunConfig:
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
 PLUGIN_FIELDS = ("strategy_source", "strategy_args")  # set only for a plugin strategy (RunConfig.to_dict)
 # Fields that are some strategy's parameter (only the chosen strategy's count for a run's identity).
-STRATEGY_FIELDS = frozenset(param.name for params in STRATEGY_PARAMS.values() for param in params)
+STRATEGY_FIELDS = frozenset(param.name for param in CONFIG_PARAMS)
 
 
 def plugin_params(name: str) -> tuple[Param, ...]:
@@ -290,9 +283,11 @@ def plugin_params(name: str) -> tuple[Param, ...]:
 
 
 def allowed_of(cls: type, name: str) -> Allowed:
-    """What field ``name`` of dataclass ``cls`` (RunConfig, Profile) allows: its ``allows`` metadata, so that a
-    command line flag setting the same thing (``--seeds``, ``--workers``) is checked against the same range."""
-    return cls.__dataclass_fields__[name].metadata["allowed"]
+    """What field ``name`` of dataclass ``cls`` (RunConfig, Profile) allows: its ``allows`` metadata (a strategy
+    parameter's: its declaration's), so that a command line flag setting the same thing (``--seeds``,
+    ``--workers``) is checked against the same range."""
+    metadata = cls.__dataclass_fields__[name].metadata
+    return metadata["allowed"] if "allowed" in metadata else metadata["param"].allowed
 
 
 def coerce(key: str, raw) -> object:

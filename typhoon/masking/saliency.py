@@ -58,6 +58,7 @@ from torch import nn
 from typhoon.masking.params import (
     BUDGET,
     CALIBRATION,
+    CORRUPTION,
     DELTA,
     EMA_START,
     LAM,
@@ -66,6 +67,7 @@ from typhoon.masking.params import (
     TAU,
     TYPHOON_2023,
     UNSEEN,
+    P,
 )
 
 from .base import MaskingStrategy, maskable_positions
@@ -182,9 +184,10 @@ class TyphoonMasking(MaskingStrategy):
     needs_saliency = True
     PARAMS = STRATEGY_PARAMS["typhoon"]  # declared in typhoon.masking.params
 
-    def __init__(self, p: float = 0.15, corruption: str = "bert", delta: float = 0.4, lam: float = 0.8,
-                 calibration: str = "minmax", tau: float = 1.0, saliency: str = "mlm",
-                 ema_start: str = "first_sighting", unseen: str = "neutral", budget: str = "non_special"):
+    def __init__(self, p: float = P.default, corruption: str = CORRUPTION.default, delta: float = DELTA.default,
+                 lam: float = LAM.default, calibration: str = CALIBRATION.default, tau: float = TAU.default,
+                 saliency: str = SALIENCY.default, ema_start: str = EMA_START.default, unseen: str = UNSEEN.default,
+                 budget: str = BUDGET.default):  # the defaults declared in typhoon.masking.params
         super().__init__(p=p, corruption=corruption)
         self.delta = DELTA.check(delta)
         self.lam = LAM.check(lam)

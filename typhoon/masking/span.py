@@ -33,22 +33,23 @@ import math
 
 import torch
 
-from typhoon.masking.params import GEOMETRIC, GEOMETRIC_P, MAX_SPAN, MAX_SPAN_WORDS, STRATEGY_PARAMS
+from typhoon.masking.params import CORRUPTION, GEOMETRIC, MAX_SPAN, STRATEGY_PARAMS, P
 
 from .base import MaskingStrategy, word_ids_of
 
 CANDIDATE_OVERSAMPLING = 2.5  # candidate spans drawn per span expected to be needed
 
 
-def span_length_pmf(geometric_p: float = GEOMETRIC_P, max_span: int = MAX_SPAN_WORDS) -> torch.Tensor:
+def span_length_pmf(geometric_p: float = GEOMETRIC.default, max_span: int = MAX_SPAN.default) -> torch.Tensor:
     """Float64 (max_span,): P(length = 1..max_span), the geometric law truncated and renormalised."""
     lengths = torch.arange(1, max_span + 1, dtype=torch.float64)
     pmf = geometric_p * (1 - geometric_p) ** (lengths - 1)
     return pmf / pmf.sum()
 
 
-def sample_span_lengths(shape: tuple[int, ...], generator: torch.Generator, geometric_p: float = GEOMETRIC_P,
-                        max_span: int = MAX_SPAN_WORDS, device: torch.device | str = "cpu") -> torch.Tensor:
+def sample_span_lengths(shape: tuple[int, ...], generator: torch.Generator,
+                        geometric_p: float = GEOMETRIC.default, max_span: int = MAX_SPAN.default,
+                        device: torch.device | str = "cpu") -> torch.Tensor:
     """Long tensor of span lengths in words, i.i.d. from :func:`span_length_pmf`.
 
     Closed-form inverse CDF of the truncated geometric law: with q = 1 - g and u ~ U[0, 1),
@@ -87,7 +88,7 @@ def _first_covering_span(starts: torch.Tensor, lengths: torch.Tensor, n_slots: i
 
 
 def span_mask(word_ids: torch.Tensor, maskable: torch.Tensor, rates: torch.Tensor, generator: torch.Generator,
-              geometric_p: float = GEOMETRIC_P, max_span: int = MAX_SPAN_WORDS) -> torch.Tensor:
+              geometric_p: float = GEOMETRIC.default, max_span: int = MAX_SPAN.default) -> torch.Tensor:
     """Bool (B, L): whole-word spans filling each row's token budget (see the module docstring)."""
     device = word_ids.device
     has_word = maskable & (word_ids >= 0)
@@ -132,8 +133,8 @@ class SpanMasking(MaskingStrategy):
     name = "span"
     PARAMS = STRATEGY_PARAMS["span"]  # declared in typhoon.masking.params
 
-    def __init__(self, p: float = 0.15, corruption: str = "bert", geometric_p: float = GEOMETRIC_P,
-                 max_span: int = MAX_SPAN_WORDS):
+    def __init__(self, p: float = P.default, corruption: str = CORRUPTION.default,
+                 geometric_p: float = GEOMETRIC.default, max_span: int = MAX_SPAN.default):  # declared in params
         super().__init__(p=p, corruption=corruption)
         self.geometric_p = GEOMETRIC.check(geometric_p)
         self.max_span = MAX_SPAN.check(max_span)

