@@ -25,10 +25,11 @@ from typhoon import lazy_face
 
 # Each public name and the module of this package that defines it.
 _HOMES = {
-    **dict.fromkeys(["ALIASES", "BASE_PARAMS", "CALIBRATIONS", "CORRUPTIONS", "DEFAULT_SCHEDULE", "PLUGIN_STRATEGIES",
-                     "Param", "SALIENCY_SOURCES", "SCHEDULES", "STRATEGY_PARAMS", "arm_label", "check_params",
-                     "declared_params", "ignored_parameters", "inactive_parameters", "parameters_of", "resolve_alias",
-                     "strategy_help", "strategy_names", "uses_task_saliency"], "params"),
+    **dict.fromkeys(["ALIASES", "BASE_PARAMS", "CALIBRATIONS", "CONFIG_PARAMS", "CORRUPTIONS", "DEFAULT_SCHEDULE",
+                     "PLUGIN_STRATEGIES", "Param", "SALIENCY_SOURCES", "SCHEDULES", "STRATEGY_PARAMS", "arm_label",
+                     "check_params", "declared_params", "ignored_parameters", "inactive_parameters", "parameters_of",
+                     "resolve_alias", "strategy_help", "strategy_names", "uses_task_saliency",
+                     "with_strategy_params"], "params"),
     **dict.fromkeys(["BudgetSolver", "ClosedFormBudget", "budget_moved", "budget_rule", "calibrate", "calibrate_budget",
                      "kl_to_uniform", "masked_distribution_kl", "preference", "realised_rate", "spread"], "calibration"),
     **dict.fromkeys(["IGNORE_INDEX", "MaskingStrategy", "corrupt", "load_state", "maskable_positions"], "base"),
