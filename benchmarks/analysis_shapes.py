@@ -36,6 +36,10 @@ def _results(name: str, tidy: bool = False) -> pd.DataFrame:
     return run_summary.load_results(REPO / "results" / name / "results.csv", tidy=tidy)
 
 
+def _pairs() -> pd.DataFrame:
+    return importlib.import_module("typhoon.analysis.pairwise").paired_values(_results("cpu"))
+
+
 def _comparisons() -> pd.DataFrame:
     from typhoon.analysis import pairwise
 
@@ -57,6 +61,20 @@ CALLS: dict[str, dict[str, Callable]] = {
     "typhoon.analysis.pairwise": {
         "paired_comparisons": lambda f: f(_results("cpu"), **FAST),
         "paired_differences": lambda f: f(_results("cpu"), "primary_value", "typhoon", "random"),
+        "paired_values": lambda f: f(_results("cpu")),
+        "values_by_seed": lambda f: f(_results("cpu"), "primary_value", "typhoon", "random"),
+        "holm_adjusted": lambda f: f(_comparisons()[["task", "backbone", "strategy_a", "strategy_b", "p"]], "typhoon"),
+        "verdicts": lambda f: f(_comparisons()[["task", "backbone", "strategy_a", "strategy_b", "testable", "p_holm",
+                                                "tost_p"]]),
+    },
+    "typhoon.analysis.paired": {
+        "difference": lambda f: f(_pairs()),
+        "t_test": lambda f: f(_pairs()),
+        "tost": lambda f: f(_pairs(), margin=0.01),
+        "wilcoxon": lambda f: f(_pairs()),
+        "bootstrap_ci": lambda f: f(_pairs(), resamples=199),
+        "stochastic_order": lambda f: f(_pairs(), iterations=50),
+        "power": lambda f: f(_pairs(), dz=0.5),
     },
     "typhoon.analysis.run_summary": {
         "summarize": lambda f: f(_results("cpu")),
@@ -71,11 +89,16 @@ CALLS: dict[str, dict[str, Callable]] = {
     },
     "typhoon.analysis.schedule_study": {
         "schedule_comparisons": _schedules,
+        "schedule_pairs": _schedules,
+        "metric_comparisons": _schedules,
+        "loss_comparisons": _schedules,
         "display_table": lambda f: f(_schedules(importlib.import_module("typhoon.analysis.schedule_study")
                                                 .schedule_comparisons)),
     },
     "typhoon.analysis.bottleneck_verdict": {
         "bottleneck_verdict": lambda f: _bottleneck(f)[0],
+        "bottleneck_comparisons": _bottleneck,
+        "masking_of_strategies": _bottleneck,
     },
 }
 

@@ -75,9 +75,8 @@ def paired_comparisons(
 
     The difference is ``strategy_a - strategy_b`` (``primary_value``); when the reference strategy is in
     a pair it is ``strategy_a``, so a positive ``mean_diff`` means the reference did better (for
-    metrics where higher is better). The columns, each from the function that answers its question:
+    metrics where higher is better). After the labels (:data:`PAIR_COLUMNS`), the columns of each question:
 
-    - ``task``, ``backbone``, ``primary_metric``, ``strategy_a``, ``strategy_b``: the comparison
     - ``n``, ``seeds``, ``mean_a``, ``mean_b``, ``mean_diff``, ``sd_diff``, ``se_diff``, ``ci_low``,
       ``ci_high`` (t interval at ``confidence``), ``testable``: :func:`paired.difference`
     - ``t``, ``dof``, ``p``, ``cohen_dz``, ``bf10``: :func:`paired.t_test`
@@ -93,15 +92,11 @@ def paired_comparisons(
     - ``note``: why anything is NaN or to be read with care (unpaired seeds, too few pairs, no spread,
       the bootstrap's warnings, Wilcoxon's smallest attainable p)
 
-    Untestable comparisons (fewer than 2 pairs, or differences without spread) have NaN t, p, intervals,
-    TOST and ASO, and are neither significant nor equivalent. Every comparison's bootstrap and ASO draw
-    from ``seed`` afresh, so a row does not depend on which other rows are in the table. With the defaults
-    a 30-comparison table took 4-5 s on a loaded 2-core Xeon (benchmarks/bench_seed_stats.py), mostly ASO.
-
-    Errors (``ValueError``): missing columns; a seed present for one strategy and not the other; fewer
-    than 2 paired seeds. With ``on_invalid="skip"`` these do not raise: unpaired seeds are dropped (and
-    named in ``note``) and comparisons with < 2 pairs get NaN statistics and a note -- for small
-    profiles (one seed, a failed run) where a notebook should say why a test is skipped.
+    Untestable comparisons (< 2 pairs, or differences without spread) have NaN t, p, intervals, TOST and
+    ASO, and are neither significant nor equivalent. A row does not depend on the others (the bootstrap and
+    ASO draw from ``seed`` afresh); 30 comparisons take 4-5 s, mostly ASO (benchmarks/bench_seed_stats.py).
+    ValueError for missing columns, unpaired seeds and < 2 pairs, unless ``on_invalid="skip"``
+    (:func:`paired_values`): then the row is kept with NaN statistics and ``note`` says why.
     """
     _check_comparison_options(on_invalid, margin, bootstrap_method)
     pairs = paired_values(results, reference, on_invalid)
@@ -118,10 +113,7 @@ def paired_comparisons(
         ["family", "p_holm", "holm_family"]]
     out[["significant", "equivalent", "verdict"]] = verdicts(out[["testable", "p_holm", "tost_p"]], alpha)[
         ["significant", "equivalent", "verdict"]]
-    out["testable"] = out["testable"].eq(True)
-    out["n"] = out["n"].astype("Int64")
-    out["dof"] = out["dof"].astype(float)
-    out["note"] = out["note"].fillna("").astype(str)
+    out["n"], out["dof"] = out["n"].astype("Int64"), out["dof"].astype(float)
     resampling = dict(bootstrap_method=bootstrap_method, bootstrap_resamples=bootstrap_resamples,
                       aso_iterations=aso_iterations, seed=seed)
     out.attrs.update(margin=margin, reference=reference, alpha=alpha, confidence=confidence, **resampling)
