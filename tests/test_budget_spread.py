@@ -289,14 +289,13 @@ def _results(values: dict[str, list[float]], moved: dict[str, float], task="mrpc
 
 
 RANDOM_F1 = [0.80, 0.83, 0.79, 0.84, 0.81, 0.82, 0.78, 0.85]
-FAST = dict(bootstrap_resamples=199, aso_iterations=20)
 
 
 def test_verdict_when_moving_the_budget_helps():
     noise = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, -0.0005, 0.001]
     softmax = [r + 0.05 + e for r, e in zip(RANDOM_F1, noise, strict=True)]
     table, sentence = bottleneck_verdict.bottleneck_verdict(
-        _results({"random": RANDOM_F1, "typhoon_softmax": softmax}, {"typhoon_softmax": 0.37}), **FAST)
+        _results({"random": RANDOM_F1, "typhoon_softmax": softmax}, {"typhoon_softmax": 0.37}))
     row = table.iloc[0]
     d = np.array(softmax) - np.array(RANDOM_F1)
     lo, hi = st.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=d.std(ddof=1) / np.sqrt(len(d)))
@@ -311,7 +310,7 @@ def test_verdict_when_moving_the_budget_does_not_help():
     values = {"random": RANDOM_F1, "typhoon": [r + e for r, e in zip(RANDOM_F1, tiny, strict=True)],
               "typhoon_task": [r - e for r, e in zip(RANDOM_F1, tiny, strict=True)]}
     table, sentence = bottleneck_verdict.bottleneck_verdict(_results(values, {"typhoon": 0.005, "typhoon_task": 0.2}),
-                                                       margin=0.01, **FAST)
+                                                       margin=0.01)
     assert list(table["strategy"]) == ["typhoon", "typhoon_task"]
     assert list(table["saliency"]) == ["mlm", "task"] and list(table["calibration"]) == ["minmax", "minmax"]
     assert table["task_model_accuracy"].isna().all() and table["task_model_learned"].tolist() == [None, None]
@@ -322,12 +321,11 @@ def test_verdict_when_moving_the_budget_does_not_help():
 
 def test_verdict_with_too_few_seeds_and_without_bottleneck_runs():
     table, sentence = bottleneck_verdict.bottleneck_verdict(
-        _results({"random": RANDOM_F1[:1], "typhoon_rank": [0.9]}, {"typhoon_rank": 0.07}), **FAST)
+        _results({"random": RANDOM_F1[:1], "typhoon_rank": [0.9]}, {"typhoon_rank": 0.07}))
     assert list(table["outcome"]) == ["too few seeds"] and sentence.startswith("Too few seeds to tell")
     assert table.iloc[0]["diff"] == pytest.approx(0.9 - RANDOM_F1[0]) and np.isnan(table.iloc[0]["seeds_for_power"])
     same = [0.81] * 3  # every run the same score (a model stuck at the majority class): no spread to test
-    table, sentence = bottleneck_verdict.bottleneck_verdict(_results({"random": same, "typhoon": same}, {"typhoon": 0.01}),
-                                                       **FAST)
+    table, sentence = bottleneck_verdict.bottleneck_verdict(_results({"random": same, "typhoon": same}, {"typhoon": 0.01}))
     assert list(table["outcome"]) == ["cannot be tested"] and sentence.startswith("Cannot tell")
     table, sentence = bottleneck_verdict.bottleneck_verdict(_results({"random": RANDOM_F1, "whole_word": RANDOM_F1}, {}))
     assert table.empty and sentence.startswith("No bottleneck runs")
@@ -337,7 +335,7 @@ def test_verdict_is_inconclusive_with_noisy_small_differences():
     noisy = [0.03, -0.02, 0.01, -0.03, 0.02, -0.01, 0.025, -0.02]
     table, sentence = bottleneck_verdict.bottleneck_verdict(
         _results({"random": RANDOM_F1, "typhoon_rank": [r + e for r, e in zip(RANDOM_F1, noisy, strict=True)]},
-                 {"typhoon_rank": 0.07}), **FAST)
+                 {"typhoon_rank": 0.07}))
     assert table.iloc[0]["outcome"] == "inconclusive" and sentence.startswith("Inconclusive")
     assert f"about {int(table.iloc[0]['seeds_for_power'])} seeds" in sentence
 
@@ -348,7 +346,7 @@ def test_the_verdict_says_its_holm_family_beside_the_p_values():
     noisy = [0.03, -0.02, 0.01, -0.03, 0.02, -0.01, 0.025, -0.02]
     values = {"random": RANDOM_F1, "typhoon": [r + e for r, e in zip(RANDOM_F1, noisy, strict=True)]}
     frames = [_results(values, {"typhoon": 0.004}, task=t) for t in ("mrpc", "cola")]
-    table, _ = bottleneck_verdict.bottleneck_verdict(pd.concat(frames, ignore_index=True), **FAST)
+    table, _ = bottleneck_verdict.bottleneck_verdict(pd.concat(frames, ignore_index=True))
     assert (table["holm_family"] == "Holm over the 2 comparisons of random vs each other strategy, "
                                     "every task × backbone").all()
     p = [st.ttest_rel(values["typhoon"], RANDOM_F1).pvalue] * 2
@@ -362,5 +360,5 @@ def test_verdict_says_whether_the_task_model_behind_task_saliency_learned():
     task_rows = results["strategy"] == "typhoon_task"
     results.loc[task_rows, "task_head_accuracy"] = accuracy
     results.loc[task_rows, "task_head_learned"] = ["True", "True", "False", "True", "True", "True", "True", "True"]
-    row = bottleneck_verdict.bottleneck_verdict(results, **FAST)[0].iloc[0]
+    row = bottleneck_verdict.bottleneck_verdict(results)[0].iloc[0]
     assert row.task_model_accuracy == pytest.approx(np.mean(accuracy)) and row.task_model_learned == "7/8"

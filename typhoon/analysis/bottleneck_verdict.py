@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis import pairwise, run_summary, seed_budget
+from typhoon.analysis import paired, pairwise, run_summary, seed_budget
 from typhoon.masking import ALIASES
 from typhoon.records import RUN_KEYS
 
@@ -53,76 +53,106 @@ def task_model_summary(runs: pd.DataFrame) -> dict:
 
 
 def bottleneck_verdict(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN, reference: str = "random",
-                       alpha: float = 0.05, power: float = 0.8, **comparison_kwargs) -> tuple[pd.DataFrame, str]:
+                       alpha: float = 0.05, power: float = 0.8) -> tuple[pd.DataFrame, str]:
     """Does moving more of the masking budget away from uniform help? Decided from the runs.
 
-    For every typhoon-family strategy (name starting with ``typhoon``) and (task, backbone), paired by
-    seed with ``reference`` (random masking): the budget it moved and its KL to uniform (means over its
-    runs, from the results columns ``budget_moved`` and ``kl_to_uniform``: the final masking state of
-    each run), ``diff`` = its dev metric minus the reference's with the 95 % t CI, the paired t-test's
-    Holm-adjusted p over all these comparisons (``p_holm``; ``holm_family`` says the family in words: it
-    is not the family of ``stats/comparisons.csv``, whose reference is typhoon), TOST at ``±margin`` (``tost_p``), the seeds
-    needed for ``power`` at a true difference of ``margin`` from the measured paired sd
-    (``seeds_for_power``: ``seed_budget.seeds_needed``), ``verdict`` (``pairwise.paired_comparisons``') and
-    ``outcome``: "helps" / "hurts" (Holm-significant and not within the margin), "no difference that
-    matters" (TOST-equivalent), "inconclusive", "too few seeds" (fewer than 2 pairs) or "cannot be
-    tested" (differences without spread across seeds, e.g. runs that all predict the majority class).
-    ``calibration`` and ``saliency`` come from the results columns when present, else from the strategy
-    name (:func:`masking_source`). Task-loss saliency rows carry their task model's check
-    (``task_model_accuracy``: mean dev accuracy; ``task_model_learned``: runs above the majority class, "k/n").
+    For every typhoon-family strategy (name starting with ``typhoon``) and (task, backbone), paired by seed
+    with ``reference`` (random masking): :func:`bottleneck_comparisons` (the dev-metric difference, Holm,
+    TOST at ``±margin``, the seeds needed for ``power``, the verdict and the ``outcome``) beside
+    :func:`masking_of_strategies` (how the strategy masks: its calibration and saliency, the budget it moved,
+    its KL to uniform, and for task-loss saliency its task model's check). Columns ``task``, ``backbone``,
+    ``strategy``, ``calibration``, ``saliency``, ``n``, ``budget_moved``, ``kl_to_uniform``,
+    ``primary_metric``, ``diff``, ``ci_low``, ``ci_high``, ``p_holm``, ``holm_family``, ``tost_p``,
+    ``seeds_for_power``, ``verdict``, ``outcome``, ``task_model_accuracy``, ``task_model_learned``.
 
     Returns (the table, one sentence). An empty table (no typhoon-family strategy beside the reference)
     comes with a sentence saying so.
     """
+    if _bottleneck_runs(results, reference).empty:
+        return pd.DataFrame(columns=_VERDICT_COLUMNS), (
+            f"No bottleneck runs: the results hold no typhoon-family strategy run beside {reference!r} on the same "
+            "task, so there is nothing to compare.")
+    comparisons = bottleneck_comparisons(results, margin, reference, alpha, power)
+    table = comparisons.merge(masking_of_strategies(results, reference), on=["task", "backbone", "strategy"],
+                              how="left")[_VERDICT_COLUMNS]
+    table.attrs.update(margin=margin, reference=reference, alpha=alpha, power=power)
+    return table, _verdict_sentence(table, margin, reference, power)
+
+
+def _bottleneck_runs(results: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """The ok runs of the typhoon-family strategies and of ``reference``, in the (task, backbone)s that have
+    both (each schedule of a strategy its own arm, as in every comparison); empty when none has."""
     need = [*RUN_KEYS, "status", "primary_value"]
     missing = [c for c in need if c not in results.columns]
     if missing:
         raise ValueError(f"results is missing column(s) {missing}")
-    results = run_summary.arms(results)  # each schedule of a strategy is its own arm, as in every comparison
+    results = run_summary.arms(results)
     ok = results[results["status"].astype(str) == "ok"].copy()
     family = ok["strategy"].astype(str).str.startswith("typhoon")
     groups = ok[family | (ok["strategy"] == reference)]
-    paired = [g for _, g in groups.groupby(["task", "backbone"], sort=False)
-              if (g["strategy"] == reference).any() and g["strategy"].astype(str).str.startswith("typhoon").any()]
-    if not paired:
-        return pd.DataFrame(columns=_VERDICT_COLUMNS), (
-            f"No bottleneck runs: the results hold no typhoon-family strategy run beside {reference!r} on the same "
-            "task, so there is nothing to compare.")
-    subset = pd.concat(paired)
-    comparisons = pairwise.paired_comparisons(subset, margin=margin, reference=reference, alpha=alpha,
-                                           on_invalid="skip", **comparison_kwargs)
-    comparisons = comparisons[comparisons["family"] == "vs_reference"].reset_index(drop=True)
-    needed = seed_budget.seeds_needed(comparisons, power=power, alpha=alpha, margin=margin)
+    paired_groups = [g for _, g in groups.groupby(["task", "backbone"], sort=False)
+                     if (g["strategy"] == reference).any() and g["strategy"].astype(str).str.startswith("typhoon").any()]
+    return pd.concat(paired_groups) if paired_groups else ok.iloc[:0]
+
+
+def bottleneck_comparisons(results: pd.DataFrame, margin: float = BOTTLENECK_MARGIN, reference: str = "random",
+                           alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """Each typhoon-family strategy against ``reference`` per (task, backbone), paired by seed: ``n``, ``diff``
+    (its dev metric minus the reference's) with the 95 % t interval, the paired t's p Holm-adjusted over all
+    these comparisons (``p_holm``; ``holm_family`` says the family in words: not that of
+    ``stats/comparisons.csv``, whose reference is typhoon), TOST at ``±margin`` (``tost_p``), the seeds needed
+    for ``power`` at a true difference of ``margin`` from the measured paired sd (``seeds_for_power``:
+    :func:`typhoon.analysis.seed_budget.seeds_needed`), the ``verdict`` (:func:`typhoon.analysis.pairwise.verdicts`)
+    and the ``outcome``: "helps" / "hurts" (Holm-significant and not within the margin), "no difference that
+    matters" (TOST-equivalent), "inconclusive", "too few seeds" (fewer than 2 pairs) or "cannot be tested"
+    (differences without spread across seeds, e.g. runs that all predict the majority class)."""
+    pairs = pairwise.paired_values(_bottleneck_runs(results, reference), reference=reference, on_invalid="skip")
+    pairs = pairs[pairs["strategy_a"] == reference]  # the reference comes first in each of its pairs
+    diff, tests = paired.difference(pairs), paired.t_test(pairs)
+    tost = paired.tost(pairs, margin, alpha)
+    holm = pairwise.holm_adjusted(tests[["strategy_a", "strategy_b", "p"]], reference)
+    verdicts = pairwise.verdicts(pd.DataFrame({"testable": diff["testable"], "p_holm": holm["p_holm"],
+                                               "tost_p": tost["tost_p"]}), alpha)
+    needed = seed_budget.seeds_needed(diff.assign(cohen_dz=tests["cohen_dz"]), power=power, alpha=alpha,
+                                      margin=margin)
+    # diff = strategy - reference: the pairs' a - b turned round
+    table = pd.DataFrame({
+        "task": diff["task"], "backbone": diff["backbone"], "strategy": diff["strategy_b"], "n": diff["n"],
+        "primary_metric": diff["primary_metric"], "diff": -diff["mean_diff"],
+        "ci_low": np.fmin(-diff["ci_low"], -diff["ci_high"]), "ci_high": np.fmax(-diff["ci_low"], -diff["ci_high"]),
+        "p_holm": holm["p_holm"], "holm_family": holm["holm_family"], "tost_p": tost["tost_p"],
+        "seeds_for_power": needed["n_margin"], "verdict": verdicts["verdict"],
+        "significant": verdicts["significant"], "equivalent": verdicts["equivalent"]})
+    table["outcome"] = [_outcome(r) for _, r in table.iterrows()]
+    return table.drop(columns=["significant", "equivalent"])
+
+
+def masking_of_strategies(results: pd.DataFrame, reference: str = "random") -> pd.DataFrame:
+    """How each typhoon-family strategy run beside ``reference`` masks, per (task, backbone): ``calibration``
+    and ``saliency`` (the results columns when present, else what the strategy's name implies:
+    :func:`masking_source`), the means over its runs of ``budget_moved`` and ``kl_to_uniform`` (the final
+    masking state of each run) and, for task-loss saliency, its task model's check (``task_model_accuracy``:
+    mean dev accuracy; ``task_model_learned``: runs above the majority class, "k/n"; :func:`task_model_summary`)."""
+    runs = _bottleneck_runs(results, reference)
     for column in ("budget_moved", "kl_to_uniform", "calibration", "saliency", "task_head_accuracy",
                    "task_head_learned"):
-        if column not in subset.columns:
-            subset[column] = np.nan
+        if column not in runs.columns:
+            runs[column] = np.nan
     rows = []
-    for i, c in comparisons.iterrows():
-        other = c["strategy_b"] if c["strategy_a"] == reference else c["strategy_a"]
-        sign = -1.0 if c["strategy_a"] == reference else 1.0  # diff = strategy - reference
-        runs = subset[(subset["task"] == c["task"]) & (subset["backbone"] == c["backbone"])
-                      & (subset["strategy"] == other)]
-        calibration, saliency = masking_source(other) if other in ALIASES or other == "typhoon" else (None, None)
-        known = runs["calibration"].dropna()
+    for (task, backbone, strategy), own in runs[runs["strategy"] != reference].groupby(
+            ["task", "backbone", "strategy"], sort=False):
+        calibration, saliency = masking_source(strategy) if strategy in ALIASES or strategy == "typhoon" else (None, None)
+        known = own["calibration"].dropna()
         calibration = str(known.iloc[0]) if len(known) else calibration
-        known = runs["saliency"].dropna()
+        known = own["saliency"].dropna()
         saliency = str(known.iloc[0]) if len(known) else saliency
-        lo, hi = sign * c["ci_low"], sign * c["ci_high"]
-        rows.append(dict(task=c["task"], backbone=c["backbone"], strategy=other, calibration=calibration,
-                         saliency=saliency, n=c["n"], budget_moved=pd.to_numeric(runs["budget_moved"]).mean(),
-                         kl_to_uniform=pd.to_numeric(runs["kl_to_uniform"]).mean(),
-                         primary_metric=c["primary_metric"], diff=sign * c["mean_diff"], ci_low=min(lo, hi),
-                         ci_high=max(lo, hi), p_holm=c["p_holm"], holm_family=c["holm_family"], tost_p=c["tost_p"],
-                         seeds_for_power=needed.loc[i, "n_margin"], verdict=c["verdict"],
-                         significant=bool(c["significant"]), equivalent=bool(c["equivalent"]),
+        rows.append(dict(task=task, backbone=backbone, strategy=strategy, calibration=calibration, saliency=saliency,
+                         budget_moved=pd.to_numeric(own["budget_moved"]).mean(),
+                         kl_to_uniform=pd.to_numeric(own["kl_to_uniform"]).mean(),
                          **{"task_model_accuracy": np.nan, "task_model_learned": None,
-                            **(task_model_summary(runs) if saliency == "task" else {})}))
-    table = pd.DataFrame(rows)
-    table["outcome"] = [_outcome(r) for _, r in table.iterrows()]
-    table = table[_VERDICT_COLUMNS]
-    table.attrs.update(margin=margin, reference=reference, alpha=alpha, power=power)
-    return table, _verdict_sentence(table, margin, reference, power)
+                            **(task_model_summary(own) if saliency == "task" else {})}))
+    return pd.DataFrame(rows, columns=["task", "backbone", "strategy", "calibration", "saliency", "budget_moved",
+                                       "kl_to_uniform", "task_model_accuracy", "task_model_learned"])
 
 
 def _verdict_sentence(table: pd.DataFrame, margin: float, reference: str, power: float) -> str:

@@ -27,10 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from typhoon import paths
-from typhoon.analysis import pairwise, run_summary, seed_budget, significance
+from typhoon.analysis import paired, pairwise, run_summary, seed_budget, significance
 from typhoon.atomic import atomic_write_csv
 from typhoon.config import Profile, get_profile
 
@@ -80,30 +79,6 @@ def schedule_hypothesis(profile: str | Profile = "schedules") -> ScheduleHypothe
                               why=dict(body.get("why", {})))
 
 
-def _differences(runs: pd.DataFrame, value: str, a: str, b: str) -> pd.Series:
-    """Per seed with both runs: value under schedule ``a`` minus value under ``b`` (``runs``: one strategy's
-    runs; NaN-free, indexed by seed)."""
-    wide = runs.pivot_table(index="seed", columns="schedule", values=value, aggfunc="first")
-    if a not in wide or b not in wide:
-        return pd.Series(dtype=float)
-    pair = wide[[a, b]].apply(pd.to_numeric, errors="coerce").dropna()
-    return pair[a] - pair[b]
-
-
-def _t_summary(d: pd.Series, confidence: float = 0.95) -> tuple[float, float, float, float, float]:
-    """(mean, sd, ci_low, ci_high, p) of paired differences: the t interval and the paired t-test (a
-    one-sample t on the differences); the interval and p are NaN with < 2 seeds or no spread (sd at float
-    rounding), as in
-    :func:`typhoon.analysis.pairwise.paired_differences`."""
-    x = d.to_numpy(float)
-    mean = float(x.mean()) if x.size else np.nan
-    sd = float(x.std(ddof=1)) if x.size > 1 else np.nan
-    if not (x.size > 1 and sd > 1e-12):
-        return mean, sd, np.nan, np.nan, np.nan
-    lo, hi = st.t.interval(confidence, x.size - 1, loc=mean, scale=sd / np.sqrt(x.size))
-    return mean, sd, float(lo), float(hi), float(st.ttest_1samp(x, 0.0).pvalue)
-
-
 def _observed(low: float, high: float) -> str:
     """The direction an unadjusted 95 % interval of the loss difference shows (it excludes 0 iff p < 0.05)."""
     if not np.isfinite(low):
@@ -129,76 +104,105 @@ def _theory(predicted: str | None, observed: str) -> str:
 
 def schedule_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) -> pd.DataFrame:
     """One row per task × backbone × strategy × schedule (≠ the reference), paired by seed with the same
-    strategy under the reference schedule (columns :data:`COLUMNS`).
+    strategy under the reference schedule (columns :data:`COLUMNS`): :func:`metric_comparisons` (does the
+    schedule change the fine-tuned model's dev metric?) beside :func:`loss_comparisons` (does the full-mask
+    MLM loss move the way the theory predicts?), row by row."""
+    metric = metric_comparisons(results, hypothesis)
+    if metric.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    loss = loss_comparisons(results, hypothesis)
+    return pd.concat([metric, loss.drop(columns=LABELS)], axis=1)[COLUMNS]
 
-    ``diff`` is the dev metric of the schedule minus the reference's, with its 95 % t interval and paired
-    t ``p``; ``p_holm`` is Holm over every row of the table (``holm_family`` says so); ``tost_p`` tests
-    equivalence within the task's ``margin``; ``seeds_for_power`` is how many seeds give ``power`` at a
-    true difference of the margin from the measured sd (:func:`typhoon.analysis.seed_budget.seeds_needed`); ``outcome``
-    is equivalent (TOST < alpha), different (Holm p < alpha and not equivalent), inconclusive, or cannot
-    be tested (< 2 seeds or no spread). The full-mask loss columns are the same paired difference of
-    ``mlm_full_mask_loss`` (NaN where the records hold none), ``predicted`` the theory's direction and
-    ``full_mask_loss_p`` its paired t p and ``full_mask_loss_p_holm`` that p Holm-adjusted over every row with
-    one (``full_mask_loss_holm_family``); ``observed`` is the direction of the difference when the adjusted p is
-    below alpha (else "not decided") and ``theory`` "agrees", "disagrees" or "not decided" from it: the
-    verdict. ``observed_unadjusted`` / ``theory_unadjusted`` are the same read from the unadjusted 95 %
-    interval ("lower"/"higher" when it excludes 0), shown beside the verdict, never instead of it.
-    """
+
+LABELS = ["task", "backbone", "strategy", "schedule", "reference", "primary_metric"]  # of each comparison
+
+
+def schedule_pairs(results: pd.DataFrame, hypothesis: ScheduleHypothesis, value: str = "primary_value") -> pd.DataFrame:
+    """The pairs of each comparison, for :mod:`typhoon.analysis.paired`: every strategy under each compared
+    schedule against itself under the reference schedule, per task × backbone (where its ok runs have both),
+    one row per seed it ran; ``a`` the per-run column ``value`` under the schedule, ``b`` under the reference
+    (NaN where a run has none). Columns :data:`LABELS`, seed, a, b. ValueError when ``results`` has no
+    schedule column, an ok run has no dev metric, or a run is duplicated."""
     if "schedule" not in results.columns:
         raise ValueError("results has no schedule column, so the schedules cannot be told apart: a results.csv "
                          "written before it had one; rebuild it from the records "
                          "(python -m typhoon reproduce --profile <profile> --out <folder>)")
     run_summary.ok_runs(results)  # refuses an ok run without a dev metric, a duplicated run, a missing schedule
     runs = results.loc[results["status"].astype(str) == "ok"].copy()
-    runs["primary_value"] = pd.to_numeric(runs["primary_value"], errors="coerce")
     runs[["strategy", "schedule"]] = runs[["strategy", "schedule"]].astype(str)
-    if FULL_MASK_LOSS not in runs:
-        runs[FULL_MASK_LOSS] = np.nan
-    rows = []
+    runs[value] = pd.to_numeric(runs[value], errors="coerce") if value in runs else np.nan
+    frames = []
     for (task, backbone), group in runs.groupby(["task", "backbone"], sort=False):
         for strategy in dict.fromkeys(group["strategy"]):
             arm = group[group["strategy"] == strategy]
-            b = hypothesis.reference
-            for schedule in hypothesis.schedules:
-                a = schedule
-                if not {a, b} <= set(arm["schedule"]):
-                    continue
-                d = _differences(arm, "primary_value", a, b)
-                mean, sd, lo, hi, p = _t_summary(d)
-                loss = _differences(arm, FULL_MASK_LOSS, a, b)
-                loss_mean, _, loss_lo, loss_hi, loss_p = _t_summary(loss)
-                margin = float(hypothesis.margins.get(task, np.nan))
-                predicted = hypothesis.full_mask_loss.get(schedule)
-                observed_unadjusted = _observed(loss_lo, loss_hi) if len(loss) else "not measured"
-                wide = arm.pivot_table(index="seed", columns="schedule", values=FULL_MASK_LOSS, aggfunc="first")
-                rows.append(dict(
-                    task=task, backbone=backbone, strategy=strategy, schedule=schedule, reference=hypothesis.reference,
-                    primary_metric=str(arm["primary_metric"].iloc[0]), n=len(d), seeds=" ".join(map(str, d.index)), diff=mean,
-                    ci_low=lo, ci_high=hi, p=p, margin=margin, tost_p=significance.tost_paired(d.to_numpy(float), margin),
-                    sd_diff=sd, cohen_dz=mean / sd if sd and np.isfinite(sd) and sd > 0 else np.nan,
-                    full_mask_loss_reference=pd.to_numeric(wide.get(b), errors="coerce").mean() if b in wide else np.nan,
-                    full_mask_loss=pd.to_numeric(wide.get(a), errors="coerce").mean() if a in wide else np.nan,
-                    full_mask_loss_diff=loss_mean, full_mask_loss_ci_low=loss_lo, full_mask_loss_ci_high=loss_hi,
-                    full_mask_loss_p=loss_p, predicted=predicted, observed_unadjusted=observed_unadjusted,
-                    theory_unadjusted=_theory(predicted, observed_unadjusted)))
-    table = pd.DataFrame(rows)
-    if table.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    testable = table["p"].notna()
-    table["p_holm"] = np.nan
-    table.loc[testable, "p_holm"] = significance.holm(table.loc[testable, "p"])
+            seeds = np.sort(arm["seed"].unique())
+            wide = arm.pivot_table(index="seed", columns="schedule", values=value, aggfunc="first")
+            for schedule in (s for s in hypothesis.schedules if {s, hypothesis.reference} <= set(arm["schedule"])):
+                pair = wide.reindex(index=seeds, columns=[schedule, hypothesis.reference])
+                frames.append(pd.DataFrame({
+                    "task": task, "backbone": backbone, "strategy": strategy, "schedule": schedule,
+                    "reference": hypothesis.reference, "primary_metric": str(arm["primary_metric"].iloc[0]),
+                    "seed": seeds, "a": pair[schedule].to_numpy(float), "b": pair[hypothesis.reference].to_numpy(float)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*LABELS, *paired.VALUES])
+
+
+def metric_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) -> pd.DataFrame:
+    """Does the schedule change the fine-tuned model? Per comparison (:func:`schedule_pairs` of the dev metric):
+    ``n``, ``seeds``, ``diff`` (schedule minus reference) with its 95 % t interval and paired t ``p``;
+    ``p_holm``, Holm over every row (``holm_family`` says so); ``tost_p`` at the task's ``margin``;
+    ``seeds_for_power``, the seeds that give the hypothesis's power at a true difference of the margin from the
+    measured sd (:func:`typhoon.analysis.seed_budget.seeds_needed`); and ``outcome``: equivalent (TOST < alpha),
+    different (Holm p < alpha and not equivalent), inconclusive, or cannot be tested (< 2 seeds or no spread)."""
+    pairs = schedule_pairs(results, hypothesis)
+    table = paired.difference(pairs).rename(columns={"mean_diff": "diff"})
+    tests = paired.t_test(pairs)
+    table["p"] = tests["p"]
+    table["p_holm"] = significance.holm(table["p"])
     table["holm_family"] = pairwise.holm_family(table["p"], f"every schedule vs {hypothesis.reference} in this table")
+    table["margin"] = [float(hypothesis.margins.get(task, np.nan)) for task in table["task"]]
+    table["tost_p"] = [significance.tost_paired(g["a"].to_numpy(float) - g["b"].to_numpy(float), margin)
+                       for (_, g), margin in zip(_comparisons(pairs), table["margin"], strict=True)]
+    needed = seed_budget.seeds_needed(table.assign(strategy_a=table["strategy"], strategy_b=table["reference"],
+                                                   mean_diff=table["diff"], cohen_dz=tests["cohen_dz"]),
+                                      power=hypothesis.power, alpha=hypothesis.alpha)
+    table["seeds_for_power"] = needed["n_margin"].to_numpy()
+    table["outcome"] = [_outcome(r, hypothesis.alpha) for r in table.itertuples()]
+    return table[[*LABELS, "n", "seeds", "diff", "ci_low", "ci_high", "p", "p_holm", "holm_family", "margin",
+                  "tost_p", "seeds_for_power", "outcome"]]
+
+
+def _comparisons(pairs: pd.DataFrame):
+    """Each comparison's paired seeds, in the order :mod:`typhoon.analysis.paired` answers them."""
+    return ((key, g.dropna(subset=["a", "b"])) for key, g in pairs.groupby(LABELS, sort=False, dropna=False))
+
+
+def loss_comparisons(results: pd.DataFrame, hypothesis: ScheduleHypothesis) -> pd.DataFrame:
+    """Does the full-mask MLM loss move the way the theory predicts? Per comparison (:func:`schedule_pairs` of
+    ``mlm_full_mask_loss``; NaN where the records hold none): each schedule's mean loss over its runs, the
+    paired difference with its 95 % t interval and paired t p, that p Holm-adjusted over every row with one
+    (``full_mask_loss_holm_family``); ``predicted``, the theory's direction; ``observed``, the direction when
+    the adjusted p is below alpha (else "not decided"), and ``theory`` ("agrees", "disagrees", "not decided")
+    from it: the verdict. ``observed_unadjusted`` / ``theory_unadjusted`` are the same read from the
+    unadjusted 95 % interval ("lower"/"higher" when it excludes 0), to show beside the verdict."""
+    pairs = schedule_pairs(results, hypothesis, FULL_MASK_LOSS)
+    diff = paired.difference(pairs)
+    means = [(g["b"].mean(), g["a"].mean()) for _, g in pairs.groupby(LABELS, sort=False, dropna=False)]
+    table = diff[LABELS].copy()
+    table["full_mask_loss_reference"], table["full_mask_loss"] = [m[0] for m in means], [m[1] for m in means]
+    table["full_mask_loss_diff"] = diff["mean_diff"]
+    table["full_mask_loss_ci_low"], table["full_mask_loss_ci_high"] = diff["ci_low"], diff["ci_high"]
+    table["full_mask_loss_p"] = paired.t_test(pairs)["p"]
     table["full_mask_loss_p_holm"] = significance.holm(table["full_mask_loss_p"])
     table["full_mask_loss_holm_family"] = pairwise.holm_family(
         table["full_mask_loss_p"], f"the full-mask loss, every schedule vs {hypothesis.reference} in this table")
+    table["predicted"] = [hypothesis.full_mask_loss.get(schedule) for schedule in table["schedule"]]
     table["observed"] = [_observed_adjusted(r.full_mask_loss_diff, r.full_mask_loss_p_holm, hypothesis.alpha)
                          for r in table.itertuples()]
     table["theory"] = [_theory(r.predicted, r.observed) for r in table.itertuples()]
-    needed = seed_budget.seeds_needed(table.assign(strategy_a=table["strategy"], strategy_b=table["reference"],
-                                             mean_diff=table["diff"]), power=hypothesis.power, alpha=hypothesis.alpha)
-    table["seeds_for_power"] = needed["n_margin"].to_numpy()
-    table["outcome"] = [_outcome(r, hypothesis.alpha) for r in table.itertuples()]
-    return table[COLUMNS]
+    table["observed_unadjusted"] = [_observed(low, high) for low, high in
+                                    zip(table["full_mask_loss_ci_low"], table["full_mask_loss_ci_high"], strict=True)]
+    table["theory_unadjusted"] = [_theory(r.predicted, r.observed_unadjusted) for r in table.itertuples()]
+    return table
 
 
 def _outcome(row, alpha: float) -> str:
