@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import combinations
 
 import numpy as np
@@ -45,6 +45,7 @@ from typhoon.analysis.significance import (
     holm,
     tost_paired,
 )
+from typhoon.config import task_margin, task_margins
 
 _FAMILY_REF = "vs_reference"
 
@@ -65,7 +66,7 @@ _COMPARISON_COLUMNS = [
 
 def paired_comparisons(
     results: pd.DataFrame,
-    margin: float = 0.01,
+    margin: float | Mapping[str, float] | None = None,
     reference: str | None = "typhoon",
     confidence: float = 0.95,
     alpha: float = 0.05,
@@ -89,7 +90,8 @@ def paired_comparisons(
       paper's design the reference family is its twelve comparisons; ``significant`` = ``p_holm < alpha``;
       ``holm_family`` says it in words beside each p ("Holm over the 4 comparisons of ...")
     - ``cohen_dz`` = mean_diff / sd_diff; ``bf10``: JZS Bayes factor (pingouin, r = 0.707)
-    - ``tost_p``, ``equivalent``: TOST with bounds ``±margin``; equivalent = ``tost_p < alpha``
+    - ``tost_p``, ``equivalent``: TOST with bounds ``±margin``; equivalent = ``tost_p < alpha``. ``margin``:
+      one number, or one per task (a mapping); None, each task's registered margin (:func:`typhoon.config.task_margins`)
     - ``wilcoxon_stat``, ``wilcoxon_p``: Wilcoxon signed-rank (scipy); NaN with a note when undefined
     - ``testable``: at least 2 pairs whose differences vary (sd above float rounding). When False the
       comparison *cannot be tested*: t, p, the t CI, TOST, the bootstrap CI and ASO are NaN, and
@@ -117,11 +119,12 @@ def paired_comparisons(
     named in ``note``) and comparisons with < 2 pairs get NaN statistics and a note -- for small
     profiles (one seed, a failed run) where a notebook should say why a test is skipped.
     """
+    margin = task_margins() if margin is None else margin
     _check_comparison_options(on_invalid, margin, bootstrap_method)
     resampling = dict(bootstrap_method=bootstrap_method, bootstrap_resamples=bootstrap_resamples,
                       aso_iterations=aso_iterations, seed=seed)
-    rows = [compare_pair(g, a, b, reference, margin, confidence, alpha, on_invalid, resampling)
-            for g, a, b in strategy_pairs(ok_runs(results), reference)]
+    rows = [compare_pair(g, a, b, reference, task_margin(margin, g["task"].iloc[0]), confidence, alpha, on_invalid,
+                         resampling) for g, a, b in strategy_pairs(ok_runs(results), reference)]
     out = pd.DataFrame(rows).reindex(columns=_COMPARISON_COLUMNS)
     out = adjust_within_families(out, reference)
     out = add_verdicts(out, alpha)
@@ -129,10 +132,10 @@ def paired_comparisons(
     return out
 
 
-def _check_comparison_options(on_invalid: str, margin: float, bootstrap_method: str) -> None:
+def _check_comparison_options(on_invalid: str, margin: float | Mapping[str, float], bootstrap_method: str) -> None:
     if on_invalid not in ("raise", "skip"):
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
-    if not (margin > 0):
+    if not all(m > 0 for m in (margin.values() if isinstance(margin, Mapping) else [margin])):
         raise ValueError(f"margin must be > 0, got {margin}")
     _check_bootstrap_method(bootstrap_method, "bootstrap_method")
 

@@ -222,3 +222,12 @@ def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: 
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
     out.attrs["missing"] = missing
     return out
+
+
+def margin_text(comparisons: pd.DataFrame) -> str:
+    """The TOST margin of the comparisons: '±0.01', or '±0.01 on mrpc, ±0.02 on cola' where the tasks'
+    margins differ (each task's registered margin, :func:`typhoon.config.task_margins`)."""
+    per_task = comparisons.groupby("task", sort=False)["margin"].first().astype(float)
+    if per_task.nunique() <= 1:
+        return f"±{per_task.iloc[0]:g}" if len(per_task) else "±margin"
+    return ", ".join(f"±{m:g} on {task}" for task, m in per_task.items())

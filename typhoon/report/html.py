@@ -54,7 +54,8 @@ th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left
 table.findings td, table.findings th {{ text-align: left; }}
 td.verdict-reproduced, td.verdict-equivalent {{ background: #e8f5e9; }}
 td.verdict-not-reproduced, td.verdict-contradicted {{ background: #fdecea; }}
-td.verdict-not-decided, td.verdict-continue, td.verdict-undecided-at-cap {{ background: #fff8e1; }}
+td.verdict-not-decided, td.verdict-continue, td.verdict-undecided-at-cap, td.verdict-consistent-at-low-power {{
+  background: #fff8e1; }}
 td.verdict-not-comparable {{ background: #f3f3f3; }} td.verdict-different {{ background: #e3f2fd; }}
 figure {{ margin: 1rem 0 1.5rem; }} figure img {{ max-width: 100%; height: auto; display: block; }}
 figcaption {{ font-size: .88rem; color: #444; margin-top: .3rem; }}
@@ -333,9 +334,7 @@ def findings_html(out_dir: Path) -> str:
     return "\n".join([
         f'<p class="headline">{html.escape(paper_claims.headline(tables))}</p>',
         '<h3 id="claims">The paper’s claims, checked</h3>',
-        "<p>Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
-        "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when it "
-        "straddles.</p>",
+        f"<p>{html.escape(paper_claims.CLAIMS_CAPTION)}</p>",
         frame_html(claims, verdicts=True),
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
         frame_html(paper_claims.headline_table(tables)),
