@@ -57,6 +57,17 @@ def test_notebook_is_stored_clean(path):
     assert "papermill" not in nb.metadata and not executed, f"{path.name}: stored from an executed copy"
 
 
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_is_shown_with_its_caption_as_alt_text(path):
+    """A figure shown as an image output (``IPython.display.Image``, a plotted figure) reaches nbconvert's HTML
+    without alt text (issue 52: "nbconvert warns that 4 images have no alt text"); ``show_figure`` shows it as
+    an ``<img>`` whose alt is the caption ``save_figure`` stored in the PNG."""
+    import nbformat
+    code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    assert "Image(" not in code and "plt.show" not in code, \
+        f"{path.name}: show figures with typhoon.report.display.show_figure, not IPython.display.Image / plt.show"
+
+
 # --------------------------------------------------------------------------------------------------
 # Papermill
 
