@@ -259,7 +259,7 @@ def test_errors_single_seed_missing_pair_missing_column(results):
 def test_each_task_is_tested_at_its_registered_margin(grid):
     """The TOST margin is decided once, per task, in the decisive design ([decisive.design.margin]: MRPC 0.01 F1,
     CoLA 0.02 MCC), and every comparison takes it unless given another; a task without a margin is refused."""
-    from typhoon.config import get_profile, task_margin, task_margins
+    from typhoon.config import get_profile, task_margins
 
     assert task_margins() == {"mrpc": 0.01, "cola": 0.02} == get_profile("decisive").design["margin"]
     assert task_margins("cpu") == task_margins() == task_margins("schedules")
@@ -274,7 +274,7 @@ def test_each_task_is_tested_at_its_registered_margin(grid):
     assert run_summary.margin_text(c) == "±0.01 on mrpc, ±0.02 on cola" and run_summary.margin_text(one) == "±0.01"
     with pytest.raises(ValueError, match="no equivalence margin for task 'cola'"):
         pairwise.paired_comparisons(grid, margin={"mrpc": 0.01})
-    assert task_margin(0.05, "sst2") == 0.05
+    assert run_summary.task_margin(0.05, "sst2") == 0.05
 
 
 def test_skip_mode_reports_why(results):

@@ -492,29 +492,8 @@ def get_profile(name: str) -> Profile:
     return profiles[name]
 
 
-MARGIN_PROFILE = "decisive"  # whose pre-registered [<name>.design.margin] is the equivalence margin of each task
-
-
 def task_margins(profile: str | None = None) -> dict[str, float]:
-    """The equivalence margin of each task, in its primary metric (MRPC F1, CoLA MCC): the smallest difference
-    that matters, decided once, in the decisive study's pre-registered design (``[decisive.design.margin]`` in
-    profiles.toml, each value argued in its ``why``). Every TOST takes it from here (``stats/comparisons.csv``,
-    the reference run's headline) unless ``profile`` registered margins of its own, in its sequential
-    ``design`` or its fixed grid's ``hypothesis``: those win for the tasks they name."""
-    profiles = load_profiles()
-    margins = dict(profiles[MARGIN_PROFILE].design["margin"])
-    if profile is not None:
-        own = get_profile(profile)
-        margins.update(own.design.get("margin") or own.hypothesis.get("margin") or {})
-    return {str(task).lower(): float(value) for task, value in margins.items()}
-
-
-def task_margin(margins: float | Mapping[str, float], task: str) -> float:
-    """The margin of ``task``: ``margins`` itself when it is a number, else its value for the task; ValueError
-    naming the task and the tasks it has when it has none (never a default: a margin is a decision)."""
-    if not isinstance(margins, Mapping):
-        return float(margins)
-    if str(task).lower() not in margins:
-        raise ValueError(f"no equivalence margin for task {task!r} (margins for {sorted(margins)}): give one, e.g. "
-                         f"margin={{{str(task).lower()!r}: 0.01}}, or in the profile's [<name>.analysis] margin")
-    return float(margins[str(task).lower()])
+    """Each task's TOST margin, decided once: ``[decisive.design.margin]``; a profile's own registered one wins."""
+    own = get_profile(profile) if profile else None
+    own = (own.design.get("margin") or own.hypothesis.get("margin")) if own else None
+    return {str(t).lower(): float(m) for t, m in {**get_profile("decisive").design["margin"], **(own or {})}.items()}

@@ -34,6 +34,7 @@ from typhoon.analysis.run_summary import (
     _require_columns,
     _strategy_order,
     ok_runs,
+    task_margin,
 )
 from typhoon.analysis.significance import (
     _ZERO_SD,
@@ -45,7 +46,7 @@ from typhoon.analysis.significance import (
     holm,
     tost_paired,
 )
-from typhoon.config import task_margin, task_margins
+from typhoon.config import task_margins
 
 _FAMILY_REF = "vs_reference"
 

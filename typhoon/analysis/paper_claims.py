@@ -45,13 +45,6 @@ CONSISTENT = "consistent at low power"
 OUTCOMES = (REPRODUCED, CONSISTENT, CONTRADICTED, NOT_DECIDED, NOT_COMPARABLE)
 
 
-# Under the claims table, in the README block and in the report.
-CLAIMS_CAPTION = ("Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
-                  "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when "
-                  "it straddles. A claim that no test is significant, where none is, is only “consistent at low power” "
-                  f"when a paired t-test at these seeds had a power below {significance.POWER_TARGET:g} against a medium "
-                  f"effect (dz {significance.NULL_POWER_DZ:g}, α 0.05): such an outcome was likely whatever the truth.")
-
 
 CLAIM_COLUMNS = ["claim", "paper", "runs", "criterion", "this run", "verdict"]
 

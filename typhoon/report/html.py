@@ -325,6 +325,7 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
 def findings_html(out_dir: Path) -> str:
     """The headline, the claims table and the headline table (empty when the tables are not there)."""
     from typhoon.analysis import paper_claims  # the claims read scipy: loaded when a report is built
+    from typhoon.report.results_readme import CLAIMS_CAPTION
 
     try:
         tables = paper_claims.read_tables(out_dir)
@@ -334,7 +335,7 @@ def findings_html(out_dir: Path) -> str:
     return "\n".join([
         f'<p class="headline">{html.escape(paper_claims.headline(tables))}</p>',
         '<h3 id="claims">The paper’s claims, checked</h3>',
-        f"<p>{html.escape(paper_claims.CLAIMS_CAPTION)}</p>",
+        f"<p>{html.escape(CLAIMS_CAPTION)}</p>",
         frame_html(claims, verdicts=True),
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
         frame_html(paper_claims.headline_table(tables)),

@@ -18,7 +18,6 @@ import pandas as pd
 from typhoon import atomic, machine, paths
 from typhoon.analysis import decisive, schedule_study
 from typhoon.analysis.paper_claims import (
-    CLAIMS_CAPTION,
     Tables,
     claims_table,
     headline,
@@ -26,6 +25,7 @@ from typhoon.analysis.paper_claims import (
     holm_caption,
     read_tables,
 )
+from typhoon.analysis.significance import NULL_POWER_DZ, POWER_TARGET
 from typhoon.analysis.stats_tables import markdown_table
 from typhoon.config import get_profile
 from typhoon.records import provenance, run_numerics, run_record
@@ -58,6 +58,14 @@ DECISIVE_END = "<!-- decisive:end -->"
 VERDICT_CAPTION = ("Differences are first − second arm, paired by seed. “Different” needs the repeated CI to exclude 0, "
                    "“equivalent” the TOST interval inside ±margin; both are wide at early looks, where the error "
                    "spending leaves little to spend (familywise 5 % over the comparisons and the looks).")
+
+
+# Under the claims table, in the README block and in the report.
+CLAIMS_CAPTION = ("Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
+                  "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when "
+                  "it straddles. A claim that no test is significant, where none is, is only “consistent at low power” "
+                  f"when a paired t-test at these seeds had a power below {POWER_TARGET:g} against a medium "
+                  f"effect (dz {NULL_POWER_DZ:g}, α 0.05): such an outcome was likely whatever the truth.")
 
 
 # The schedules grid's block (issue: does full-mask mass in the MLM phase change the fine-tuned model?).
