@@ -10,9 +10,11 @@ the same in every run) four times:
 - ``plain``: ``--cluster slurm`` with two jobs;
 - ``scancel``: the same, with one job cancelled while its cell is mid-run (the cell must run again on a
   replacement job, and its temp notebook must go);
-- ``walltime``: one job at a time with a 1-minute limit, every cell made 30 s longer by the package's fault
-  injection (``"action": "sleep"``), so that jobs are surely ended by their walltime mid-cell and must be
-  replaced, the lost cell retried on the new job;
+- ``walltime``: one job at a time with a 4-minute limit, and the package's fault injection making the loss
+  certain whatever the machine's speed (:func:`walltime_faults`): the grid's second cell hangs on its first
+  attempt, so its job is surely ended by the walltime mid-cell, and runs through on its retry on the
+  replacement job; the first cell sleeps long enough that the hung one starts well into the job, so the
+  executor never mistakes it for a cell longer than a job;
 - ``design``: a sequential design (``tiny-design`` in :data:`PROFILES`, two comparisons on the tiny backbone, looks at 3
   and 6 seeds, a wide margin; a profiles file of its own, ``TYPHOON_PROFILES``) run locally and then with
   ``--cluster slurm``: the cluster run must train look by look and stop where the rule says, with the local
@@ -48,7 +50,9 @@ SKIP = 3
 # Columns of results.csv that are measurements of time or speed, not results.
 TIMING = ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s", "error")
 MODES = ("plain", "scancel", "walltime", "design")
-WALLTIME_SLEEP_S = 30  # the walltime mode's cells: this much longer (see run_mode)
+# The walltime mode (walltime_faults): how late after its limit a job may be seen gone. slurmctld enforces
+# limits every 30 s and gives KillWait (5 s) before SIGKILL; the executor looks each second.
+SLURM_KILL_LAG_S = 45
 DEFAULT_MODES = ("plain", "scancel", "walltime")
 # The check's own profiles (a profiles file of its own, ``TYPHOON_PROFILES``), with the smoke profile's tiny
 # cells on less data: the check is about jobs and cells, not numbers. The smoke grid's MiniLM cell is left
@@ -266,11 +270,7 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     """One grid; returns its time and its results table. It runs from ``root/jobs``: the jobs' output files must
     land under the grid's output folder (``<out>/logs/slurm``), none in that working folder."""
     out = root / f"out-{mode}"
-    # walltime: one job at a time, and every cell made 30 s longer (fault injection: a sleep after phase 1), so
-    # that each cell takes d = 32-40 s. SLURM ends a 1-minute job 60-90 s in, while its second or third cell
-    # runs (the grid's 6 cells need over 3 min): a cell is lost mid-run on every machine, however fast (racing
-    # tiny cells against the clock lost no job on a fast idle CPU), and it had run for less than d < 54 s, 90 %
-    # of the walltime, so it is retried on the replacement job, first, and completes there
+    # walltime: one job at a time, its loss made certain by fault injection (walltime_faults)
     design = mode.startswith("design")
     cluster = None if mode in ("local", "design-local") else {"walltime": walltime if mode == "walltime" else "00:30:00",
                                             "retries": 3 if mode == "walltime" else 2,
@@ -279,7 +279,7 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
            "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env["TYPHOON_PROFILES"] = str(root / "profiles.toml")
     if mode == "walltime":
-        env["TYPHOON_FAULT_INJECT"] = json.dumps({"stage": "train", "action": "sleep", "seconds": WALLTIME_SLEEP_S})
+        env["TYPHOON_FAULT_INJECT"] = json.dumps(walltime_faults(root, walltime_seconds(walltime)))
     say(f"{mode}: {' '.join(reproduce_command(out, cluster, design)[1:])}")
     started = time.monotonic()
     log_path = root / f"{mode}.log"
@@ -321,6 +321,42 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     if verdicts is not None:
         say(f"{mode}: " + "; ".join(f"{v.comparison} {v.verdict} at {v.n_seeds} seeds" for v in verdicts.itertuples()))
     return {"mode": mode, "seconds": seconds, "results": results, "verdicts": verdicts, "problems": problems}
+
+
+def walltime_seconds(walltime: str) -> int:
+    """'00:04:00' (or '04:00', '4') as seconds, as SLURM reads a time limit."""
+    parts = [int(p) for p in walltime.split(":")]
+    return 60 * parts[0] if len(parts) == 1 else sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+
+
+def tiny_grid_order(root: Path) -> list[str]:
+    """The tiny grid's cells as ``reproduce`` hands them to the jobs (grid order), as record paths."""
+    os.environ["TYPHOON_PROFILES"] = str(root / "profiles.toml")  # before typhoon.config first reads the profiles
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from typhoon.config import get_profile
+
+    return [config.relative_dir().as_posix() for config in get_profile("tiny-grid").grid()]
+
+
+def walltime_faults(root: Path, walltime_s: int) -> list[dict]:
+    """The walltime mode's faults (``TYPHOON_FAULT_INJECT``), which make a job's loss by its walltime certain and
+    its cell's retry certain, on a fast idle CPU as on a loaded one (issue 50, item 9; issue 52, item 4):
+
+    - the grid's second cell hangs after phase 1 on its first attempt only (``"once"``): the one job then
+      running surely reaches its walltime mid-cell; the replacement job runs the cell through;
+    - the grid's first cell, the first of that job, sleeps ``lead`` s on every attempt, so the hung cell starts
+      at least ``lead`` s into its job and has run for less than the executor's WALLTIME_SHARE (90 %) of the
+      walltime when SLURM ends the job, up to :data:`SLURM_KILL_LAG_S` late: it is retried, not failed as a
+      cell longer than a job. The first cell itself ends long before the limit: its sleep plus a tiny cell and
+      the worker's start leave ``walltime_s - lead`` s (150 s at the default 4 minutes).
+
+    Cells hand out in grid order, one job at a time (``--jobs 1``), so the first two cells are the first job's."""
+    first, second = tiny_grid_order(root)[:2]
+    lead = int(0.1 * walltime_s) + SLURM_KILL_LAG_S + 20
+    return [{"stage": "train", "match": first, "action": "sleep", "seconds": lead},
+            {"stage": "train", "match": second, "action": "sleep", "seconds": 10 * walltime_s,
+             "once": str(root / "faults")}]
 
 
 def run_local(root: Path) -> dict:
@@ -379,7 +415,7 @@ def compare(reference: pd.DataFrame, results: pd.DataFrame | None, sort_by: str 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"which SLURM runs, of {','.join(MODES)}")
-    parser.add_argument("--walltime", default="00:01:00", help="the jobs' time limit in the walltime mode")
+    parser.add_argument("--walltime", default="00:04:00", help="the jobs' time limit in the walltime mode")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (outputs, logs, slurm.conf)")
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]

@@ -75,16 +75,34 @@ def test_the_null_result_is_judged_reproduced_claim_by_claim(tmp_path):
     claims = paper_claims.claims_table(tables)
     assert list(claims.columns) == ["claim", "paper", "runs", "criterion", "this run", "verdict"] and len(claims) == 6
     got = verdicts(tables)
-    assert got["No significant"] == got["Every 95"] == "reproduced"
+    # at 3 seeds a paired t-test sees a medium effect (dz 0.5) with a power of 0.08: "none significant" was
+    # near certain whatever the truth, so it is consistent with the paper and no more, the power stated
+    assert got["No significant"] == got["Every 95"] == paper_claims.CONSISTENT == "consistent at low power"
     assert got["Whole-word masking"] == got["Random and"] == "reproduced"
     assert got["Typhoon's masking"] == "reproduced"  # KL = the paper's
     # the figures are the tables' numbers
     c = tables.vs_reference
-    row = claims.set_index("verdict").loc["reproduced"].iloc[0]
+    row = claims.set_index("verdict").loc[paper_claims.CONSISTENT].iloc[0]
     assert f"of {len(c)} significant" in row["this run"]
+    assert row["this run"].endswith("consistent with no difference, but at a power of 0.08 (paired t, 3 seeds, "
+                                    "dz 0.5) this says little")
+    headline = paper_claims.headline(tables)
+    assert "2 consistent at low power" in headline and "at a power of 0.08 (paired t, 3 seeds, dz 0.5)" in headline
     for r in c[c["task"] == "mrpc"].itertuples():  # the MRPC claim shows each paired CI of comparisons.csv
         assert f"{r.mean_diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]" in claims.loc[2, "this run"]
     assert claims.loc[2, "verdict"] in ("reproduced", "contradicted", "not decided")
+
+
+def test_no_significant_difference_is_reproduced_only_with_the_power_to_see_one(tmp_path):
+    """statsmodels: a two-sided paired t at alpha 0.05 reaches a power of 0.8 against dz 0.5 at 34 pairs;
+    at 34 seeds "none significant" is reproduced, its figure without a power caveat."""
+    from statsmodels.stats.power import TTestPower
+
+    assert TTestPower().power(effect_size=0.5, nobs=33, alpha=0.05) < 0.8 <= TTestPower().power(effect_size=0.5, nobs=34, alpha=0.05)
+    got = verdicts(make_output(tmp_path / "a", seeds=34))
+    assert got["No significant"] == got["Every 95"] == "reproduced"
+    few = paper_claims.claims_table(make_output(tmp_path / "b", seeds=5)).iloc[0]
+    assert few["verdict"] == paper_claims.CONSISTENT and "a power of 0.14 (paired t, 5 seeds, dz 0.5)" in few["this run"]
 
 
 def test_claims_that_do_not_hold_are_not_reproduced(tmp_path):
@@ -382,11 +400,21 @@ def test_the_readme_answer_table_is_each_decisive_studys_verdicts(tmp_path, caps
     assert main(["results-readme", "--answer", "--readme", str(readme)]) == 0
     header, *rows = answer_rows(readme)
     assert header == ["task", "comparison", "margin", "minilm-l6-mlm (0 records, no look yet)", "minilm-l6 (13–16 seeds)"]
-    verdicts = pd.read_csv(tmp_path / "results" / "decisive" / "stats" / "verdicts.csv")
+    verdicts = pd.read_csv(tmp_path / "results" / "decisive" / "stats" / "verdicts.csv", dtype={"mixed_seeds": str})
     assert len(rows) == len(verdicts) == 10
+    # a verdict that its mixed-numerics seeds decide (another verdict without them) is marked, with a note
+    resting = [r for r in verdicts.itertuples() if isinstance(r.mixed_seeds, str) and r.verdict_without_mixed != r.verdict]
     for row, want in zip(rows, verdicts.itertuples(), strict=True):
         assert row[:3] == [want.task, want.comparison, f"±{want.margin:g}"]
-        assert row[3] == "" and row[4] == f"{want.verdict} ({round(want.difference, 4):+.4f})"
+        mark = results_readme.MIXED_MARK if want.Index in {r.Index for r in resting} else ""
+        assert row[3] == "" and row[4] == f"{want.verdict} ({round(want.difference, 4):+.4f}){mark}"
+    block = results_readme.readme_block_in(readme, results_readme.ANSWER_BEGIN, results_readme.ANSWER_END)
+    notes = [line for line in block.splitlines() if line.startswith(results_readme.MIXED_MARK)]
+    assert len(notes) == len(resting)
+    for note, want in zip(notes, resting, strict=True):
+        assert f"{want.task} {want.comparison}: {want.verdict} only with its seeds" in note
+        assert f"the verdict is “{want.verdict_without_mixed}”" in note
+        assert f"on the {int(want.n_seeds_without_mixed)} seeds left" in note
     assert main(["results-readme", "--answer", "--readme", str(readme), "--check"]) == 0
     assert main(["results-readme", str(tmp_path), "--answer", "--readme", str(readme)]) == 2  # one or the other
     assert "not both" in capsys.readouterr().err
@@ -468,4 +496,4 @@ def test_claims_leave_out_runs_that_are_not_the_papers(tmp_path):
     tables.results = pd.concat([tables.results, extra], ignore_index=True)
     claims = paper_claims.claims_table(tables)
     assert claims.iloc[0]["runs"].endswith("left out: typhoon_rank (not the paper's strategies)")
-    assert claims.iloc[0]["verdict"] == "reproduced"  # typhoon_rank's far lower scores are not compared
+    assert claims.iloc[0]["verdict"] == paper_claims.CONSISTENT  # not contradicted: typhoon_rank's far lower scores are not compared

@@ -134,6 +134,22 @@ def test_tost_is_two_one_sided_t_tests(pairs, margin):
         paired.tost(pairs, 0)
 
 
+def test_tost_takes_each_tasks_own_margin():
+    # interleaved tasks: each comparison's margin is its own task's, whatever the order of the rows
+    frame = pd.concat([_pairs(("ty-ra", TY, RA)).assign(task="cola"), _pairs(("ty-ra", TY, RA)).assign(task="mrpc"),
+                       _pairs(("ty-ww", TY, WW)).assign(task="cola")], ignore_index=True)
+    got = paired.tost(frame, {"mrpc": 0.01, "cola": 0.03})
+    assert got[["task", "comparison", "margin"]].values.tolist() == [["cola", "ty-ra", 0.03], ["mrpc", "ty-ra", 0.01],
+                                                                       ["cola", "ty-ww", 0.03]]
+    for row, (x, y) in zip(got.itertuples(), ((TY, RA), (TY, RA), (TY, WW)), strict=True):
+        ref = float(pg.tost(x, y, bound=row.margin, paired=True)["pval"].iloc[0])
+        assert row.tost_p == pytest.approx(ref, rel=1e-9)
+    with pytest.raises(ValueError, match="no equivalence margin for task 'cola'"):
+        paired.tost(frame, {"mrpc": 0.01})
+    with pytest.raises(ValueError, match="'task' label"):
+        paired.tost(_pairs(("ty-ra", TY, RA)), {"mrpc": 0.01})
+
+
 # ------------------------------------------------------------------ Wilcoxon
 def test_wilcoxon_matches_scipy_and_says_when_it_cannot_reach_alpha(pairs):
     got = paired.wilcoxon(pairs).set_index("comparison")

@@ -256,6 +256,27 @@ def test_errors_single_seed_missing_pair_missing_column(results):
         pairwise.paired_comparisons(results, margin=0)
 
 
+def test_each_task_is_tested_at_its_registered_margin(grid):
+    """The TOST margin is decided once, per task, in the decisive design ([decisive.design.margin]: MRPC 0.01 F1,
+    CoLA 0.02 MCC), and every comparison takes it unless given another; a task without a margin is refused."""
+    from typhoon.config import get_profile, task_margins
+
+    assert task_margins() == {"mrpc": 0.01, "cola": 0.02} == get_profile("decisive").design["margin"]
+    assert task_margins("cpu") == task_margins() == task_margins("schedules")
+    c = pairwise.paired_comparisons(grid, aso_iterations=20, bootstrap_resamples=99)
+    assert dict(zip(c["task"], c["margin"], strict=False)) == {"mrpc": 0.01, "cola": 0.02}
+    cola = c[c["task"] == "cola"].iloc[0]
+    d = grid[(grid.task == "cola") & (grid.backbone == cola.backbone)].pivot(index="seed", columns="strategy",
+                                                                             values="primary_value")
+    assert cola["tost_p"] == pytest.approx(significance.tost_paired((d[cola.strategy_a] - d[cola.strategy_b]).to_numpy(), 0.02))
+    one = pairwise.paired_comparisons(grid, margin=0.01, aso_iterations=20, bootstrap_resamples=99)
+    assert set(one["margin"]) == {0.01}
+    assert run_summary.margin_text(c) == "±0.01 on mrpc, ±0.02 on cola" and run_summary.margin_text(one) == "±0.01"
+    with pytest.raises(ValueError, match="no equivalence margin for task 'cola'"):
+        pairwise.paired_comparisons(grid, margin={"mrpc": 0.01})
+    assert run_summary.task_margin(0.05, "sst2") == 0.05
+
+
 def test_skip_mode_reports_why(results):
     one = _frame({"typhoon": TY[:1], "random": RA[:1]})
     c = pairwise.paired_comparisons(one, on_invalid="skip")

@@ -10,6 +10,10 @@ raise the ``OSError`` a full disk gives (``"enospc"``, naming the path being wri
 ``torch.OutOfMemoryError`` a full GPU gives (``"oom"``, tried on a CPU as well), or sleep ``"seconds"``
 (``"sleep"``: cells longer than they are, so that a job's walltime surely ends one mid-run).
 
+``"once": "<folder>"`` makes a fault act only the first time a run reaches its stage (a marker file per run
+and stage in that folder, created exclusively, so it holds across processes and machines that share the
+folder): a cell that hangs on its first attempt and runs through on its retry.
+
 Stages: ``train`` (phase 1 done), ``record_write`` (the record's files staged), and
 ``state_saved:<boundary>`` (a resume state just written: ``mlm``, ``ft1``, ``ft2``, ...;
 :mod:`typhoon.training.resume`).
@@ -38,6 +42,8 @@ def maybe_inject(stage: str, record_path: str, path: str | os.PathLike | None = 
     for fault in faults if isinstance(faults, list) else [faults]:
         if fault.get("stage") != stage or fault.get("match", "") not in record_path:
             continue
+        if fault.get("once") and not _first_time(fault["once"], stage, record_path):
+            continue
         if fault.get("action") == "sleep":
             time.sleep(float(fault["seconds"]))
             continue
@@ -56,3 +62,14 @@ def maybe_inject(stage: str, record_path: str, path: str | os.PathLike | None = 
         if fault.get("action") == "enospc":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path or record_path))
         raise InjectedFault(f"injected fault at {stage} of {record_path}")
+
+
+def _first_time(folder: str, stage: str, record_path: str) -> bool:
+    """Whether this is the first time ``record_path`` reached ``stage`` (its marker in ``folder`` is new)."""
+    os.makedirs(folder, exist_ok=True)
+    marker = os.path.join(folder, f"{record_path.strip('/').replace('/', '.')}.{stage.replace(':', '-')}")
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True

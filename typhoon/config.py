@@ -485,3 +485,10 @@ def get_profile(name: str) -> Profile:
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
     return profiles[name]
+
+
+def task_margins(profile: str | None = None) -> dict[str, float]:
+    """Each task's TOST margin, decided once: ``[decisive.design.margin]``; a profile's own registered one wins."""
+    own = get_profile(profile) if profile else None
+    own = (own.design.get("margin") or own.hypothesis.get("margin")) if own else None
+    return {str(t).lower(): float(m) for t, m in {**get_profile("decisive").design["margin"], **(own or {})}.items()}

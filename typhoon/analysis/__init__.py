@@ -16,8 +16,9 @@ from typhoon import lazy_face
 # any module of the stage runs this file first, and the command line reads the studies' designs
 # (kl_original_design, kl_gap_causes: no dependency), which must not pay for pandas and scipy.
 _HOMES = {
-    **dict.fromkeys(["arms", "degenerate_rate", "load_loss_curves", "metric_of", "ok_runs", "require_plottable",
-                     "strategy_order", "summarize"], "run_summary"),
+    **dict.fromkeys(["arms", "degenerate_rate", "load_loss_curves", "margin_text", "metric_of", "ok_runs",
+                     "require_plottable", "strategy_order", "summarize"], "run_summary"),
+    **dict.fromkeys(["NULL_POWER_DZ", "POWER_TARGET"], "significance"),
     **dict.fromkeys(["compare_with_reference", "no_reference_note", "reference_for"], "reference"),
     **dict.fromkeys(["kl_definitions", "rate_spread"], "kl_units"),
     **dict.fromkeys(["kl_gap_table"], "kl_gap"),

@@ -22,16 +22,17 @@ undefined (NaN): a constant difference over a few seeds says nothing about the s
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 import pingouin as pg
 from scipy import stats as st
 
-from typhoon.analysis import significance
+from typhoon.analysis import run_summary, significance
 
 VALUES = ["seed", "a", "b"]  # the columns of a pairs frame that are not labels
 
@@ -102,16 +103,28 @@ def t_test(pairs: pd.DataFrame) -> pd.DataFrame:
     return _each(pairs, ["t", "dof", "p", "cohen_dz", "bf10"], answer)
 
 
-def tost(pairs: pd.DataFrame, margin: float, alpha: float = 0.05) -> pd.DataFrame:
+def tost(pairs: pd.DataFrame, margin: float | Mapping[str, float], alpha: float = 0.05) -> pd.DataFrame:
     """Equivalence within ``±margin`` by two one-sided paired t-tests
-    (:func:`typhoon.analysis.significance.tost_paired`, as ``pingouin.tost(paired=True)``). Columns after the
-    labels: ``margin``, ``tost_p`` (NaN where not testable) and ``equivalent`` (``tost_p < alpha``)."""
-    if not margin > 0:
-        raise ValueError(f"margin must be > 0, got {margin}")
+    (:func:`typhoon.analysis.significance.tost_paired`, as ``pingouin.tost(paired=True)``). ``margin``: one
+    number, or one per task (a mapping; the pairs then need a ``task`` label, and a task without a margin is
+    an error). Columns after the labels: ``margin``, ``tost_p`` (NaN where not testable) and ``equivalent``
+    (``tost_p < alpha``)."""
+    for m in (margin.values() if isinstance(margin, Mapping) else [margin]):
+        if not m > 0:
+            raise ValueError(f"margin must be > 0, got {margin}")
+    keys = labels(pairs)
+    if isinstance(margin, Mapping):
+        if "task" not in keys:
+            raise ValueError(f"a margin per task needs a 'task' label in the pairs (labels: {keys})")
+        # One margin per comparison, in the order _each answers them (first appearance).
+        margins = iter([run_summary.task_margin(margin, task) for task in pairs.drop_duplicates(keys)["task"]])
+    else:
+        margins = itertools.repeat(float(margin))
 
     def answer(x: np.ndarray, y: np.ndarray, _seeds: pd.Series) -> dict:
-        p = significance.tost_paired(x - y, margin)
-        return dict(margin=margin, tost_p=p, equivalent=bool(p < alpha))
+        m = next(margins)
+        p = significance.tost_paired(x - y, m)
+        return dict(margin=m, tost_p=p, equivalent=bool(p < alpha))
 
     return _each(pairs, ["margin", "tost_p", "equivalent"], answer)
 

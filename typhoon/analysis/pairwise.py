@@ -21,7 +21,7 @@ Only rows with ``status == "ok"`` enter any statistic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import combinations
 
 import numpy as np
@@ -39,6 +39,7 @@ from typhoon.analysis.significance import (
     check_bootstrap_method,
     holm,
 )
+from typhoon.config import task_margins
 
 FAMILY_REF = "vs_reference"
 
@@ -60,7 +61,7 @@ PAIR_COLUMNS = ["task", "backbone", "primary_metric", "strategy_a", "strategy_b"
 
 def paired_comparisons(
     results: pd.DataFrame,
-    margin: float = 0.01,
+    margin: float | Mapping[str, float] | None = None,
     reference: str | None = "typhoon",
     confidence: float = 0.95,
     alpha: float = 0.05,
@@ -80,7 +81,8 @@ def paired_comparisons(
     - ``n``, ``seeds``, ``mean_a``, ``mean_b``, ``mean_diff``, ``sd_diff``, ``se_diff``, ``ci_low``,
       ``ci_high`` (t interval at ``confidence``), ``testable``: :func:`paired.difference`
     - ``t``, ``dof``, ``p``, ``cohen_dz``, ``bf10``: :func:`paired.t_test`
-    - ``margin``, ``tost_p``, ``equivalent`` (at ``alpha``): :func:`paired.tost`
+    - ``margin``, ``tost_p``, ``equivalent`` (at ``alpha``): :func:`paired.tost` (``margin``: one number, or one
+      per task, a mapping; None, each task's registered margin, :func:`typhoon.config.task_margins`)
     - ``wilcoxon_stat``, ``wilcoxon_p``: :func:`paired.wilcoxon`
     - ``boot_ci_low``, ``boot_ci_high``: :func:`paired.bootstrap_ci` (``bootstrap_method``,
       ``bootstrap_resamples``, ``seed``); with 3-5 seeds too narrow -- the t CI is the one to read
@@ -98,6 +100,7 @@ def paired_comparisons(
     ValueError for missing columns, unpaired seeds and < 2 pairs, unless ``on_invalid="skip"``
     (:func:`paired_values`): then the row is kept with NaN statistics and ``note`` says why.
     """
+    margin = task_margins() if margin is None else margin
     _check_comparison_options(on_invalid, margin, bootstrap_method)
     pairs = paired_values(results, reference, on_invalid)
     keys = paired.labels(pairs)
@@ -120,10 +123,10 @@ def paired_comparisons(
     return out
 
 
-def _check_comparison_options(on_invalid: str, margin: float, bootstrap_method: str) -> None:
+def _check_comparison_options(on_invalid: str, margin: float | Mapping[str, float], bootstrap_method: str) -> None:
     if on_invalid not in ("raise", "skip"):
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
-    if not (margin > 0):
+    if not all(m > 0 for m in (margin.values() if isinstance(margin, Mapping) else [margin])):
         raise ValueError(f"margin must be > 0, got {margin}")
     check_bootstrap_method(bootstrap_method, "bootstrap_method")
 

@@ -27,6 +27,7 @@ from scipy import stats as st
 from typhoon import paths
 from typhoon.analysis import pairwise, run_summary, significance
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.analysis.verdict_text import not_significant_power
 from typhoon.records import RUN_KEYS
 
 REPRODUCED, CONTRADICTED, NOT_DECIDED = "reproduced", "contradicted", "not decided"
@@ -35,7 +36,14 @@ REPRODUCED, CONTRADICTED, NOT_DECIDED = "reproduced", "contradicted", "not decid
 NOT_COMPARABLE = "not comparable"  # no runs to judge the claim on, or a pipeline check's numbers
 
 
-OUTCOMES = (REPRODUCED, CONTRADICTED, NOT_DECIDED, NOT_COMPARABLE)
+# A claim of no significant difference that the runs do not contradict, where the paired t-test had too
+# little power to see a medium effect (significance.POWER_TARGET at dz 0.5): the outcome was likely whatever
+# the truth, so it is consistent with the paper and no more.
+CONSISTENT = "consistent at low power"
+
+
+OUTCOMES = (REPRODUCED, CONSISTENT, CONTRADICTED, NOT_DECIDED, NOT_COMPARABLE)
+
 
 
 CLAIM_COLUMNS = ["claim", "paper", "runs", "criterion", "this run", "verdict"]
@@ -143,7 +151,7 @@ def headline_table(tables: Tables, digits: int = 3) -> pd.DataFrame:
     Holm-adjusted p and the verdict (from ``stats/comparisons.csv``; "—" on the reference's own row)."""
     s, c = tables.summary, tables.vs_reference
     diff_col = f"{tables.reference} − strategy [95 % CI]"
-    tost_col = f"TOST p (±{float(c['margin'].iloc[0]):g})" if len(c) else "TOST p"
+    tost_col = f"TOST p ({run_summary.margin_text(c)})" if len(c) else "TOST p"
     holm_col = f"Holm p (family of {int(c['p'].notna().sum())})" if len(c) else "Holm p"
     rows = []
     for r in s.itertuples():
@@ -318,7 +326,17 @@ def _no_significant(pr: PaperRuns):
     sig = int((p_holm < 0.05).sum())
     figure = (f"{sig} of {len(c)} significant (Holm over these {len(c)}; smallest Holm p = {p_holm.min():.3f}); "
               f"{int((c['p'] < 0.05).sum())} with unadjusted p < 0.05")
-    return figure, REPRODUCED if sig == 0 else CONTRADICTED
+    return _not_significant_outcome(figure, c["n"], sig == 0)
+
+
+def _not_significant_outcome(figure: str, n_seeds: pd.Series, none_significant: bool) -> tuple[str, str]:
+    """A claim that no test is significant: contradicted where one is; where none is, reproduced only if the
+    paired t-test had the power to see a medium effect (dz 0.5) at these seeds, else consistent and no more,
+    the power stated (:func:`typhoon.analysis.verdict_text.not_significant_power`)."""
+    if not none_significant:
+        return figure, CONTRADICTED
+    power = not_significant_power(n_seeds)
+    return (figure + f"; {power}", CONSISTENT) if power else (figure, REPRODUCED)
 
 
 def _ci_contains_zero(pr: PaperRuns):
@@ -329,7 +347,7 @@ def _ci_contains_zero(pr: PaperRuns):
     inside = (c["ci_low"] <= 0) & (c["ci_high"] >= 0)
     figure = f"{int(inside.sum())} of {len(c)} contain 0: " + "; ".join(
         f"{_label(r)} {_ci(r)}" for r in c.itertuples())
-    return figure, REPRODUCED if inside.all() else CONTRADICTED
+    return _not_significant_outcome(figure, c["n"], bool(inside.all()))  # a CI with 0 inside: p ≥ 0.05
 
 
 def _mrpc_gap(pr: PaperRuns):
@@ -468,10 +486,11 @@ def headline(tables: Tables) -> str:
         sig = int((c["p_holm"] < 0.05).sum())
         eq = int((c["tost_p"] < 0.05).sum())
         widest = float(np.max(np.maximum(c["ci_high"].abs(), c["ci_low"].abs())))
-        margin = float(c["margin"].iloc[0])
+        power = not_significant_power(c["n"])
         if sig == 0:
-            text += (f" No strategy differs significantly from {tables.reference} (Holm over {len(c)} comparisons); "
-                     f"TOST shows equivalence within ±{margin:g} for {eq} of them, and the 95 % CIs reach out to "
+            text += (f" No strategy differs significantly from {tables.reference} (Holm over {len(c)} comparisons)"
+                     + (f": {power}" if power else "") + "; "
+                     f"TOST shows equivalence within {run_summary.margin_text(c)} for {eq} of them, and the 95 % CIs reach out to "
                      f"±{widest:.3f}: what the masking strategy changes here is smaller than the seed-to-seed "
                      f"noise, and differences up to that size are not ruled out.")
         else:

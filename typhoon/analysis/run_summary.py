@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -222,3 +222,23 @@ def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: 
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
     out.attrs["missing"] = missing
     return out
+
+
+def margin_text(comparisons: pd.DataFrame) -> str:
+    """The TOST margin of the comparisons: '±0.01', or '±0.01 on mrpc, ±0.02 on cola' where the tasks'
+    margins differ (each task's registered margin, :func:`typhoon.config.task_margins`)."""
+    per_task = comparisons.groupby("task", sort=False)["margin"].first().astype(float)
+    if per_task.nunique() <= 1:
+        return f"±{per_task.iloc[0]:g}" if len(per_task) else "±margin"
+    return ", ".join(f"±{m:g} on {task}" for task, m in per_task.items())
+
+
+def task_margin(margins: float | Mapping[str, float], task: str) -> float:
+    """The margin of ``task``: ``margins`` itself when it is a number, else its value for the task; ValueError
+    naming the task and the tasks it has when it has none (never a default: a margin is a decision)."""
+    if not isinstance(margins, Mapping):
+        return float(margins)
+    if str(task).lower() not in margins:
+        raise ValueError(f"no equivalence margin for task {task!r} (margins for {sorted(margins)}): give one, e.g. "
+                         f"margin={{{str(task).lower()!r}: 0.01}}, or in the profile's [<name>.analysis] margin")
+    return float(margins[str(task).lower()])

@@ -42,6 +42,30 @@ def holm(pvalues: Iterable[float]) -> np.ndarray:
     return out
 
 
+# A result of "no significant difference" is stated with the power the test had: that of a two-sided paired
+# t-test at alpha (before any multiplicity correction, which only lowers it) for a medium standardized paired
+# effect, Cohen's dz 0.5. Below POWER_TARGET, "not significant" was likely whatever the truth, and says little.
+NULL_POWER_DZ = 0.5
+
+
+POWER_TARGET = 0.8
+
+
+def paired_t_power(n: int, dz: float = NULL_POWER_DZ, alpha: float = 0.05) -> float:
+    """The power of a two-sided paired t-test with ``n`` pairs at a standardized effect ``dz`` (statsmodels'
+    ``TTestPower``); NaN below 2 pairs."""
+    if not n >= 2:
+        return math.nan
+    from statsmodels.stats.power import TTestPower
+
+    return float(TTestPower().power(effect_size=dz, nobs=int(n), alpha=alpha, alternative="two-sided"))
+
+
+def null_power_text(n: int, dz: float = NULL_POWER_DZ, alpha: float = 0.05) -> str:
+    """'a power of 0.08 (paired t, 3 seeds, dz 0.5)': what a non-significant result at ``n`` seeds could see."""
+    return f"a power of {paired_t_power(n, dz, alpha):.2f} (paired t, {int(n)} seeds, dz {dz:g})"
+
+
 def tost_paired(diff: np.ndarray, margin: float) -> float:
     """Two one-sided paired t-tests (Schuirmann) for H0: |mean diff| >= margin; returns max of the two p.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from typhoon.analysis.pairwise import FAMILY_REF, UNTESTABLE
-from typhoon.analysis.run_summary import require_columns
-from typhoon.analysis.significance import ASO_TAU
+from typhoon.analysis.run_summary import margin_text, require_columns
+from typhoon.analysis.significance import ASO_TAU, POWER_TARGET, null_power_text, paired_t_power
 
 
 # --------------------------------------------------------------------------------------------------
@@ -16,6 +16,16 @@ def _label(r) -> str:
     return f"{r.task}/{r.backbone} {r.strategy_a} vs {r.strategy_b}"
 
 
+def not_significant_power(n_seeds, alpha: float = 0.05) -> str | None:
+    """What a non-significant paired t-test could see at the fewest seeds of ``n_seeds``: 'consistent with no
+    difference, but at a power of 0.08 (paired t, 3 seeds, dz 0.5) this says little'; None where that power
+    reaches :data:`~typhoon.analysis.significance.POWER_TARGET`."""
+    n = int(min(n_seeds))
+    if paired_t_power(n, alpha=alpha) >= POWER_TARGET:
+        return None
+    return f"consistent with no difference, but at {null_power_text(n, alpha=alpha)} this says little"
+
+
 def conclusion(comparisons: pd.DataFrame, alpha: float | None = None, tau: float = ASO_TAU) -> str:
     """One paragraph stating what the comparisons support, built from the numbers in the table.
 
@@ -23,7 +33,7 @@ def conclusion(comparisons: pd.DataFrame, alpha: float | None = None, tau: float
     tested (``testable`` False) are named as such, apart from the rest: never counted as significant,
     equivalent or inconclusive. ASO calls a strategy better when its epsilon_min < ``tau``.
     """
-    require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "family", "p", "p_holm",
+    require_columns(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "family", "n", "p", "p_holm",
                                   "mean_diff", "ci_low", "ci_high", "tost_p", "margin", "testable",
                                   "boot_ci_low", "boot_ci_high", "aso_eps_ab", "aso_eps_ba", "note"],
                     what="comparisons")
@@ -38,7 +48,7 @@ def conclusion(comparisons: pd.DataFrame, alpha: float | None = None, tau: float
         scope = "between strategies (the reference strategy is absent)"
     testable = fam["testable"].astype(bool)
     tested, untested = fam[testable], fam[~testable]
-    margin = float(fam["margin"].iloc[0])
+    margin = margin_text(fam)
     parts = []
     if tested.empty:
         parts.append(f"None of the {len(fam)} comparisons {scope} could be tested (each needs at least "
@@ -52,7 +62,7 @@ def conclusion(comparisons: pd.DataFrame, alpha: float | None = None, tau: float
     return " ".join(parts)
 
 
-def _tested_sentences(tested: pd.DataFrame, scope: str, alpha: float, level: str, margin: float,
+def _tested_sentences(tested: pd.DataFrame, scope: str, alpha: float, level: str, margin: str,
                       tau: float) -> list[str]:
     n = len(tested)
     sig = tested[tested["p_holm"] < alpha]
@@ -62,9 +72,10 @@ def _tested_sentences(tested: pd.DataFrame, scope: str, alpha: float, level: str
     eq = tested[tested["tost_p"] < alpha]
     parts = [f"{n} paired comparison(s) {scope} were tested."]
     if sig.empty:
+        power = not_significant_power(tested["n"], alpha)
         parts.append(f"None is significant after Holm correction (alpha = {alpha:g}; "
                      f"{len(unadj)} had unadjusted p < {alpha:g}; smallest Holm p = "
-                     f"{tested['p_holm'].min():.3g}).")
+                     f"{tested['p_holm'].min():.3g})" + (f": {power}." if power else "."))
     else:
         items = ", ".join(f"{_label(r)} (diff {r.mean_diff:+.4f}, Holm p = {r.p_holm:.3g})"
                           for r in sig.itertuples())
@@ -72,13 +83,13 @@ def _tested_sentences(tested: pd.DataFrame, scope: str, alpha: float, level: str
     parts.append(f"{len(ci0)} of {n} {level} t CIs of the mean difference contain 0 "
                  f"({len(boot0)} of the bootstrap CIs, which are too narrow with few seeds).")
     if eq.empty:
-        parts.append(f"TOST shows equivalence within ±{margin:g} for none of them, so the data cannot "
+        parts.append(f"TOST shows equivalence within {margin} for none of them, so the data cannot "
                      f"rule out differences of that size (absence of evidence is not evidence of absence).")
     elif len(eq) == n:
-        parts.append(f"TOST shows equivalence within ±{margin:g} for all {n}.")
+        parts.append(f"TOST shows equivalence within {margin} for all {n}.")
     else:
         items = ", ".join(_label(r) for r in eq.itertuples())
-        parts.append(f"TOST shows equivalence within ±{margin:g} for {len(eq)} of {n}: {items}; "
+        parts.append(f"TOST shows equivalence within {margin} for {len(eq)} of {n}: {items}; "
                      "the others are inconclusive at that margin.")
     a_better = tested[tested["aso_eps_ab"] < tau]
     b_better = tested[tested["aso_eps_ba"] < tau]

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from typhoon.analysis import metric_of, ok_runs, require_plottable, strategy_order, summarize
+from typhoon.analysis import margin_text, metric_of, ok_runs, require_plottable, strategy_order, summarize
 from typhoon.figure_style import (
     MAX_WIDTH_IN,
     colorblind,
@@ -91,16 +91,17 @@ def plot_metric_per_seed(results: pd.DataFrame, out_path: str | os.PathLike, con
 def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLike,
                             margin: float | None = None, family: str | None = "vs_reference") -> list[Path]:
     """Forest plot of paired mean differences (strategy_a - strategy_b) with CIs, zero line and the
-    equivalence band ±margin; each row names its Holm p. ``family`` selects rows (falls back to all rows
-    if none match)."""
+    equivalence band ±margin (``margin``, else each row's own from the ``margin`` column: one band per row
+    where the tasks' margins differ); each row names its Holm p. ``family`` selects rows (falls back to all
+    rows if none match)."""
     require_plottable(comparisons, ["task", "backbone", "strategy_a", "strategy_b", "mean_diff", "ci_low", "ci_high"],
                       "comparisons")
     df = comparisons
     if family is not None and "family" in df.columns and (df["family"] == family).any():
         df = df[df["family"] == family]
-    if margin is None:
-        margin = float(df["margin"].iloc[0]) if "margin" in df.columns else None
     df = df.reset_index(drop=True)
+    margins = (pd.Series(float(margin), index=df.index) if margin is not None else
+               df["margin"].astype(float) if "margin" in df.columns and len(df) and df["margin"].notna().all() else None)
     holm = df["p_holm"] if "p_holm" in df.columns else pd.Series(np.nan, index=df.index)
     labels = [f"{r.task}/{r.backbone}: {r.strategy_a} − {r.strategy_b}"
               + (f"\nHolm p = {p:.2g}" if np.isfinite(p) else "\nnot testable")
@@ -109,8 +110,13 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     fig = new_figure(MAX_WIDTH_IN, 1.4 + 0.5 * len(df))
     ax = fig.subplots()
     y = np.arange(len(df))[::-1]
-    if margin:
-        ax.axvspan(-margin, margin, color="0.9", zorder=0, label=f"equivalence margin ±{margin:g}")
+    if margins is not None and margins.nunique() == 1:
+        ax.axvspan(-margins.iloc[0], margins.iloc[0], color="0.9", zorder=0,
+                   label=f"equivalence margin ±{margins.iloc[0]:g}")
+    elif margins is not None:  # each row's own band: the tasks' margins differ (F1 and MCC share the axis)
+        for i, (yi, m) in enumerate(zip(y, margins, strict=True)):
+            ax.fill_betweenx([yi - 0.4, yi + 0.4], -m, m, color="0.9", zorder=0,
+                             label=f"equivalence margin ({margin_text(df)})" if i == 0 else None)
     ax.axvline(0, color="black", lw=0.8)
     for yi, r in zip(y, df.itertuples(), strict=True):
         c = pal[r.strategy_b]
@@ -125,7 +131,7 @@ def plot_paired_differences(comparisons: pd.DataFrame, out_path: str | os.PathLi
     ax.grid(axis="y", visible=False)
     metric = metric_of(df).replace(",", " / ") if "primary_metric" in df.columns else ""
     ax.set_xlabel(f"paired mean difference in dev {metric or 'metric'} (95% CI)")
-    if margin:
+    if margins is not None:
         fig.legend(loc="outside lower center")
     ax.set_title("Paired differences by seed (x: no CI)")
     return save_figure(fig, out_path, "Paired mean difference of the dev metric between two strategies (by seed) "

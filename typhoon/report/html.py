@@ -54,7 +54,8 @@ th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left
 table.findings td, table.findings th {{ text-align: left; }}
 td.verdict-reproduced, td.verdict-equivalent {{ background: #e8f5e9; }}
 td.verdict-not-reproduced, td.verdict-contradicted {{ background: #fdecea; }}
-td.verdict-not-decided, td.verdict-continue, td.verdict-undecided-at-cap {{ background: #fff8e1; }}
+td.verdict-not-decided, td.verdict-continue, td.verdict-undecided-at-cap, td.verdict-consistent-at-low-power {{
+  background: #fff8e1; }}
 td.verdict-not-comparable {{ background: #f3f3f3; }} td.verdict-different {{ background: #e3f2fd; }}
 figure {{ margin: 1rem 0 1.5rem; }} figure img {{ max-width: 100%; height: auto; display: block; }}
 figcaption {{ font-size: .88rem; color: #444; margin-top: .3rem; }}
@@ -324,6 +325,7 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
 def findings_html(out_dir: Path) -> str:
     """The headline, the claims table and the headline table (empty when the tables are not there)."""
     from typhoon.analysis import paper_claims  # the claims read scipy: loaded when a report is built
+    from typhoon.report.results_readme import CLAIMS_CAPTION
 
     try:
         tables = paper_claims.read_tables(out_dir)
@@ -333,9 +335,7 @@ def findings_html(out_dir: Path) -> str:
     return "\n".join([
         f'<p class="headline">{html.escape(paper_claims.headline(tables))}</p>',
         '<h3 id="claims">The paper’s claims, checked</h3>',
-        "<p>Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
-        "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when it "
-        "straddles.</p>",
+        f"<p>{html.escape(CLAIMS_CAPTION)}</p>",
         frame_html(claims, verdicts=True),
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
         frame_html(paper_claims.headline_table(tables)),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import atomic, machine, paths
-from typhoon.analysis import decisive, markdown_table, schedule_study
+from typhoon.analysis import NULL_POWER_DZ, POWER_TARGET, decisive, markdown_table, schedule_study
 from typhoon.analysis.paper_claims import (
     Tables,
     claims_table,
@@ -56,6 +56,14 @@ DECISIVE_END = "<!-- decisive:end -->"
 VERDICT_CAPTION = ("Differences are first − second arm, paired by seed. “Different” needs the repeated CI to exclude 0, "
                    "“equivalent” the TOST interval inside ±margin; both are wide at early looks, where the error "
                    "spending leaves little to spend (familywise 5 % over the comparisons and the looks).")
+
+
+# Under the claims table, in the README block and in the report.
+CLAIMS_CAPTION = ("Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
+                  "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided when "
+                  "it straddles. A claim that no test is significant, where none is, is only “consistent at low power” "
+                  f"when a paired t-test at these seeds had a power below {POWER_TARGET:g} against a medium "
+                  f"effect (dz {NULL_POWER_DZ:g}, α 0.05): such an outcome was likely whatever the truth.")
 
 
 # The schedules grid's block (issue: does full-mask mass in the MLM phase change the fine-tuned model?).
@@ -116,9 +124,7 @@ def results_markdown(out_dir: str | os.PathLike, link_base: str | None = None) -
         lines += [f"![Paired differences with 95 % CIs and the equivalence margin]({rel}/figures/paired_differences.png)",
                   ""]
     lines += ["**The paper's claims, checked against this run's tables** (`typhoon.analysis.paper_claims.claims_table`):", "",
-              "Each claim is judged on the runs it is about, by its criterion (stated before the data): reproduced "
-              "when the 95 % interval lies inside the criterion, contradicted when it lies outside, not decided "
-              "when it straddles.", "",
+              CLAIMS_CAPTION, "",
               markdown_table(claims_table(tables)), "",
               f"The full report: [`{shown}/report.html`]({rel}/report.html); the executed notebooks: "
               f"[`{shown}/notebooks/`]({rel}/notebooks/); the tables: [`{shown}/stats/`]({rel}/stats/)."]
@@ -340,22 +346,44 @@ def _markers(out_dir: str | os.PathLike, page: Path) -> tuple[str, str, Callable
     return *shared, markdown
 
 
-def _study_column(profile: str, verdicts: pd.DataFrame | None, n_records: int) -> tuple[str, dict]:
-    """The answer table's column for one decisive study: its header (backbone, seeds) and, per (task,
-    comparison), the verdict with the difference."""
+MIXED_MARK = "†"  # an answer-table verdict that rests on seeds whose arms ran on different kernel families
+
+
+def mixed_dependent(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons whose verdict rests on their mixed-numerics seeds (stats/verdicts.csv ``mixed_seeds``):
+    without those seeds the design gives another verdict (``verdict_without_mixed``)."""
+    if "verdict_without_mixed" not in verdicts:
+        return verdicts.iloc[:0]
+    mixed = verdicts["mixed_seeds"].map(lambda v: bool(_mixed(v))).astype(bool)
+    return verdicts[mixed & (verdicts["verdict_without_mixed"].astype(str) != verdicts["verdict"])]
+
+
+def _study_column(profile: str, verdicts: pd.DataFrame | None, n_records: int) -> tuple[str, dict, list[str]]:
+    """The answer table's column for one decisive study: its header (backbone, seeds), per (task,
+    comparison) the verdict with the difference (marked :data:`MIXED_MARK` where it rests on mixed-numerics
+    seeds), and the notes that say what such a verdict is without them."""
     backbone = ", ".join(get_profile(profile).backbones)
     if verdicts is None:
-        return f"{backbone} ({n_records} record{'' if n_records == 1 else 's'}, no look yet)", {}
+        return f"{backbone} ({n_records} record{'' if n_records == 1 else 's'}, no look yet)", {}, []
     seeds = f"{verdicts['n_seeds'].min()}–{verdicts['n_seeds'].max()}" if verdicts["n_seeds"].nunique() > 1 else \
         str(verdicts["n_seeds"].iloc[0])
-    cells = {(row.task, row.comparison): f"{row.verdict} ({row.difference:+.4f})" for row in verdicts.itertuples()}
-    return f"{backbone} ({seeds} seeds)", cells
+    marked = mixed_dependent(verdicts)
+    cells = {(row.task, row.comparison): f"{row.verdict} ({row.difference:+.4f})"
+             + (MIXED_MARK if row.Index in marked.index else "") for row in verdicts.itertuples()}
+    notes = [f"{MIXED_MARK} {backbone}, {r.task} {r.comparison}: {r.verdict} only with its {_mixed(r.mixed_seeds)}, "
+             f"whose arms ran on different kernel families ({r.mixed_kernels}); without those mixed-numerics seeds "
+             f"the verdict is “{r.verdict_without_mixed}”"
+             + (" (not decided: the design would add seeds)" if r.verdict_without_mixed == "continue" else "")
+             + f", TOST {_interval(r.tost_low_without_mixed, r.tost_high_without_mixed)} on the "
+             f"{int(r.n_seeds_without_mixed)} seeds left." for r in marked.itertuples()]
+    return f"{backbone} ({seeds} seeds)", cells, notes
 
 
 def answer_markdown(studies: tuple[str, ...] = ANSWER_STUDIES, root: Path | None = None) -> str:
     """The README's answer: every comparison of the decisive design, the verdict (and paired difference,
     first − second arm) each study reached, one column per study's backbone. A study without a look yet
-    says how many records it has; its column is empty."""
+    says how many records it has; its column is empty. A verdict that rests on mixed-numerics seeds is
+    marked, and a note under the table gives the verdict without them."""
     root = Path(root) if root else paths.repo_root()
     columns, order, margins = [], [], {}
     for profile in studies:
@@ -370,8 +398,9 @@ def answer_markdown(studies: tuple[str, ...] = ANSWER_STUDIES, root: Path | None
                                      n_records))
     table = pd.DataFrame({"task": [t for t, _ in order], "comparison": [c for _, c in order],
                           "margin": [f"±{margins[t]:g}" for t, _ in order],
-                          **{header: [cells.get(key, "") for key in order] for header, cells in columns}})
-    return markdown_table(table)
+                          **{header: [cells.get(key, "") for key in order] for header, cells, _ in columns}})
+    notes = [note for _, _, column_notes in columns for note in column_notes]
+    return "\n\n".join([markdown_table(table), *notes])
 
 
 def update_answer(readme: str | os.PathLike | None = None, check: bool = False,
