@@ -117,6 +117,72 @@ def test_curve_change_pairs_the_last_epoch_all_runs_reached_with_epoch_one():
     assert (change.change_ci_low, change.change_ci_high) == pytest.approx((math.exp(low), math.exp(high)))
 
 
+
+def _curves(kl_of_run_and_epoch, epochs_of_run):
+    """A curve frame: ``epochs_of_run`` {(task, seed): epochs}, every unit at ``kl_of_run_and_epoch(run, e)``
+    nats (its ``_bits`` twin in bits)."""
+    return pd.DataFrame([{"task": task, "seed": seed, "epoch": epoch,
+                          **{u: kl_of_run_and_epoch((task, seed), epoch) / (math.log(2) if u.endswith("_bits") else 1)
+                             for u in ko.UNITS}}
+                         for (task, seed), epochs in epochs_of_run.items() for epoch in range(1, epochs + 1)])
+
+
+EPOCHS_OF_RUN = {("mrpc", 0): 8, ("mrpc", 1): 7, ("cola", 0): 5, ("cola", 1): 6}
+PLANNED = {"mrpc": 100, "cola": 80}  # the 2023 code's epochs, written here, not read from the design
+
+
+def test_curve_trend_recovers_an_exact_power_law_and_its_value_at_the_planned_end():
+    b, c = 0.3, {("mrpc", 0): 2e-5, ("mrpc", 1): 5e-5, ("cola", 0): 1e-4, ("cola", 1): 3e-5}
+    trend = ko.curve_trend(_curves(lambda run, e: c[run] * e ** b, EPOCHS_OF_RUN)).set_index("unit")
+    r = trend.loc["bernoulli"]
+    assert (r.runs, r.epochs_min, r.epochs_max) == (4, 5, 8)
+    assert r.slope == pytest.approx(b, abs=1e-12)
+    assert r.slope_ci_low == pytest.approx(b, abs=1e-9) and r.slope_ci_high == pytest.approx(b, abs=1e-9)
+    assert r.trend == "rises"
+    by_hand = [c[run] * PLANNED[run[0]] ** b for run in c]
+    geometric_mean = math.prod(by_hand) ** (1 / len(by_hand))
+    assert r.kl_end == pytest.approx(geometric_mean, rel=1e-10)
+    assert r.ratio_to_paper == pytest.approx(geometric_mean / 7e-4, rel=1e-10)
+    logs = np.log(by_hand)
+    low, high = st.t.interval(0.95, 3, loc=logs.mean(), scale=st.sem(logs))
+    assert (r.kl_end_ci_low, r.kl_end_ci_high) == pytest.approx((math.exp(low), math.exp(high)), rel=1e-10)
+    # the bits units: the same KLs in bits, compared with 7e-4 nats in bits
+    bits = trend.loc["bernoulli_bits"]
+    assert bits.kl_end == pytest.approx(geometric_mean / math.log(2), rel=1e-10)
+    assert bits.ratio_to_paper == pytest.approx(geometric_mean / 7e-4, rel=1e-10)
+
+
+def test_curve_trend_slopes_and_interval_match_scipy_on_noisy_curves():
+    rng = np.random.default_rng(7)
+    noise = {(run, e): rng.normal(0, 0.4) for run in EPOCHS_OF_RUN for e in range(1, 9)}
+    kl = {(run, e): 1e-4 * e ** -0.1 * math.exp(noise[run, e]) for run, e in noise}
+    r = ko.curve_trend(_curves(lambda run, e: kl[run, e], EPOCHS_OF_RUN)).set_index("unit").loc["bernoulli"]
+    fits = {run: st.linregress(np.log(np.arange(1, n + 1)), np.log([kl[run, e] for e in range(1, n + 1)]))
+            for run, n in EPOCHS_OF_RUN.items()}
+    slopes = np.array([fit.slope for fit in fits.values()])
+    low, high = st.t.interval(0.95, len(slopes) - 1, loc=slopes.mean(), scale=st.sem(slopes))
+    assert r.slope == pytest.approx(slopes.mean(), rel=1e-10)
+    assert (r.slope_ci_low, r.slope_ci_high) == pytest.approx((low, high), rel=1e-10)
+    assert r.trend == ("rises" if low > 0 else "falls" if high < 0 else "flat")
+    ends = [fit.intercept + fit.slope * math.log(PLANNED[run[0]]) for run, fit in fits.items()]
+    assert r.kl_end == pytest.approx(math.exp(np.mean(ends)), rel=1e-10)
+
+
+@pytest.mark.parametrize("level, verdict", [(1e-4, "below 7e-4"), (7e-4, "reaches 7e-4"), (5e-3, "above 7e-4")])
+def test_curve_trend_verdict_reads_the_extrapolated_interval_against_7e_4(level, verdict):
+    """Flat curves at ``level`` for every run, a run's level spread by x1.2 either way: the planned end's
+    interval is [level/1.3, level*1.3] or so, far from 7e-4 or around it."""
+    spread = {("mrpc", 0): 1.0, ("mrpc", 1): 1.2, ("cola", 0): 1 / 1.2, ("cola", 1): 1.0}
+    r = ko.curve_trend(_curves(lambda run, e: level * spread[run], EPOCHS_OF_RUN)).set_index("unit").loc["bernoulli"]
+    assert r.kl_end_ci_low < level < r.kl_end_ci_high
+    assert r.trend == "flat" and r.slope == pytest.approx(0, abs=1e-12)
+    assert r.verdict == verdict
+
+
+def test_curve_trend_refuses_a_run_with_fewer_than_three_epochs():
+    with pytest.raises(ValueError, match=r"cola/seed1 has 2 epoch\(s\); its trend needs at least 3"):
+        ko.curve_trend(_curves(lambda run, e: 1e-4 * e, {("mrpc", 0): 8, ("cola", 1): 2}))
+
 @pytest.mark.parametrize("n, sd, margin", [(3, 0.0093, 0.01), (6, 0.01, 0.02), (10, 0.02, 0.015)])
 def test_tost_power_matches_a_monte_carlo_of_the_tost(n, sd, margin):
     rng = np.random.default_rng(n)

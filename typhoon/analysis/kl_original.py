@@ -1,7 +1,7 @@
 """The kl-original study's tables (design and hypothesis: :mod:`typhoon.analysis.kl_original_design`; runs:
 :mod:`typhoon.runner.kl_original`).
 
-Three questions, one function each, each a tidy DataFrame:
+Four questions, one function each, each a tidy DataFrame:
 
 - :func:`rows_table`: per row (a 2023 rule, alone or all together, at 1 MLM epoch) and KL definition
   (:data:`typhoon.analysis.kl_units.KL_DEFINITIONS`, nats and bits): the geometric-mean KL of its (task, seed)
@@ -10,7 +10,10 @@ Three questions, one function each, each a tidy DataFrame:
   registered criteria: 'reaches 7e-4' (the interval contains it) and 'within 3x' (the interval lies inside
   [7e-4/3, 3 x 7e-4]);
 - :func:`curve_change`: along the 'all' row's long MLM phase, per definition, the paired log ratio of the last
-  epoch every run reached to epoch 1, its 95 % t interval over the runs;
+  epoch every run reached to epoch 1, its 95 % t interval over the runs (prediction 5);
+- :func:`curve_trend`: along the same curve, per definition, the power law fitted to each run's every epoch
+  (log KL on log epoch): the mean slope with its 95 % t interval, and the KL it extrapolates to the planned
+  100 (MRPC) / 80 (CoLA) epochs against 7e-4 (a supplementary reading, not a registered test);
 - :func:`finetune_table`: typhoon_2023 against random, fine-tuned: the paired difference of the dev metric,
   its 95 % t interval, TOST at the decisive design's margins, and the power 'equivalent' had with that many
   pairs at the decisive-mlm design's planning sd (:func:`tost_power`).
@@ -31,7 +34,7 @@ from scipy import integrate
 from scipy import stats as st
 
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state
-from typhoon.analysis.kl_original_design import CURVE_ROW, ROWS
+from typhoon.analysis.kl_original_design import CURVE_EPOCHS, CURVE_ROW, ROWS
 from typhoon.analysis.kl_units import KL_DEFINITIONS, kl_definitions, rate_spread
 
 BASELINE = "baseline"
@@ -158,6 +161,68 @@ def curve_change(curves: pd.DataFrame) -> pd.DataFrame:
                     "kl_last": float(np.exp(np.log(last_rows[unit]).mean())),
                     "change": math.exp(ratio), "change_ci_low": math.exp(low), "change_ci_high": math.exp(high),
                     "direction": _direction(low, high)})
+    return pd.DataFrame(out)
+
+
+#: the fewest epochs a run needs for its power law: two points fit any line exactly, with no residual
+MIN_TREND_EPOCHS = 3
+
+
+def _trend_direction(low: float, high: float) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "not testable"
+    return "rises" if low > 0 else "falls" if high < 0 else "flat"
+
+
+def curve_trend(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per unit: the trend of the KL over every epoch of the curve and its extrapolation to the planned end.
+
+    NOT part of the registered hypothesis (prediction 5 is :func:`curve_change`): a supplementary reading of
+    the end-of-epoch KLs, which move a lot with the step a snapshot is taken at, so that one epoch against
+    another says little. Each run r is fitted by ordinary least squares log KL = a_r + b_r log(epoch) over
+    every epoch it reached (a run with fewer than :data:`MIN_TREND_EPOCHS` epochs is an error). Over the runs:
+    the mean slope b with its 95 % t interval (``trend``: 'rises' if the interval lies above 0, 'falls' if
+    below, 'flat' if it contains 0), and the extrapolation to each run's planned end E (:data:`CURVE_EPOCHS`
+    of its task): log KL_end,r = a_r + b_r log E, reported as the geometric mean over the runs with the 95 %
+    t interval of those logs, its ratio to the paper's 7e-4 nats/token (7e-4 / ln 2 for the ``_bits`` units)
+    and ``verdict``: 'reaches 7e-4' if the interval contains it, 'below 7e-4' if its upper end is below,
+    'above 7e-4' if its lower end is above. The extrapolation assumes that the power law fitted over the
+    reached epochs holds to the planned end."""
+    runs = []
+    for (task, seed), run in curves.groupby(["task", "seed"], sort=True):
+        if len(run) < MIN_TREND_EPOCHS:
+            raise ValueError(f"curve run {task}/seed{seed} has {len(run)} epoch(s); its trend needs at least "
+                             f"{MIN_TREND_EPOCHS}")
+        if task not in CURVE_EPOCHS:
+            raise ValueError(f"curve run {task}/seed{seed}: no planned number of epochs for {task!r} "
+                             f"(CURVE_EPOCHS has {sorted(CURVE_EPOCHS)})")
+        runs.append((task, seed, run))
+    if not runs:
+        raise ValueError("no curve run to fit a trend to")
+    epochs = [len(run) for _, _, run in runs]
+    out = []
+    for unit in UNITS:
+        slopes, log_ends = [], []
+        for task, _, run in runs:
+            x, y = np.log(run["epoch"].to_numpy(float)), np.log(run[unit].to_numpy(float))
+            dx = x - x.mean()
+            slope = float(np.dot(dx, y - y.mean()) / np.dot(dx, dx))
+            intercept = float(y.mean() - slope * x.mean())
+            slopes.append(slope)
+            log_ends.append(intercept + slope * math.log(CURVE_EPOCHS[task]))
+        slope, s_low, s_high = t_interval(slopes)
+        end, e_low, e_high = t_interval(log_ends)
+        paper = PAPER_KL_NATS_PER_TOKEN / (math.log(2) if unit.endswith("_bits") else 1.0)
+        if not (math.isfinite(e_low) and math.isfinite(e_high)):
+            verdict = "not testable"
+        else:
+            verdict = ("below 7e-4" if e_high < math.log(paper) else "above 7e-4" if e_low > math.log(paper)
+                       else "reaches 7e-4")
+        out.append({"unit": unit, "runs": len(runs), "epochs_min": min(epochs), "epochs_max": max(epochs),
+                    "slope": slope, "slope_ci_low": s_low, "slope_ci_high": s_high,
+                    "trend": _trend_direction(s_low, s_high),
+                    "kl_end": math.exp(end), "kl_end_ci_low": math.exp(e_low), "kl_end_ci_high": math.exp(e_high),
+                    "ratio_to_paper": math.exp(end) / paper, "verdict": verdict})
     return pd.DataFrame(out)
 
 
@@ -347,6 +412,15 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
         sentences.append(f"Over the long MLM phase, as far as it ran (epoch {c.last_common_epoch} of 80/100), the KL "
                          f"at the last epoch is ×{c.change:.2g} [95 % {c.change_ci_low:.2g}, {c.change_ci_high:.2g}] "
                          f"that at epoch 1 over {c.runs:.0f} runs.")
+    if "curve_trend" in tables:
+        r = tables["curve_trend"].set_index("unit").loc["bernoulli"]
+        planned = f"{CURVE_EPOCHS['mrpc']} (MRPC) / {CURVE_EPOCHS['cola']} (CoLA)"
+        sentences.append(f"As an extrapolation, not a registered test: a power law fitted to every epoch of each run "
+                         f"({r.epochs_min:.0f}–{r.epochs_max:.0f} epochs) has a mean slope of log KL on log epoch of "
+                         f"{r.slope:.2g} [95 % {r.slope_ci_low:.2g}, {r.slope_ci_high:.2g}] ({r.trend}); carried to "
+                         f"the planned {planned} epochs it gives {r.kl_end:.2g} nats/token [95 % "
+                         f"{r.kl_end_ci_low:.2g}, {r.kl_end_ci_high:.2g}], ×{r.ratio_to_paper:.2g} the paper's "
+                         f"7e-4: {r.verdict} (if the power law holds that far).")
     if "trace_spread" in tables:
         spread = tables["trace_spread"]
         sentences.append(f"Within an epoch it moves up to ×{spread['highest_over_lowest'].max():.2g} with the step a "
@@ -362,8 +436,8 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
     """Every table of the study in ``out`` as CSV (``tables/``) and its README.md: the predictions' verdicts,
-    the per-token and per-sequence KLs of each row, the realised rates, the curve and the fine-tuned
-    comparison (each part as far as its states have landed). Returns the tables."""
+    the per-token and per-sequence KLs of each row, the realised rates, the curve (its change and its trend)
+    and the fine-tuned comparison (each part as far as its states have landed). Returns the tables."""
     from typhoon.analysis.kl_original_design import HYPOTHESIS
     from typhoon.atomic import atomic_write_csv, atomic_write_text
 
@@ -373,6 +447,7 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
     try:
         curves = read_curves(out)
         tables["curve"], tables["curve_epochs"] = curve_change(curves), curves
+        tables["curve_trend"] = curve_trend(curves)
         tables["trace_spread"] = trace_spread(out)
     except FileNotFoundError:
         pass
@@ -414,6 +489,16 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
         sections += ["## The curve ('all' row, the 2023 code's long MLM phase)\n",
                      _markdown(tables["curve"][tables["curve"]["unit"].isin(KL_DEFINITIONS)]) + "\n",
                      "Every epoch of every run: `tables/curve_epochs.csv`.\n",
+                     "### The trend over every epoch, extrapolated to the planned end (not registered)\n",
+                     _markdown(tables["curve_trend"][tables["curve_trend"]["unit"].isin(KL_DEFINITIONS)]) + "\n",
+                     "A supplementary reading, not a registered test (prediction 5 is the table above): per run, "
+                     "the least-squares line of log KL on log epoch over every epoch it reached; `slope` is its "
+                     "mean over the runs with the 95 % t interval (`trend`: rises, falls or flat as the interval "
+                     "lies above, below or around 0), and `kl_end` the geometric mean over the runs of the KL "
+                     "that line gives at the run's planned end (100 epochs MRPC, 80 CoLA), with the 95 % t "
+                     "interval of its log and the `verdict` of that interval against 7e-4. It assumes that the "
+                     "power law fitted over the epochs reached holds to the planned end, which these few noisy "
+                     "epochs cannot show (`tables/curve_trend.csv`).\n",
                      _trace_sentence(tables["trace_spread"]) + "\n"]
     if "finetune" in tables:
         sections += ["## Fine-tuned: typhoon_2023 minus random under the 2023 phase 1\n",
