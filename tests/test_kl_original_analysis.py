@@ -93,6 +93,20 @@ def test_row_interval_and_paired_change_match_scipy(study):
     assert math.isnan(table.loc[("baseline", "bernoulli"), "change"])  # no change of the baseline against itself
 
 
+def test_a_bits_row_is_judged_against_7e_4_nats_in_bits(study):
+    """7e-4 nats is 7e-4 / ln 2 bits: a row's bits twin has the nats row's ratio to the paper and its verdicts."""
+    out, probs = study
+    table = ko.rows_table(ko.read_row_states(out)).set_index(["row", "unit"])
+    keys = [(task, seed) for task in ("mrpc", "cola") for seed in (0, 1, 2)]
+    in_bits = np.log([_bernoulli_by_hand(probs["p", *k], COUNTS) / math.log(2) for k in keys])
+    r = table.loc[("p", "bernoulli_bits")]
+    assert r.ratio_to_paper == pytest.approx(math.exp(in_bits.mean()) / (7e-4 / math.log(2)), rel=1e-10)
+    low, high = st.t.interval(0.95, len(in_bits) - 1, loc=in_bits.mean(), scale=st.sem(in_bits))
+    assert r["reaches_7e-4"] == (low <= math.log(7e-4 / math.log(2)) <= high)
+    nats = table.loc[("p", "bernoulli")]
+    assert (r["reaches_7e-4"], r["within_3x"]) == (nats["reaches_7e-4"], nats["within_3x"])
+
+
 def test_no_state_is_a_clear_error_in_under_two_seconds_writing_nothing(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="no finished state"):
         ko.rows_table(ko.read_row_states(tmp_path))
