@@ -9,6 +9,7 @@
 #      versions of requirements/runtime.txt (the lock) plus pytest; torch is left as it is;
 #   2. the `gpu` test tier (pytest -m gpu: saliency on CUDA, no host sync in a step, the smoke grid on cuda),
 #      capped at TIER_CAP_S (default 150 s); a failure is reported and the check goes on;
+#   2b. Typhoon's update timed with its state on the host and on the GPU (benchmarks/typhoon_update_cost.py, seconds);
 #   3. `reproduce --profile paper-shapes --no-analysis` (the paper's 90 cells on random-init models of the
 #      paper's shapes: no hub), stopped as Ctrl-C stops it at GRID_CAP_S (default 240 s), while
 #      `nvidia-smi dmon -s u` samples the SMs;
@@ -98,6 +99,12 @@ timeout -s INT "$TIER_CAP_S" "$PYTHON" -m pytest -q -m gpu -rsx -p no:cacheprovi
 tier=${PIPESTATUS[0]}
 echo "gpu tier: exit $tier in $((SECONDS - start)) s"
 [ "$tier" = 0 ] || failed=1
+
+step "2b. Typhoon's update, its state on the host (numpy) against on the GPU (learn_on)"
+for where in host cuda; do
+    timeout 60 "$PYTHON" benchmarks/typhoon_update_cost.py --learn-on "$where" --steps 100 2>&1 \
+        | tee -a "$OUT/update_cost.txt" | grep -v "^state"
+done
 
 step "3. reproduce --profile $PROFILE (cap ${GRID_CAP_S} s)"
 rm -rf "$OUT/$PROFILE"
