@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 50's GPU check, one command on a fresh GPU machine, in about 8 minutes of the device:
+# Issue 50's GPU check, one command on a fresh GPU machine, in about 9 minutes of the device (caps: tier 150 s,
+# step trial 90 s, grid 240 s, plus the install; under the device tool's 600 s per command):
 #
 #   scripts/gpu_check.sh [WHEELS_DIR]          # from the repository root; WHEELS_DIR defaults to ./wheels
 #
@@ -9,6 +10,9 @@
 #      versions of requirements/runtime.txt (the lock) plus pytest; torch is left as it is;
 #   2. the `gpu` test tier (pytest -m gpu: saliency on CUDA, no host sync in a step, the smoke grid on cuda),
 #      capped at TIER_CAP_S (default 150 s); a failure is reported and the check goes on;
+#   2b. Typhoon's update timed with its state on the host and on the GPU (benchmarks/typhoon_update_cost.py, seconds);
+#   2c. the step trial (benchmarks/gpu_step_trial.py): bert-base-shape's MLM step alone on the device, masks on the
+#      host and on the device, random and Typhoon, then with CUDA graphs; capped at TRIAL_CAP_S (default 90 s);
 #   3. `reproduce --profile paper-shapes --no-analysis` (the paper's 90 cells on random-init models of the
 #      paper's shapes: no hub), stopped as Ctrl-C stops it at GRID_CAP_S (default 240 s), while
 #      `nvidia-smi dmon -s u` samples the SMs;
@@ -37,6 +41,7 @@ PYTHON=${PYTHON:-python3}
 OUT=${OUT:-/tmp/typhoon-gpu-check}
 TIER_CAP_S=${TIER_CAP_S:-150}
 GRID_CAP_S=${GRID_CAP_S:-240}
+TRIAL_CAP_S=${TRIAL_CAP_S:-90}
 PROFILE=${PROFILE:-paper-shapes}
 
 # The wheel list for CPython 3.12 on Linux x86_64, from the lock: `name==version` of each entry whose marker holds.
@@ -98,6 +103,18 @@ timeout -s INT "$TIER_CAP_S" "$PYTHON" -m pytest -q -m gpu -rsx -p no:cacheprovi
 tier=${PIPESTATUS[0]}
 echo "gpu tier: exit $tier in $((SECONDS - start)) s"
 [ "$tier" = 0 ] || failed=1
+
+step "2b. Typhoon's update, its state on the host (numpy) against on the GPU (learn_on)"
+for where in host cuda; do
+    timeout 60 "$PYTHON" benchmarks/typhoon_update_cost.py --learn-on "$where" --steps 100 2>&1 \
+        | tee -a "$OUT/update_cost.txt" | grep -v "^state"
+done
+
+step "2c. the MLM step alone: host or device masks, random or Typhoon, eager or CUDA graphs (cap ${TRIAL_CAP_S} s; 0 skips)"
+if [ "$TRIAL_CAP_S" -gt 0 ]; then
+    timeout -s INT "$TRIAL_CAP_S" "$PYTHON" benchmarks/gpu_step_trial.py --backbone bert-base-shape 2>&1 \
+        | grep -v "^\s*$" | tee "$OUT/step_trial.txt" | tail -7
+fi
 
 step "3. reproduce --profile $PROFILE (cap ${GRID_CAP_S} s)"
 rm -rf "$OUT/$PROFILE"

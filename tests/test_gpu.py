@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -98,32 +99,30 @@ def mlm_step_setup(strategy: str, device: str):
     mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     optimizer = training_step.make_optimizer(mlm, config.mlm_lr, config.weight_decay)
     scheduler = training_step.linear_schedule(optimizer, 100, config.warmup_ratio)
-    masking = get_strategy(config.strategy, **config.strategy_params())
+    assert ctx.masks_on_device  # a GPU run draws its masks and keeps Typhoon's state on the GPU
+    masking = training_run.prepared_strategy(ctx)
     train = ctx.data["train"]
-    masking.prepare_on(train, len(ctx.backbone.tokenizer))
     saliency = SaliencySource(saliency_kind(config), None)
     return (lambda rows: training_step.mlm_step(ctx, mlm, masking, optimizer, scheduler, train[:rows], saliency)), masking
 
 
 @pytest.mark.parametrize("strategy", ["random", "typhoon"])
 def test_an_mlm_step_makes_no_host_sync(cuda, strategy):
-    """The step's own code keeps the host out (labels and the selected positions stay on the CPU, the batch goes up
-    without blocking). Typhoon's update waits for nothing inside the step: its saliency's copy to the host is
-    queued, and the host waits for it when the next masks are drawn (``TyphoonMasking.update``), the one place
-    where the algorithm needs it. That wait is taken here before the checked step, so the check sees the step's
-    own work. Not yet seen on a device: transformers' SDPA mask check (``padding_mask.all()`` in
+    """A GPU run draws its masks on the device, Typhoon's state learns there (``TyphoonMasking.learn_on``) and the
+    MLM head scores every position, so nothing in a step has to come back to the host: the step queues its work
+    and returns. Not yet seen on a device: transformers' SDPA mask check (``padding_mask.all()`` in
     ``masking_utils._ignore_bidirectional_mask_sdpa``) may sync for a padded batch; the error then names it."""
     step, masking = mlm_step_setup(strategy, cuda)
     step(16)  # the first step allocates the optimizer's state and warms the kernels up
     torch.cuda.synchronize()
-    if strategy == "typhoon":
-        masking.settle()  # the previous step's update, whose saliency is on the host by now
     torch.cuda.set_sync_debug_mode("error")
     try:
         assert step(16) is not None
     finally:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
+    if strategy == "typhoon":
+        assert masking.device.type == "cuda" and masking.steps == 2
 
 
 @pytest.mark.slow  # the smoke grid in worker processes, then the analysis notebooks
@@ -140,18 +139,19 @@ def test_the_smoke_grid_runs_on_cuda(cuda, tmp_path):
     assert (out / "report.html").is_file()
 
 
-def test_a_cuda_update_is_applied_when_next_read_and_equals_the_host_update(cuda):
-    """A saliency on the device queues the update (no wait); reading the state applies it, bit for bit as the host
-    update of the same numbers."""
+def test_typhoon_learning_on_cuda_equals_the_host_path(cuda):
+    """The state learning on the GPU (torch float64 there) against the numpy path, the reference: the same saliency
+    gives the same weights and probabilities to float64 rounding (CUDA's atomic adds sum in no fixed order)."""
     batch = synthetic_batch(0, rows=6, length=24)
     saliency = torch.randn(batch["input_ids"].shape, generator=torch.Generator().manual_seed(0))
     counts = torch.bincount(batch["input_ids"].reshape(-1), minlength=VOCAB).numpy() + 1
     on_host, on_device = get_strategy("typhoon", p=0.3), get_strategy("typhoon", p=0.3)
     for strategy in (on_host, on_device):
         strategy.prepare(counts)
+    on_device.learn_on(cuda)
     selected = on_host.select(batch, torch.Generator().manual_seed(1))
     on_host.update(batch, selected, saliency)
-    on_device.update(batch, selected, saliency.to(cuda))
-    assert (on_host.steps, on_device.steps) == (1, 0)  # queued, not applied
-    assert on_device.probs.tobytes() == on_host.probs.tobytes() and on_device.steps == 1
-    assert on_device.weights.tobytes() == on_host.weights.tobytes()
+    on_device.update({k: v.to(cuda) for k, v in batch.items()}, selected.to(cuda), saliency.to(cuda))
+    assert on_host.steps == on_device.steps == 1
+    np.testing.assert_allclose(on_device.probs, on_host.probs, rtol=1e-12)
+    np.testing.assert_allclose(on_device.weights, on_host.weights, rtol=1e-12, equal_nan=True)

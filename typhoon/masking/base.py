@@ -62,7 +62,9 @@ def row_rates(batch: dict[str, torch.Tensor], rate: Any, default: float) -> torc
     rate = rate.to(device=input_ids.device, dtype=torch.float64).reshape(-1)
     if rate.shape[0] != n_rows:
         raise ValueError(f"rate must have one value per row: shape ({n_rows},), got {tuple(rate.shape)}")
-    if not bool(((rate >= 0) & (rate <= 1)).all()):
+    # checked where reading them costs nothing; on a GPU they come from a schedule, in [0, 1] by construction,
+    # and reading them back would make the step wait for the device
+    if rate.device.type == "cpu" and not bool(((rate >= 0) & (rate <= 1)).all()):
         raise ValueError(f"rate values must lie in [0, 1], got {rate.tolist()}")
     return rate
 
@@ -174,6 +176,10 @@ class MaskingStrategy:
 
     def update(self, batch: dict[str, torch.Tensor], selected: torch.Tensor, saliency: torch.Tensor) -> None:
         """Learn from a training step's saliency; a no-op except for Typhoon."""
+
+    def learn_on(self, device: torch.device | str | None) -> MaskingStrategy:
+        """Keep what the strategy learns on ``device`` (None: the host); only Typhoon learns anything."""
+        return self
 
     # -- state -----------------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:

@@ -27,6 +27,13 @@ with beta solved in closed form over every input id, specials included (``budget
 types get the neutral preference or, with ``unseen="top"``, the top one. Sampling is a lookup ``pi[input_ids]`` and a
 Bernoulli draw. Before any update (nothing seen) pi = p everywhere: uniform random masking.
 
+Where the state lives
+---------------------
+On the host by default: numpy float64, the reference and the CPU's path (the committed records' bits).
+:meth:`TyphoonMasking.learn_on` a device keeps it there as torch tensors
+(:mod:`typhoon.masking.device_calibration`: the same algorithm, sums in another order), so that a GPU step
+whose batch, masks and saliency are on the GPU updates and samples without waiting for the device.
+
 Per-row rates
 -------------
 A ``rate`` tensor (mask schedules) re-solves the budget for every row's rate with the same
@@ -203,10 +210,12 @@ class TyphoonMasking(MaskingStrategy):
         self._weights: np.ndarray | None = None
         self._seen: np.ndarray | None = None
         self._probs: np.ndarray | None = None
-        # a CUDA step's update, queued until the state is next read (update(), settle())
-        self._pending: tuple | None = None
         self._solver = None  # the budget rule's solver (typhoon.masking.calibration.budget_rule)
         self._lookup: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> (preference, rank)
+        # learn_on(device): the state as tensors there (typhoon.masking.device_calibration), else None
+        self._device: torch.device | None = None
+        self._on_device: dict[str, torch.Tensor] = {}  # weights, seen, counts of the budget rule
+        self._device_budget = None  # device_calibration.DeviceBudget of the current weights
 
     @property
     def name(self) -> str:
@@ -219,33 +228,38 @@ class TyphoonMasking(MaskingStrategy):
         """The calibration rules set as the paper's 2023 code had them (typhoon.masking.params.TYPHOON_2023)."""
         return {rule for rule, value in TYPHOON_2023.items() if getattr(self, rule) == value}
 
-    # The learnt state, read through settle(): a CUDA step's update may still be queued.
+    # The learnt state as numpy arrays, wherever it lives (read from the device when it lives there).
     @property
     def weights(self) -> np.ndarray | None:
         """EMA weight w_v per type (NaN where never seen)."""
-        self.settle()
-        return self._weights
+        return self._to_host("weights") if self._device is not None else self._weights
 
     @weights.setter
     def weights(self, value: np.ndarray) -> None:  # then recalibrate(), as after any change of the weights
-        self.settle()
-        self._weights = value
+        self._weights = np.asarray(value, dtype=np.float64)
+        if self._device is not None:
+            self._on_device["weights"] = torch.as_tensor(self._weights, device=self._device)
 
     @property
     def seen(self) -> np.ndarray | None:
-        self.settle()
-        return self._seen
+        return self._to_host("seen") if self._device is not None else self._seen
 
     @seen.setter
     def seen(self, value: np.ndarray) -> None:
-        self.settle()
-        self._seen = value
+        self._seen = np.asarray(value, dtype=bool)
+        if self._device is not None:
+            self._on_device["seen"] = torch.as_tensor(self._seen, device=self._device)
 
     @property
     def probs(self) -> np.ndarray | None:
         """pi_v at the budget p."""
-        self.settle()
+        if self._device is not None and self._device_budget is not None:
+            return self._device_budget.probs(self.p).cpu().numpy()
         return self._probs
+
+    def _to_host(self, name: str) -> np.ndarray | None:
+        tensor = self._on_device.get(name)
+        return None if tensor is None else tensor.cpu().numpy()
 
     @property
     def vocab_size(self) -> int | None:
@@ -268,27 +282,64 @@ class TyphoonMasking(MaskingStrategy):
                                  f"got {special_counts.shape}")
             self.special_counts = special_counts.astype(np.int64)
         self.counts = counts.astype(np.int64)
-        self._weights = np.full(len(counts), np.nan)
-        self._seen = np.zeros(len(counts), dtype=bool)
         self.steps = 0
-        self.recalibrate()
+        self._set_state(np.full(len(counts), np.nan), np.zeros(len(counts), dtype=bool))
 
     def _require_prepared(self) -> None:
         if self.counts is None:
             raise RuntimeError("TyphoonMasking needs corpus token counts: call prepare(token_counts) first")
 
+    def learn_on(self, device: torch.device | str | None) -> TyphoonMasking:
+        """Where the learnt state lives and learns: None (the default), numpy arrays on the host
+        (:mod:`typhoon.masking.calibration`, the CPU's path); a device, torch tensors there
+        (:mod:`typhoon.masking.device_calibration`), so that a step whose batch and saliency are on that
+        device updates and samples with no host transfer. The state moves with it; returns the strategy."""
+        weights, seen = self.weights, self.seen
+        self._device = None if device is None else torch.device(device)
+        if self.counts is not None:
+            self._set_state(weights, seen)
+        return self
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where the state learns (:meth:`learn_on`); None: on the host, in numpy."""
+        return self._device
+
+    def _set_state(self, weights: np.ndarray, seen: np.ndarray) -> None:
+        """Hold ``weights`` and ``seen`` where the state learns, and recalibrate."""
+        self._weights, self._seen = weights, seen
+        if self._device is not None:
+            budget_counts = self.counts if self.budget == "non_special" else self.counts + self.special_counts
+            self._on_device = {"weights": torch.as_tensor(weights, dtype=torch.float64, device=self._device),
+                               "seen": torch.as_tensor(seen, device=self._device),
+                               "counts": torch.as_tensor(budget_counts, dtype=torch.float64, device=self._device)}
+            self._weights = self._seen = self._probs = self._solver = None
+        else:
+            self._on_device, self._device_budget = {}, None
+        self.recalibrate()
+
     def recalibrate(self) -> None:
         """Recompute pi for budget p from the current weights (and forget per-rate solutions)."""
         self._require_prepared()
+        self._lookup.clear()
+        if self._device is not None:
+            from typhoon.masking import device_calibration
+
+            state = self._on_device
+            pref = device_calibration.preference(state["weights"], state["seen"], self.calibration, self.delta,
+                                                 self.tau, self.unseen)
+            self._device_budget = device_calibration.DeviceBudget.solve_for(pref, state["counts"],
+                                                                            closed_form=self.budget == "all_ids")
+            return
         pref = preference(self._weights, self.calibration, self.delta, self.tau, self._seen, self.unseen)
         self._solver = budget_rule(self.budget, pref, self.counts, self.special_counts)
         self._probs = self._solver.solve(self.p)
-        self._lookup.clear()
 
     def probs_for_rate(self, rate: float) -> np.ndarray:
         """Float64 (V,) probabilities for budget ``rate`` (same preferences, water-filled again)."""
         self._require_prepared()
-        self.settle()
+        if self._device is not None:
+            return self._device_budget.probs(rate).cpu().numpy()
         return self._probs.copy() if rate == self.p else self._solver.solve(rate)
 
     def _lookup_tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -300,7 +351,8 @@ class TyphoonMasking(MaskingStrategy):
 
     def token_probs(self, input_ids: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
         """Float64 (B, L): pi of every token for its row's budget (a lookup, no V-sized work per row)."""
-        self.settle()
+        if self._device is not None:
+            return self._device_budget.token_probs(input_ids, rates)
         k, beta, floor = self._solver.coefficients(rates.detach().cpu().numpy())
         device = input_ids.device
         pref, rank = self._lookup_tables(device)
@@ -325,62 +377,49 @@ class TyphoonMasking(MaskingStrategy):
         """EMA update of the weights from one step's saliency, then recalibration.
 
         ``batch["input_ids"]`` must hold the ORIGINAL tokens (the strategy never modifies them),
-        ``selected`` the positions that were masked (``mlm_labels != -100``); both on the host.
-
-        A saliency on a CUDA device is not waited for here: its copy to the host is queued behind the
-        step's backward and the update is applied by :meth:`settle` when the state is next read (at the
-        latest, the next mask draw). The optimizer step is then queued before the host waits, and the
-        wait falls where the next masks need it. Elsewhere the update is applied at once. Either way each
-        update is applied, in order, before the next mask is drawn: the same algorithm.
+        ``selected`` the positions that were masked (``mlm_labels != -100``). On the host path they are
+        read on the host (a saliency on a GPU is copied down, which waits for it); after
+        :meth:`learn_on` a device, they are read where the state is, and nothing waits.
         """
         self._require_prepared()
         if saliency.shape != batch["input_ids"].shape or selected.shape != batch["input_ids"].shape:
             raise ValueError(f"saliency {tuple(saliency.shape)} and selected {tuple(selected.shape)} must match "
                              f"input_ids {tuple(batch['input_ids'].shape)}")
-        self.settle()
-        saliency = saliency.detach()
-        if saliency.is_cuda:
-            on_host = torch.empty(saliency.shape, dtype=saliency.dtype, pin_memory=True)
-            on_host.copy_(saliency, non_blocking=True)
-            copied = torch.cuda.Event()
-            copied.record(torch.cuda.current_stream(saliency.device))
-            self._pending = (batch["input_ids"], maskable_positions(batch), selected, on_host, copied)
-        else:
-            self._learn(batch["input_ids"], maskable_positions(batch), selected, saliency)
-
-    def settle(self) -> None:
-        """Apply the update a CUDA step left queued (waiting for its saliency to reach the host); else nothing."""
-        if self._pending is None:
-            return
-        input_ids, maskable, selected, on_host, copied = self._pending
-        self._pending = None
-        copied.synchronize()
-        self._learn(input_ids, maskable, selected, on_host)
-
-    def _learn(self, input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor,
-               saliency: torch.Tensor) -> None:
-        types, estimate = batch_weight_estimate(input_ids, maskable, selected, saliency)
         # an EMA from zero (the 2023 code) gives a type first seen after the first step lam x its estimate
         first_weight = self.lam if self.ema_start == "zeros" and self.steps > 0 else 1.0
-        self._weights, self._seen = ema_update(self._weights, self._seen, types, estimate, self.lam, first_weight)
         self.steps += 1
+        if self._device is not None:
+            from typhoon.masking import device_calibration
+
+            on = {k: v.to(self._device, non_blocking=True) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+            present, estimate = device_calibration.batch_estimate(
+                on["input_ids"], maskable_positions(on), selected.to(self._device, non_blocking=True),
+                saliency.detach().to(self._device, non_blocking=True), len(self.counts))
+            state = self._on_device
+            state["weights"], state["seen"] = device_calibration.ema_update(state["weights"], state["seen"], present,
+                                                                            estimate, self.lam, first_weight)
+        else:
+            cpu = {k: v.cpu() for k, v in batch.items() if isinstance(v, torch.Tensor)}
+            types, estimate = batch_weight_estimate(cpu["input_ids"], maskable_positions(cpu), selected.cpu(),
+                                                    saliency.detach().cpu())
+            self._weights, self._seen = ema_update(self._weights, self._seen, types, estimate, self.lam, first_weight)
         self.recalibrate()
 
     # -- diagnostics and state -------------------------------------------------------------------
     def diagnostics(self) -> dict[str, Any]:
         """KL to uniform (nats/token), KL and TV of the masked distribution, spread of pi."""
-        self.settle()
         if self.counts is None:
             return {}
+        probs, seen = self.probs, self.seen
         out = {
-            "kl_to_uniform": kl_to_uniform(self._probs, self.counts, self.p),
-            "masked_distribution_kl": masked_distribution_kl(self._probs, self.counts),
-            "budget_moved": budget_moved(self._probs, self.counts),
-            "n_seen": int(self._seen.sum()),
+            "kl_to_uniform": kl_to_uniform(probs, self.counts, self.p),
+            "masked_distribution_kl": masked_distribution_kl(probs, self.counts),
+            "budget_moved": budget_moved(probs, self.counts),
+            "n_seen": int(seen.sum()),
         }
         if self.budget != "non_special":  # the exact budget's realised rate is p
-            out["realised_rate"] = realised_rate(self._probs, self.counts)
-        out.update({f"spread_{k}": v for k, v in spread(self._probs, self._seen).items()})
+            out["realised_rate"] = realised_rate(probs, self.counts)
+        out.update({f"spread_{k}": v for k, v in spread(probs, seen).items()})
         return out
 
     def meta(self) -> dict[str, Any]:
@@ -391,33 +430,31 @@ class TyphoonMasking(MaskingStrategy):
 
     def state_dict(self) -> dict[str, Any]:
         """Arrays ``weights`` (NaN unseen), ``counts``, ``seen``, ``probs`` and ``meta`` (CONTRACTS.md)."""
-        self.settle()
         if self.counts is None:
             empty = np.zeros(0)
             return {"weights": empty, "counts": empty.astype(np.int64), "seen": empty.astype(bool),
                     "probs": empty, "meta": self.meta()}
-        weights = np.where(self._seen, self._weights, np.nan)
-        state = {"weights": weights, "counts": self.counts.copy(), "seen": self._seen.copy(),
-                 "probs": self._probs.copy(), "meta": self.meta()}
+        seen = self.seen
+        state = {"weights": np.where(seen, self.weights, np.nan), "counts": self.counts.copy(), "seen": seen.copy(),
+                 "probs": self.probs.copy(), "meta": self.meta()}
         if self.special_counts is not None:  # budget="all_ids"
             state["special_counts"] = self.special_counts.copy()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self._pending = None  # the loaded state replaces whatever was learnt, queued or not
         counts = np.asarray(state["counts"])
         if counts.size == 0:
-            self.counts = self._weights = self._seen = self._probs = self._solver = None
+            self.counts = self._weights = self._seen = self._probs = self._solver = self._device_budget = None
+            self._on_device = {}
             return
         self.counts = counts.astype(np.int64)
         if self.budget == "all_ids":
             if "special_counts" not in state:
                 raise ValueError("state of a budget='all_ids' strategy without its special_counts")
             self.special_counts = np.asarray(state["special_counts"]).astype(np.int64)
-        self._seen = np.asarray(state["seen"], dtype=bool).copy()
-        self._weights = np.where(self._seen, np.asarray(state["weights"], dtype=np.float64), np.nan)
+        seen = np.asarray(state["seen"], dtype=bool).copy()
         meta = state.get("meta", {})
         meta = json.loads(meta) if isinstance(meta, str) else meta
         self.steps = int(meta.get("steps", 0))
-        self.recalibrate()
+        self._set_state(np.where(seen, np.asarray(state["weights"], dtype=np.float64), np.nan), seen)

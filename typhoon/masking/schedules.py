@@ -104,7 +104,7 @@ class FixedMaskingRatio(Schedule):
         return pmf
 
     def sample_rates(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        return torch.full((batch_size,), float(self.ratio), dtype=torch.float64)
+        return torch.full((batch_size,), float(self.ratio), dtype=torch.float64, device=generator.device)
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class UniformMaskingRatio(Schedule):
 
     def sample_rates(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         # high - (high - low) U[0, 1) lies in (low, high]: with low = 0 no sequence gets rate 0
-        draws = torch.rand(batch_size, generator=generator, dtype=torch.float64)
+        draws = torch.rand(batch_size, generator=generator, dtype=torch.float64, device=generator.device)
         return float(self.high) - (float(self.high) - float(self.low)) * draws
 
 
@@ -165,8 +165,8 @@ class MixtureSchedule(Schedule):
     def sample_rates(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         # one uniform draw picks every row's component (component j when it falls in the j-th slice of
         # the cumulative weights); then each component draws rates for the whole batch, in order
-        draws = torch.rand(batch_size, generator=generator, dtype=torch.float64)
-        edges = torch.tensor(np.cumsum(self.weights), dtype=torch.float64)
+        draws = torch.rand(batch_size, generator=generator, dtype=torch.float64, device=generator.device)
+        edges = torch.tensor(np.cumsum(self.weights), dtype=torch.float64, device=draws.device)
         component = torch.searchsorted(edges, draws, right=True).clamp(max=len(self.components) - 1)
         rates = torch.stack([c.sample_rates(batch_size, generator) for c in self.components])
         return rates.gather(0, component[None]).squeeze(0)

@@ -73,16 +73,25 @@ class MaskedLM(nn.Module):
         """Vocabulary logits (N, V) for hidden states (N, H) of the selected positions."""
         return self._head(self.model, hidden)
 
-    def forward(self, input_ids, attention_mask, labels, token_type_ids=None):
+    def forward(self, input_ids, attention_mask, labels, token_type_ids=None, every_position: bool = False):
         """Mean cross-entropy over the selected positions (``labels != -100``).
 
         Pass the inputs :meth:`Backbone.model_inputs` chose (token_type_ids only where the model uses them).
         ``labels`` may stay on the CPU while the model is on a GPU (the training step keeps them there): the
         selected positions are then counted on the host, and the step needs no sync with the device to size
         them, as ``hidden[labels != -100]`` on the device would (a boolean index waits for its count).
+        ``every_position``: score every position and average over the selected ones, for labels that live on
+        the device (masks drawn there): more head work, but nothing to count, so nothing to wait for. With
+        nothing selected the loss is then 0, not NaN.
         """
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        if every_position:
+            logits = self.head(hidden.reshape(-1, hidden.shape[-1]))
+            targets = labels.reshape(-1).to(hidden.device, non_blocking=True)
+            per_token = F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets,
+                                        reduction="sum")
+            return per_token / (targets != -100).sum().clamp(min=1)
         # the selected positions in row-major order, the order hidden[selected] has: the same rows, gathered
         # by index_select, whose backward puts each row's gradient back unchanged (the indices are distinct)
         positions = (labels != -100).reshape(-1).nonzero().squeeze(1)

@@ -146,6 +146,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         scheduler = linear_schedule(optimizer, 1000, config.warmup_ratio)
         strategy = get_strategy(kind_config.strategy, **kind_config.strategy_params())
         strategy.prepare_on(train, len(ctx.backbone.tokenizer))
+        strategy.learn_on(ctx.device if ctx.masks_on_device else None)  # as the run's (prepared_strategy)
         task_model = None
         source_kind = saliency_kind(kind_config)
         if source_kind == "task":  # frozen, as training_run.warm_up_task_model leaves it (its weights do not matter here)

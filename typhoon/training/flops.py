@@ -196,12 +196,16 @@ class PhaseMeter:
         self.useful = self.executed = 0.0
         self.wall_s = self.cpu_s = 0.0
         self._started: tuple[float, float] | None = None
+        self._selected_on_device: dict[bool, torch.Tensor] = {}  # backward? -> selected positions summed there
 
     def start(self) -> PhaseMeter:
         self._started = (time.perf_counter(), time.process_time())
         return self
 
     def stop(self) -> None:
+        for backward, selected in self._selected_on_device.items():  # one read from the device per phase part
+            self.useful += step_flops(self.shape, [], selected=int(selected), backward=backward)  # executed: in add
+        self._selected_on_device = {}
         wall, cpu = self._started
         self.wall_s += time.perf_counter() - wall
         self.cpu_s += time.process_time() - cpu
@@ -216,9 +220,16 @@ class PhaseMeter:
         self.useful, self.executed = state["useful"], state["executed"]
         self.wall_s, self.cpu_s = state["wall_s"], state["cpu_s"]
 
-    def add(self, attention_mask: torch.Tensor, *, selected: int = 0, num_labels: int = 0,
+    def add(self, attention_mask: torch.Tensor, *, selected: int | torch.Tensor = 0, num_labels: int = 0,
             backward: bool = True) -> None:
+        """Count one batch. ``selected`` may be a count on a device (masks drawn there): it is summed there and
+        read when the meter stops. Such a step's head scored every position, which the executed FLOPs count."""
         rows, width = attention_mask.shape
+        if isinstance(selected, torch.Tensor):
+            so_far = self._selected_on_device.get(backward)
+            self._selected_on_device[backward] = selected if so_far is None else so_far + selected
+            self.executed += step_flops(self.shape, [], selected=rows * width, backward=backward)
+            selected = 0
         lengths = attention_mask.sum(1).tolist()
         kwargs = dict(selected=selected, num_labels=num_labels, backward=backward)
         self.useful += step_flops(self.shape, lengths, **kwargs)

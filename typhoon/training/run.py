@@ -50,6 +50,7 @@ from typhoon.training.progress_file import ProgressFile
 from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
 DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
+LOSS_SHOWN_EVERY = 50  # on a GPU, the progress bar reads a step's loss this seldom (each read waits for the device)
 # The task model of task-loss saliency draws its data order and dropout from streams of their own, so the
 # phase-1 data order and dropout draws are those of every other strategy with the same seed.
 TASK_MODEL_STREAM = 7919
@@ -76,7 +77,8 @@ class RunContext:
     attention: str  # attention kernel: eager | sdpa
     dropout: str  # dropout kernel: fast | native
     rng: np.random.Generator  # data order, both phases in turn
-    mask_generator: torch.Generator  # masks (drawn on the CPU)
+    mask_generator: torch.Generator  # masks, on the device they are drawn on
+    masks_on_device: bool = False  # masks drawn and Typhoon's state kept on ``device`` (a GPU run), else the CPU
     progress: bool = True  # tqdm bars
     progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/training/progress_file.py)
     resumed_after: str | None = None  # the boundary of the resume state the run went on from, if any
@@ -103,6 +105,9 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
     require_warmup(config)  # task saliency without a warm-up would take its gradient from a head at chance
     backbone = load_backbone(config.backbone)
     device = device_settings.resolve_device(config.device)
+    # a GPU run draws its masks and keeps Typhoon's state on the GPU, so that a step never waits for the device
+    # (typhoon.training.step.mlm_step); a CPU run draws them on the host, as the committed records were drawn
+    on_device = device.type == "cuda"
     if config.num_threads:  # before the precision choice, which measures products on these threads
         torch.set_num_threads(config.num_threads)
     return RunContext(
@@ -111,12 +116,21 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
         precision=device_settings.choose_precision(config.precision, device),  # measured on the run's threads
         attention=device_settings.resolve_attention(config.attention, device),
         dropout=device_settings.resolve_dropout(config.dropout, device),
-        rng=np.random.default_rng(config.seed), mask_generator=torch.Generator().manual_seed(config.seed),
-        progress=progress)
+        rng=np.random.default_rng(config.seed),
+        mask_generator=torch.Generator(device if on_device else "cpu").manual_seed(config.seed),
+        masks_on_device=on_device, progress=progress)
+
 
 
 # --------------------------------------------------------------------------------------------------
 # Phase 1: MLM adaptation
+
+
+def read_losses(rows: list[dict], task_losses: list) -> None:
+    """The loss tensors an epoch kept as floats, in place: one wait for the device per epoch, not per step."""
+    for row in (r for r in rows if isinstance(r["loss"], torch.Tensor)):
+        row["loss"] = row["loss"].item()
+    task_losses[:] = [loss.item() if isinstance(loss, torch.Tensor) else loss for loss in task_losses]
 
 
 def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, saliency: SaliencySource, *,
@@ -167,17 +181,20 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, salienc
                                           saliency)
             if done is None:  # nothing selected: no update
                 continue
+            # the losses stay tensors until the epoch ends: reading one now would wait for the device
             if done.task_loss is not None:
-                task_losses.setdefault(epoch, []).append(done.task_loss.item())
+                task_losses.setdefault(epoch, []).append(done.task_loss.detach())
             step += 1
             tokens += int(done.batch["attention_mask"].sum())
             meter.add(done.batch["attention_mask"], selected=done.selected)
-            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": done.loss.item()})
-            bar.set_postfix(loss=f"{rows[-1]['loss']:.3f}")
+            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": done.loss.detach()})
+            if step % LOSS_SHOWN_EVERY == 1 or ctx.device.type == "cpu":
+                bar.set_postfix(loss=f"{float(rows[-1]['loss']):.3f}")
             ctx.report("mlm", step=step, steps=steps_per_epoch * config.mlm_epochs, epoch=epoch,
                        epochs=config.mlm_epochs, tokens=tokens)
             if at_step_end is not None:
                 at_step_end(step, epoch)
+        read_losses(rows, task_losses.get(epoch, []))
         ctx.report("eval", epoch=epoch, epochs=config.mlm_epochs)
         rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
         for batch in dev_batches:
@@ -338,7 +355,7 @@ def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
     config, data = ctx.config, ctx.data
     strategy = get_strategy(config.strategy, **config.strategy_params())
     strategy.prepare_on(data["train"], len(ctx.backbone.tokenizer))
-    return strategy
+    return strategy.learn_on(ctx.device if ctx.masks_on_device else None)
 
 
 def phase_one(ctx: RunContext) -> PhaseOne:

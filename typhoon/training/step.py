@@ -60,7 +60,8 @@ class MLMStep:
 
     loss: torch.Tensor  # the MLM loss, a scalar on the device
     batch: dict  # the padded batch before masking, on the CPU
-    selected: int  # positions the strategy selected (the MLM head's targets)
+    selected: int | torch.Tensor  # positions the strategy selected (the MLM head's targets); a tensor on the device
+    # when the masks were drawn there (counting them on the host would wait for the device)
     task_loss: torch.Tensor | None  # the task model's loss on the masked batch (task-loss saliency), else None
 
 
@@ -71,31 +72,42 @@ def mlm_step(ctx, mlm: MaskedLM, strategy: MaskingStrategy, optimizer, scheduler
     The strategy learns from the run's ``saliency`` source. A task source's saliency is the gradient of its
     frozen task model's loss, which reaches no parameter: the encoder is updated by the MLM loss alone, as for
     every strategy.
+
+    Where the masks are drawn is the run's choice, made once (``ctx.masks_on_device``, :func:`set_up`):
+    on the host, the labels stay there and the MLM head scores the selected positions only, counted on the
+    host; on the device (a GPU run), the batch goes up first, the masks, labels and Typhoon's state stay on
+    the device, and the head scores every position, so that no count has to come back: the step queues its
+    work and returns without waiting for the device. There a batch with nothing selected contributes a loss
+    of 0 (no gradient) instead of being skipped, since telling would mean waiting.
     """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     batch = collate(examples, tokenizer.pad_token_id, PAD_MULTIPLE)
+    on_device = ctx.masks_on_device
+    to_mask = to_device(batch, ctx.device) if on_device else batch
     rates = sample_rates(config.schedule, len(examples), config.p, config.pi0, ctx.mask_generator)
-    masked_ids, labels = strategy(batch, ctx.mask_generator, rate=rates, mask_token_id=tokenizer.mask_token_id,
+    masked_ids, labels = strategy(to_mask, ctx.mask_generator, rate=rates, mask_token_id=tokenizer.mask_token_id,
                                   vocab_size=len(tokenizer))
     selected = labels != -100
-    if not selected.any():  # nothing selected (tiny batch): no loss to learn from
+    if not on_device and not selected.any():  # nothing selected (tiny batch): no loss to learn from
         return None
     inputs = to_device({**batch, "input_ids": masked_ids}, ctx.device)
     task_loss = None
     if saliency.kind == "task":  # the frozen task model's gradient, w.r.t. its inputs only
         task_loss, gradient = task_saliency(saliency.task_model, ctx.backbone.model_inputs(inputs), inputs["labels"],
-                                            batch["input_ids"].to(ctx.device), ctx.autocast)
+                                            to_mask["input_ids"].to(ctx.device), ctx.autocast)
     with SaliencyProbe(mlm.input_embeddings()) if saliency.kind == "mlm" else contextlib.nullcontext() as probe:
         with ctx.autocast():
-            loss = mlm(labels=labels, **ctx.backbone.model_inputs(inputs))  # labels on the host: no sync (MaskedLM)
+            # host labels: no sync (MaskedLM); device labels: every position scored, no count needed
+            loss = mlm(labels=labels, every_position=on_device, **ctx.backbone.model_inputs(inputs))
         loss.backward()
     if saliency.kind == "mlm":
         # saliency w.r.t. the one-hot of the *original* token at every position
-        gradient = probe.saliency(batch["input_ids"].to(ctx.device, non_blocking=True))
-    if saliency.kind != "none":  # on a GPU the update waits for nothing here (TyphoonMasking.update says when)
-        strategy.update(batch, selected, gradient.float())
+        gradient = probe.saliency(to_mask["input_ids"].to(ctx.device, non_blocking=True))
+    if saliency.kind != "none":
+        strategy.update(to_mask, selected, gradient.float())
     optimizer_step(mlm, optimizer, scheduler)
-    return MLMStep(loss=loss, batch=batch, selected=int(selected.sum()), task_loss=task_loss)
+    return MLMStep(loss=loss, batch=batch, selected=selected.sum() if on_device else int(selected.sum()),
+                   task_loss=task_loss)
 
 
 def classifier_step(ctx, classifier: torch.nn.Module, batch: dict, optimizer, scheduler) -> torch.Tensor:
