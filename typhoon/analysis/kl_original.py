@@ -16,7 +16,7 @@ Four questions, one function each, each a tidy DataFrame:
   100 (MRPC) / 80 (CoLA) epochs against 7e-4 (a supplementary reading, not a registered test);
 - :func:`finetune_table`: typhoon_2023 against random, fine-tuned: the paired difference of the dev metric,
   its 95 % t interval, TOST at the decisive design's margins, and the power 'equivalent' had with that many
-  pairs at the decisive-mlm design's planning sd (:func:`tost_power`).
+  pairs at the decisive-mlm design's planning sd (:func:`typhoon.analysis.paired.tost_power`).
 
 A state's KLs are recomputed here from its ``masking_state.npz`` (probabilities and counts) and its run's
 ``n_train``, not read from what the run printed.
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import integrate
 from scipy import stats as st
 
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state
 from typhoon.analysis.kl_original_design import CURVE_EPOCHS, CURVE_ROW, ROWS
 from typhoon.analysis.kl_units import KL_DEFINITIONS, kl_definitions, rate_spread
+from typhoon.analysis.paired import tost_power
 
 BASELINE = "baseline"
 KL_FACTOR = 3.0  # 'within 3x': the KL-gap study's criterion for closing the gap
@@ -246,25 +246,6 @@ def trace_spread(out: str | Path, unit: str = "bernoulli") -> pd.DataFrame:
 
 # --------------------------------------------------------------------------------------------------
 # The fine-tuned comparison
-
-
-def tost_power(n: int, sd: float, margin: float, alpha: float = 0.05, true_diff: float = 0.0) -> float:
-    """Probability that a paired TOST at level ``alpha`` with ``n`` pairs declares equivalence within
-    ``±margin`` when the differences are Normal(``true_diff``, ``sd``). Exact: x̄ ~ N(true_diff, sd²/n) and
-    s² ~ sd² χ²(n-1)/(n-1) are independent, and equivalence is |x̄ ± t s/√n| inside the margin; the
-    probability over x̄ given s is integrated over the distribution of s."""
-    if n < 2 or sd <= 0 or margin <= 0:
-        raise ValueError(f"need n >= 2, sd > 0 and margin > 0, got n={n}, sd={sd}, margin={margin}")
-    dof, t_crit, se = n - 1, st.t.ppf(1 - alpha, n - 1), sd / math.sqrt(n)
-
-    def given_chi2(q: float) -> float:
-        half = margin - t_crit * sd * math.sqrt(q / dof) / math.sqrt(n)  # x̄ must lie within true ± half
-        if half <= 0:
-            return 0.0
-        return (st.norm.cdf((half - true_diff) / se) - st.norm.cdf((-half - true_diff) / se)) * st.chi2.pdf(q, dof)
-
-    upper = dof * (margin * math.sqrt(n) / (t_crit * sd)) ** 2  # beyond it the interval is wider than the margin
-    return float(integrate.quad(given_chi2, 0, upper, limit=200)[0])
 
 
 def finetune_table(out: str | Path, margins: dict[str, float], planning_sd: dict[str, float]) -> pd.DataFrame:

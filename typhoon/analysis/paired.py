@@ -18,6 +18,7 @@ undefined (NaN): a constant difference over a few seeds says nothing about the s
 - :func:`bootstrap_ci`: the bootstrap interval of the mean difference
 - :func:`stochastic_order`: almost stochastic order both ways (epsilon_min)
 - :func:`power`: the paired t's power at each comparison's n pairs for a true effect ``dz``
+- :func:`tost_power`: the exact probability that a paired TOST with n pairs declares equivalence
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 import pingouin as pg
+from scipy import integrate
 from scipy import stats as st
 
 from typhoon.analysis import run_summary, significance
@@ -190,3 +192,22 @@ def power(pairs: pd.DataFrame, dz: float = 0.5, alpha: float = 0.05) -> pd.DataF
         return row
 
     return _each(pairs, ["n", "dz", "alpha", "power"], answer)
+
+
+def tost_power(n: int, sd: float, margin: float, alpha: float = 0.05, true_diff: float = 0.0) -> float:
+    """Probability that a paired TOST at level ``alpha`` with ``n`` pairs declares equivalence within
+    ``±margin`` when the differences are Normal(``true_diff``, ``sd``). Exact: x̄ ~ N(true_diff, sd²/n) and
+    s² ~ sd² χ²(n-1)/(n-1) are independent, and equivalence is |x̄ ± t s/√n| inside the margin; the
+    probability over x̄ given s is integrated over the distribution of s."""
+    if n < 2 or sd <= 0 or margin <= 0:
+        raise ValueError(f"need n >= 2, sd > 0 and margin > 0, got n={n}, sd={sd}, margin={margin}")
+    dof, t_crit, se = n - 1, st.t.ppf(1 - alpha, n - 1), sd / math.sqrt(n)
+
+    def given_chi2(q: float) -> float:
+        half = margin - t_crit * sd * math.sqrt(q / dof) / math.sqrt(n)  # x̄ must lie within true ± half
+        if half <= 0:
+            return 0.0
+        return (st.norm.cdf((half - true_diff) / se) - st.norm.cdf((-half - true_diff) / se)) * st.chi2.pdf(q, dof)
+
+    upper = dof * (margin * math.sqrt(n) / (t_crit * sd)) ** 2  # beyond it the interval is wider than the margin
+    return float(integrate.quad(given_chi2, 0, upper, limit=200)[0])
