@@ -5,7 +5,7 @@ elsewhere tqdm's text bar."""
 import pytest
 from conftest import REPO
 
-from typhoon.training import progress_bars
+from typhoon import progress_bars
 
 
 def test_outside_a_kernel_it_is_tqdms_text_bar(capsys):
@@ -22,7 +22,7 @@ def test_an_executed_notebook_stores_one_line_per_bar(tmp_path):
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom typhoon.training.progress_bars import progress_bar\n"
+    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom typhoon.progress_bars import progress_bar\n"
             "import datasets  # imports tqdm.auto, which warns in a kernel without ipywidgets unless typhoon came first\n"
             "for epoch in (1, 2):\n"
             "    for _ in progress_bar(range(40), f'epoch {epoch}', mininterval=0, leave=False):\n"

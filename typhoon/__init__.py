@@ -33,10 +33,10 @@ def lazy_face(package: str, homes: dict[str, str], namespaces: _Iterable[str] = 
     return __getattr__, __dir__
 
 
-# Before a notebook imports datasets or transformers (see typhoon.training.progress_bars). Only a Jupyter
+# Before a notebook imports datasets or transformers (see typhoon.progress_bars). Only a Jupyter
 # kernel, which has IPython loaded, needs it: the command line skips importing tqdm (up to a second at
 # start-up, on a busy machine), so that bad input is answered at once.
 if "IPython" in _sys.modules:
-    from typhoon.training import quiet_tqdm_auto as _quiet_tqdm_auto
+    from typhoon.progress_bars import quiet_tqdm_auto as _quiet_tqdm_auto
 
     _quiet_tqdm_auto()

@@ -220,7 +220,7 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     """
     import torch
 
-    from typhoon.training import disable_library_bars
+    from typhoon.progress_bars import disable_library_bars
 
     disable_library_bars()
     if threads:  # the cells' thread count, as their worker's slot sets it (typhoon.runner.workers.Slot)

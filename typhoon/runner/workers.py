@@ -140,7 +140,7 @@ def worker_main(conn, parent_pid: int) -> None:
     try:
         for module in WARM_IMPORTS:
             importlib.import_module(module)
-        from typhoon.training import disable_library_bars
+        from typhoon.progress_bars import disable_library_bars
 
         disable_library_bars()  # tokenizing's bars from every worker would garble the batch's terminal
         while (message := conn.recv()) is not None:

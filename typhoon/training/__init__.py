@@ -2,7 +2,7 @@
 both a run and the grid estimate take (:mod:`.step`). Other stages take these names from here (``from
 typhoon.training import numerics_here``): the device, precision and kernels a config runs with here
 (``device_settings``), the FLOPs of a step (``flops``), the software a record was made with
-(``software``), the progress file and bars, the examples and the steps. Three modules are used whole:
+(``software``), the progress file, the examples and the steps. Three modules are used whole:
 ``run`` (a cell's phases, ``run.set_up`` ... ``run.run``), ``resume`` (``resume.save``, ``resume.load``) and
 ``speed`` (``speed.configure``).
 """
@@ -13,14 +13,13 @@ from typhoon import lazy_face
 
 # Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
 # any module of the stage runs this file first, and the light ones (the progress file the grid's monitor
-# reads, the software versions, quiet progress bars in a notebook) must not pay for torch (seconds).
+# reads, the software versions) must not pay for torch (seconds).
 _HOMES = {
     **dict.fromkeys(["check_numerics", "choose_precision", "numerics_here", "planned_numerics", "resolve_attention",
                      "resolve_device", "resolve_dropout"], "device_settings"),
     **dict.fromkeys(["EncoderShape", "matmul_peak", "step_flops"], "flops"),
     **dict.fromkeys(["code_version", "git_commit", "library_versions"], "software"),
     **dict.fromkeys(["progress_path"], "progress_file"),
-    **dict.fromkeys(["disable_library_bars", "quiet_tqdm_auto"], "progress_bars"),
     **dict.fromkeys(["eval_batches", "prepare_data"], "examples"),
     **dict.fromkeys(["fine_tune_step", "linear_schedule", "make_optimizer", "mlm_step", "to_device"], "step"),
 }

@@ -33,6 +33,7 @@ from typhoon.data import TaskSpec, get_task, glue_metrics, length_grouped_batche
 from typhoon.masking import MaskingStrategy, SaliencySource, get_strategy, saliency_kind
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
 from typhoon.models import Backbone, MaskedLM, load_backbone, seeded
+from typhoon.progress_bars import progress_bar
 from typhoon.records import (
     RunRecord,
     is_complete,
@@ -45,7 +46,6 @@ from typhoon.records import (
 from typhoon.training import device_settings, examples, flops, resume, software, speed
 from typhoon.training import step as training_step
 from typhoon.training.dev_losses import full_mask_dev_loss, mlm_dev_loss
-from typhoon.training.progress_bars import progress_bar
 from typhoon.training.progress_file import ProgressFile
 from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
