@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import numpy as np
@@ -183,6 +184,20 @@ def test_curve_trend_slopes_and_interval_match_scipy_on_noisy_curves():
     assert r.kl_end == pytest.approx(math.exp(np.mean(ends)), rel=1e-10)
 
 
+def test_each_runs_power_law_is_scipys_least_squares_line_on_log_log():
+    rng = np.random.default_rng(3)
+    kl = {(run, e): 2e-4 * e ** 0.2 * math.exp(rng.normal(0, 0.3)) for run in EPOCHS_OF_RUN for e in range(1, 9)}
+    fits = ko.run_power_laws(_curves(lambda run, e: kl[run, e], EPOCHS_OF_RUN), "bernoulli_bits")
+    assert sorted(zip(fits["task"], fits["seed"], fits["epochs"], strict=True)) == sorted((*run, n) for run, n in EPOCHS_OF_RUN.items())
+    for fit in fits.itertuples():
+        n = EPOCHS_OF_RUN[fit.task, fit.seed]
+        ref = st.linregress(np.log(np.arange(1, n + 1)), np.log([kl[(fit.task, fit.seed), e] / math.log(2)
+                                                                 for e in range(1, n + 1)]))
+        assert (fit.slope, fit.intercept) == pytest.approx((ref.slope, ref.intercept), rel=1e-10)
+        assert fit.planned_epochs == PLANNED[fit.task]
+        assert fit.log_kl_end == pytest.approx(ref.intercept + ref.slope * math.log(PLANNED[fit.task]), rel=1e-10)
+
+
 @pytest.mark.parametrize("level, verdict", [(1e-4, "below 7e-4"), (7e-4, "reaches 7e-4"), (5e-3, "above 7e-4")])
 def test_curve_trend_verdict_reads_the_extrapolated_interval_against_7e_4(level, verdict):
     """Flat curves at ``level`` for every run, a run's level spread by x1.2 either way: the planned end's
@@ -237,3 +252,5 @@ def test_the_committed_readme_and_tables_recompute_from_the_committed_states(tmp
     assert (copy / "README.md").read_text() == (committed / "README.md").read_text()
     for table in sorted((committed / "tables").glob("*.csv")):
         assert (copy / "tables" / table.name).read_bytes() == table.read_bytes(), table.name
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (committed / "README.md").read_text())
+    assert [image for image in images if not (committed / image).is_file()] == []

@@ -308,3 +308,29 @@ def test_the_saliency_scatter_is_one_image_in_the_svg_not_a_marker_per_type(tmp_
     text = svg.read_text(encoding="utf-8")
     assert text.count("<image") == 1
     assert text.count("<use") < 1000  # the ticks' and the legend's markers (352), not one per type (5,000 more)
+
+
+def test_the_kl_curve_draws_each_run_and_its_power_law_to_the_planned_end(tmp_path, saved_figures):
+    """kl-original's curve: one line per run through its epochs' KLs, and each run's fitted line reaching, at its
+    task's planned end, exp(intercept + slope · log E) -- computed here by hand for an exact power law."""
+    from typhoon.analysis import kl_original
+    from typhoon.analysis.kl_original_design import CURVE_EPOCHS
+
+    laws = {("mrpc", 0): (2e-4, -0.3), ("mrpc", 1): (1e-4, 0.2), ("cola", 0): (5e-5, 0.5)}
+    curves = pd.DataFrame([{"task": task, "seed": seed, "epoch": e, "bernoulli": a * e ** b}
+                           for (task, seed), (a, b) in laws.items() for e in range(1, 6 if task == "mrpc" else 8)])
+    fits = kl_original.run_power_laws(curves)
+    _check(masking_figures.plot_kl_curve(curves, fits, 7e-4, tmp_path / "curve"))
+    fig = saved_figures[-1]
+    _assert_readable(fig)
+    for ax in fig.axes:
+        task = ax.get_title().split(":")[0]
+        assert ax.get_title() == f"{task}: {5 if task == 'mrpc' else 7} of {CURVE_EPOCHS[task]} MLM epochs"
+        ends = sorted(round(float(line.get_ydata()[-1]), 12) for line in ax.get_lines()
+                      if line.get_linestyle() == "--" and len(line.get_xdata()) > 2)
+        hand = sorted(round(a * CURVE_EPOCHS[task] ** b, 12) for (t, _), (a, b) in laws.items() if t == task)
+        assert ends == pytest.approx(hand, rel=1e-9)
+        paper = [line for line in ax.get_lines() if list(line.get_ydata()) == [7e-4, 7e-4]]
+        assert len(paper) == 1
+    with pytest.raises(ValueError, match="bernoulli"):
+        masking_figures.plot_kl_curve(curves.drop(columns="bernoulli"), fits, 7e-4, tmp_path / "bad")

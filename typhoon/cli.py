@@ -284,9 +284,7 @@ def _kl_original(args: argparse.Namespace) -> int:
     elif args.part == "finetune":
         kl_original.run_finetune(out, tasks, seeds)
     else:
-        from typhoon.analysis.kl_original import write_report
-
-        tables = write_report(out)
+        tables = kl_original.write_tables(out)
         print(tables["predictions"][["prediction", "verdict", "claim"]].to_string(index=False))
     return 0
 

@@ -42,6 +42,7 @@ KL_FACTOR = 3.0  # 'within 3x': the KL-gap study's criterion for closing the gap
 #: every definition in nats and in bits: the table's 10 units
 UNITS = [name for base in KL_DEFINITIONS for name in (base, f"{base}_bits")]
 STATE_FILE, RUN_FILE = "masking_state.npz", "run.json"
+CURVE_FIGURE = "figures/kl_curve"  # drawn by typhoon.runner.kl_original.write_tables, shown in the README
 
 
 def paper_kl(unit: str) -> float:
@@ -179,21 +180,11 @@ def _trend_direction(low: float, high: float) -> str:
     return "rises" if low > 0 else "falls" if high < 0 else "flat"
 
 
-def curve_trend(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per unit: the trend of the KL over every epoch of the curve and its extrapolation to the planned end.
-
-    NOT part of the registered hypothesis (prediction 5 is :func:`curve_change`): a supplementary reading of
-    the end-of-epoch KLs, which move a lot with the step a snapshot is taken at, so that one epoch against
-    another says little. Each run r is fitted by ordinary least squares log KL = a_r + b_r log(epoch) over
-    every epoch it reached (a run with fewer than :data:`MIN_TREND_EPOCHS` epochs is an error). Over the runs:
-    the mean slope b with its 95 % t interval (``trend``: 'rises' if the interval lies above 0, 'falls' if
-    below, 'flat' if it contains 0), and the extrapolation to each run's planned end E (:data:`CURVE_EPOCHS`
-    of its task): log KL_end,r = a_r + b_r log E, reported as the geometric mean over the runs with the 95 %
-    t interval of those logs, its ratio to the paper's 7e-4 nats/token (7e-4 / ln 2 for the ``_bits`` units)
-    and ``verdict``: 'reaches 7e-4' if the interval contains it, 'below 7e-4' if its upper end is below,
-    'above 7e-4' if its lower end is above. The extrapolation assumes that the power law fitted over the
-    reached epochs holds to the planned end."""
-    runs = []
+def run_power_laws(curves: pd.DataFrame, unit: str = "bernoulli") -> pd.DataFrame:
+    """Per curve run: the least-squares line log KL = intercept + slope · log(epoch) of ``unit`` over every epoch
+    it reached, and ``log_kl_end``, the line at its task's planned end (:data:`CURVE_EPOCHS`). Fewer than
+    :data:`MIN_TREND_EPOCHS` epochs, or a task without a planned end, is an error."""
+    fits = []
     for (task, seed), run in curves.groupby(["task", "seed"], sort=True):
         if len(run) < MIN_TREND_EPOCHS:
             raise ValueError(f"curve run {task}/seed{seed} has {len(run)} epoch(s); its trend needs at least "
@@ -201,29 +192,39 @@ def curve_trend(curves: pd.DataFrame) -> pd.DataFrame:
         if task not in CURVE_EPOCHS:
             raise ValueError(f"curve run {task}/seed{seed}: no planned number of epochs for {task!r} "
                              f"(CURVE_EPOCHS has {sorted(CURVE_EPOCHS)})")
-        runs.append((task, seed, run))
-    if not runs:
+        x, y = np.log(run["epoch"].to_numpy(float)), np.log(run[unit].to_numpy(float))
+        dx = x - x.mean()
+        slope = float(np.dot(dx, y - y.mean()) / np.dot(dx, dx))
+        intercept = float(y.mean() - slope * x.mean())
+        fits.append({"task": task, "seed": seed, "unit": unit, "epochs": len(run), "slope": slope, "intercept":
+                     intercept, "planned_epochs": CURVE_EPOCHS[task], "log_kl_end": intercept + slope * math.log(CURVE_EPOCHS[task])})
+    if not fits:
         raise ValueError("no curve run to fit a trend to")
-    epochs = [len(run) for _, _, run in runs]
+    return pd.DataFrame(fits)
+
+
+def curve_trend(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per unit: the trend of the KL over the curve's epochs and its extrapolation to the planned end.
+
+    NOT part of the registered hypothesis (prediction 5 is :func:`curve_change`): end-of-epoch KLs move a lot
+    with the step a snapshot is taken at. Over the runs' power laws (:func:`run_power_laws`): the mean slope with
+    its 95 % t interval (``trend``: 'rises', 'falls' or 'flat' as it lies above, below or around 0), and the
+    geometric mean of the KLs they give at the planned ends with the 95 % t interval of their logs, its ratio to
+    7e-4 nats/token (:func:`paper_kl`) and ``verdict``: 'reaches 7e-4' (the interval holds it), 'below 7e-4' or
+    'above 7e-4'. It assumes the power law fitted over the reached epochs holds to the planned end."""
     out = []
     for unit in UNITS:
-        slopes, log_ends = [], []
-        for task, _, run in runs:
-            x, y = np.log(run["epoch"].to_numpy(float)), np.log(run[unit].to_numpy(float))
-            dx = x - x.mean()
-            slope = float(np.dot(dx, y - y.mean()) / np.dot(dx, dx))
-            intercept = float(y.mean() - slope * x.mean())
-            slopes.append(slope)
-            log_ends.append(intercept + slope * math.log(CURVE_EPOCHS[task]))
-        slope, s_low, s_high = t_interval(slopes)
-        end, e_low, e_high = t_interval(log_ends)
+        fits = run_power_laws(curves, unit)
+        slope, s_low, s_high = t_interval(fits["slope"])
+        end, e_low, e_high = t_interval(fits["log_kl_end"])
         paper = paper_kl(unit)
         if not (math.isfinite(e_low) and math.isfinite(e_high)):
             verdict = "not testable"
         else:
             verdict = ("below 7e-4" if e_high < math.log(paper) else "above 7e-4" if e_low > math.log(paper)
                        else "reaches 7e-4")
-        out.append({"unit": unit, "runs": len(runs), "epochs_min": min(epochs), "epochs_max": max(epochs),
+        out.append({"unit": unit, "runs": len(fits), "epochs_min": int(fits["epochs"].min()),
+                    "epochs_max": int(fits["epochs"].max()),
                     "slope": slope, "slope_ci_low": s_low, "slope_ci_high": s_high,
                     "trend": _trend_direction(s_low, s_high),
                     "kl_end": math.exp(end), "kl_end_ci_low": math.exp(e_low), "kl_end_ci_high": math.exp(e_high),
@@ -474,17 +475,16 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
     if "curve" in tables:
         sections += ["## The curve ('all' row, the 2023 code's long MLM phase)\n",
                      _markdown(tables["curve"][tables["curve"]["unit"].isin(KL_DEFINITIONS)]) + "\n",
+                     f"![KL against MLM epochs, per seed, with each run's power law]({CURVE_FIGURE}.png)\n",
                      "Every epoch of every run: `tables/curve_epochs.csv`.\n",
                      "### The trend over every epoch, extrapolated to the planned end (not registered)\n",
                      _markdown(tables["curve_trend"][tables["curve_trend"]["unit"].isin(KL_DEFINITIONS)]) + "\n",
                      "A supplementary reading, not a registered test (prediction 5 is the table above): per run, "
                      "the least-squares line of log KL on log epoch over every epoch it reached; `slope` is its "
-                     "mean over the runs with the 95 % t interval (`trend`: rises, falls or flat as the interval "
-                     "lies above, below or around 0), and `kl_end` the geometric mean over the runs of the KL "
-                     "that line gives at the run's planned end (100 epochs MRPC, 80 CoLA), with the 95 % t "
-                     "interval of its log and the `verdict` of that interval against 7e-4. It assumes that the "
-                     "power law fitted over the epochs reached holds to the planned end, which these few noisy "
-                     "epochs cannot show (`tables/curve_trend.csv`).\n",
+                     "mean over the runs with the 95 % t interval (`trend`: rises, falls or flat), `kl_end` the "
+                     "geometric mean of the KLs those lines give at the planned end (100 epochs MRPC, 80 CoLA) "
+                     "with the 95 % t interval of their logs, and its `verdict` against 7e-4. It assumes that the "
+                     "power law holds to the planned end, which these noisy epochs cannot show (`tables/curve_trend.csv`).\n",
                      _trace_sentence(tables["trace_spread"]) + "\n"]
     if "finetune" in tables:
         sections += ["## Fine-tuned: typhoon_2023 minus random under the 2023 phase 1\n",

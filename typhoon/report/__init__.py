@@ -1,7 +1,8 @@
 """What a reader sees: figures, the HTML report and its browser check, the README results block, and the
 tables and demos the setup and walkthrough notebooks show. Other stages take these names from here (``from
 typhoon.report import render_report``): the report built (``html``), checked in a browser (``browser``), the
-README and results page rewritten (``results_readme``) and the run curves drawn (``figures``).
+README and results page rewritten (``results_readme``), the run curves drawn (``figures``) and the
+kl-original study's KL curve (``masking_figures``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["check_page", "report_page"], "browser"),
     **dict.fromkeys(["plot_run_curves"], "figures"),
+    **dict.fromkeys(["plot_kl_curve"], "masking_figures"),
     **dict.fromkeys(["render_report"], "html"),
     **dict.fromkeys(["update_answer", "update_readme"], "results_readme"),
 }

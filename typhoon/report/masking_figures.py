@@ -1,5 +1,6 @@
 """Figures of Typhoon's masking: saliency weights against masking probabilities, the probability
-histogram, the calibration sweep, the budget moved against the difference it makes, rates and token saliency."""
+histogram, the calibration sweep, the kl-original curve (KL against MLM epochs), the budget moved against the
+difference it makes, rates and token saliency."""
 
 from __future__ import annotations
 
@@ -143,6 +144,46 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
     if paper_kl is not None:
         caption += f" Dashed: the paper's KL of {paper_kl:g} nats/token."
     return save_figure(fig, out_path, caption)
+
+
+@styled
+def plot_kl_curve(curves: pd.DataFrame, fits: pd.DataFrame, paper_kl: float, out_path: str | os.PathLike,
+                  unit: str = "bernoulli") -> list[Path]:
+    """The kl-original curve (``kl_original.read_curves``): ``unit``'s KL after each MLM epoch, one line per
+    seed and a panel per task, log-log; each run's fitted power law (``kl_original.run_power_laws``) dashed out
+    to its planned end (dotted), and the paper's figure dashed in black."""
+    require_plottable(curves, ["task", "seed", "epoch", unit], "curve")
+    require_plottable(fits, ["task", "seed", "slope", "intercept", "planned_epochs"], "power laws")
+    tasks = list(dict.fromkeys(curves["task"].astype(str)))
+    seeds = sorted(curves["seed"].unique())
+    colours = dict(zip(seeds, colorblind(len(seeds)), strict=True))
+    fig = new_figure(MAX_WIDTH_IN, 3.4)
+    axes = fig.subplots(1, len(tasks), squeeze=False, sharey=True)[0]
+    for ax, task in zip(axes, tasks, strict=True):
+        runs = curves[curves["task"] == task]
+        for seed, run in runs.groupby("seed", sort=True):
+            run = run.sort_values("epoch")
+            ax.plot(run["epoch"], run[unit], "o-", ms=2.5, lw=1.0, color=colours[seed], label=f"seed {seed}")
+        for fit in fits[fits["task"] == task].itertuples():
+            epochs = np.geomspace(1, fit.planned_epochs, 50)
+            ax.plot(epochs, np.exp(fit.intercept + fit.slope * np.log(epochs)), ls="--", lw=0.9,
+                    color=colours[fit.seed], label="power law (least squares), extrapolated")
+        planned = int(fits.loc[fits["task"] == task, "planned_epochs"].max())
+        ax.axvline(planned, color="0.5", ls=":", lw=1.0, label="planned end (2023 code)")
+        ax.axhline(paper_kl, color="black", ls="--", lw=0.8, label=f"paper: {paper_kl:g} nats/token")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        reached = runs.groupby("seed")["epoch"].max()
+        span = f"{reached.min()}" if reached.min() == reached.max() else f"{reached.min()}-{reached.max()}"
+        ax.set_title(f"{task}: {span} of {planned} MLM epochs")
+        ax.set_xlabel("MLM epoch")
+    axes[0].set_ylabel(f"KL from uniform: {unit} (nats)")
+    shared_legend(fig, axes, ncols=3)
+    return save_figure(fig, out_path, f"The {unit} KL of Typhoon's calibrated masking from uniform masking after "
+                                      "each MLM epoch under the 2023 code's rules, one line per seed (log-log); "
+                                      "dashed, each run's least-squares power law over the epochs it reached, "
+                                      "extended to the 2023 code's planned end (dotted): an extrapolation, not a "
+                                      f"registered test. Black dashed: the paper's {paper_kl:g}.")
 
 
 # --------------------------------------------------------------------------------------------------

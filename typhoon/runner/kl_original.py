@@ -12,6 +12,8 @@
   part of the study's committed files. The next call goes on from it, bit for bit as an uninterrupted run.
 - **finetune**: whole cells (phase 1 and fine-tuning) of typhoon_2023 and random under the 2023 phase 1,
   as ``typhoon run`` writes them, in ``finetune/runs/...``.
+
+:func:`write_tables` writes the study's tables, README and the curve's figure from what has landed.
 """
 
 from __future__ import annotations
@@ -192,3 +194,17 @@ def run_finetune(out: Path, tasks=TASKS, seeds=SEEDS, progress: bool = False) ->
             for strategy in FINETUNE_STRATEGIES:
                 record = run(finetune_config(strategy, task, seed), Path(out) / "finetune", progress=progress)
                 print(f"finetune {task} {strategy} seed{seed}: {record.final}", flush=True)
+
+
+def write_tables(out: Path) -> dict:
+    """The study's tables and README (:func:`typhoon.analysis.kl_original.write_report`) and, once a curve run
+    has landed, its figure of KL against MLM epochs (``kl_original.CURVE_FIGURE``). Returns the tables."""
+    from typhoon.analysis import kl_original
+    from typhoon.report import plot_kl_curve
+
+    tables = kl_original.write_report(out)
+    if "curve_epochs" in tables:
+        curves = tables["curve_epochs"]
+        plot_kl_curve(curves, kl_original.run_power_laws(curves), kl_original.paper_kl("bernoulli"),
+                      Path(out) / kl_original.CURVE_FIGURE)
+    return tables
