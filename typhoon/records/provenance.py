@@ -117,14 +117,15 @@ def read_manifest(out_dir: Path) -> dict | None:
 
 
 def record_stopped_invocation(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
-                              outcome: str, code: dict | None = None) -> None:
+                              outcome: str, code: dict | None = None, estimate: dict | None = None) -> None:
     """Add a ``reproduce`` that ended early (``outcome``: "stopped by SIGINT", ...) to the manifest's
-    ``history``; a folder with no manifest yet gets one holding the profile and that history only."""
+    ``history``, with the estimate it made before its cells if any; a folder with no manifest yet gets one
+    holding the profile and that history only."""
     out_dir = Path(out_dir)
     manifest = read_manifest(out_dir) or {"profile": profile}
     entry = {"command": " ".join(["python -m typhoon", *command]) if command else None, "started": started,
              "finished": now(), "wall_s": round(wall_s, 1), "outcome": outcome, "machine": machine(),
-             **(code or git_state())}
+             **(code or git_state()), **({"estimate": estimate} if estimate else {})}
     manifest["history"] = sorted([*manifest.get("history", []), entry], key=lambda item: item["started"])
     atomic.atomic_write_json(out_dir / MANIFEST, manifest)
 

@@ -73,7 +73,7 @@ class FixedGrid:
         notebooks_dir()  # the notebooks are there
         self.looked = False
         self.numerics: dict[str, int] = {}
-        self.plan = None
+        self.plan = None  # the estimate made before the cells (--estimate), kept in the manifest, stopped or not
         self.workers = 1
 
     def preflight(self) -> None:

@@ -78,6 +78,7 @@ class SequentialDesign:
         self.study = decisive.study_design(spec)
         self.grid = decisive.grid_configs(spec, overrides)  # every cell resolved and validated, once
         self.configs = list(self.grid.values())
+        self.plan = None  # no estimate before the cells: the looks to come are not known in advance
         notebooks.notebooks_dir()
 
     def preflight(self) -> None:

@@ -165,7 +165,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                        else f"stopped by an error: {type(ended).__name__}")
             with contextlib.suppress(OSError):  # a full disk may refuse it too
                 record_stopped_invocation(out_dir, spec.name, started, time.perf_counter() - clock,
-                                          command, outcome, code)
+                                          command, outcome, code, policy.plan)
             raise ended from None
         finally:
             if own_executor and executor is not None:
