@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 50's GPU check, one command on a GPU machine with no network, in about 9 minutes of the device (caps:
-# tier 120 s, update cost 2 x 45 s, step trial 75 s, grid 240 s, plus the install; under the device tool's 600 s
-# per command):
+# Issue 50's GPU check, one command on a GPU machine with no network, in at most about 9.5 minutes of the device
+# (caps: tier 100 s, update cost 2 x 30 s, step trial 60 s, estimate 80 s, grid 240 s, plus the install; under the
+# device tool's 600 s per command):
 #
 #   scripts/gpu_check.sh [DIR]          # from the repository root; DIR defaults to .device
 #
@@ -28,13 +28,15 @@
 #   2b. Typhoon's update timed with its state on the host and on the GPU (benchmarks/typhoon_update_cost.py);
 #   2c. the step trial (benchmarks/gpu_step_trial.py): bert-base-shape's MLM step alone on the device, masks on the
 #      host and on the device, random and Typhoon, then with CUDA graphs; capped at TRIAL_CAP_S;
+#   3a. `reproduce --profile paper-shapes --estimate`: the grid priced on this machine (capped at ESTIMATE_CAP_S),
+#      its calibration kept for the grid below, so that the grid's cap goes to cells;
 #   3. `reproduce --profile paper-shapes --no-analysis` (the paper's 90 cells on random-init models of the
 #      paper's shapes: no hub), stopped as Ctrl-C stops it at GRID_CAP_S, while `nvidia-smi dmon -s u` samples
 #      the SMs;
 #   4. the targets' table (benchmarks/gpu_targets.py): the grid's wall time against 5 min (projected from the
 #      cells done when the cap stopped it), SM busy %, Typhoon's MLM step against random's, the estimate
 #      against the actual time.
-# Everything goes to CHECK_DIR (default /tmp/typhoon-gpu-check): the grid's folder and six files, *.txt and
+# Everything goes to CHECK_DIR (default /tmp/typhoon-gpu-check): the grid's folder and seven files, *.txt and
 # *.log, the table printed last and saved as targets.txt. (Not $OUT: on the device tool that is the folder
 # that comes back, at most 8 files.) Exit status: 0 every step ran (the table says which targets are met),
 # 1 a step failed, 2 bad input.
@@ -43,10 +45,11 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 CHECK_DIR=${CHECK_DIR:-/tmp/typhoon-gpu-check}
-TIER_CAP_S=${TIER_CAP_S:-120}
-UPDATE_CAP_S=${UPDATE_CAP_S:-45}
+TIER_CAP_S=${TIER_CAP_S:-100}
+UPDATE_CAP_S=${UPDATE_CAP_S:-30}
+TRIAL_CAP_S=${TRIAL_CAP_S:-60}
+ESTIMATE_CAP_S=${ESTIMATE_CAP_S:-80}
 GRID_CAP_S=${GRID_CAP_S:-240}
-TRIAL_CAP_S=${TRIAL_CAP_S:-75}
 PROFILE=${PROFILE:-paper-shapes}
 
 # The wheel list for CPython 3.12 on Linux x86_64, from the lock: `name==version` of each entry whose marker holds.
@@ -135,8 +138,12 @@ if [ "$TRIAL_CAP_S" -gt 0 ]; then
         | grep -v "^\s*$" | tee "$CHECK_DIR/step_trial.txt" | tail -7
 fi
 
-step "3. reproduce --profile $PROFILE (cap ${GRID_CAP_S} s)"
 rm -rf "$CHECK_DIR/$PROFILE"
+step "3a. the estimate of --profile $PROFILE (cap ${ESTIMATE_CAP_S} s; its calibration is reused by the grid)"
+timeout -s INT "$ESTIMATE_CAP_S" "$PYTHON" -m typhoon reproduce --profile "$PROFILE" --estimate \
+    --out "$CHECK_DIR/$PROFILE" 2>&1 | tee "$CHECK_DIR/estimate.log" | grep -v "^\s*$" | tail -6
+
+step "3. reproduce --profile $PROFILE (cap ${GRID_CAP_S} s)"
 dmon_pid=
 if command -v nvidia-smi >/dev/null; then
     nvidia-smi dmon -s u > "$CHECK_DIR/dmon.log" 2>&1 &
