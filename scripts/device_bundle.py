@@ -8,6 +8,8 @@ random-init models of the paper's shapes, and tiny-random, over the uncased voca
     python3 scripts/device_bundle.py prepare     # .device/ and a sparse working tree; prints the call to make
     python3 scripts/device_bundle.py size        # MiB that would travel now (with .device/ carried)
     python3 scripts/device_bundle.py restore     # the whole working tree back
+    python3 scripts/device_bundle.py download DIR  # instead, for a GPU machine of your own with torch alone there:
+                                                   # DIR/wheels/, every package of the lock (about 280 MB)
 
 ``prepare``:
 1. writes ``.device/wheels/``: the wheels, for CPython 3.12 on Linux x86_64, of the packages the lent machine's
@@ -63,8 +65,9 @@ def _name(name: str) -> str:
 
 
 def lock_pins(lock: Path, names=IMAGE_LACKS, python: str = "3.12") -> list[str]:
-    """``name==version`` from the lock for each of ``names``, of the entry whose environment marker holds for
-    CPython ``python`` on Linux x86_64. A name the lock does not pin there is an error naming it."""
+    """``name==version`` from the lock for each of ``names`` (None: every entry, in the lock's order), of the entry
+    whose environment marker holds for CPython ``python`` on Linux x86_64. A name the lock does not pin there is an
+    error naming it."""
     try:
         from packaging.markers import Marker
     except ImportError:  # pip vendors it
@@ -77,6 +80,8 @@ def lock_pins(lock: Path, names=IMAGE_LACKS, python: str = "3.12") -> list[str]:
         found = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$", line)
         if found and (found.group(3) is None or Marker(found.group(3)).evaluate(target)):
             pins[_name(found.group(1))] = f"{found.group(1)}=={found.group(2)}"
+    if names is None:
+        return list(pins.values())
     missing = [name for name in names if _name(name) not in pins]
     if missing:
         raise BundleError(f"{lock} pins no version of {', '.join(missing)} for Python {python} on Linux")
@@ -91,6 +96,12 @@ def download_wheels(pins: list[str], dest: Path, python: str = "3.12") -> None:
                     "--python-version", python, "--implementation", "cp", *platforms, "-d", str(dest), *pins],
                    check=True)
     (dest / "requirements.txt").write_text("\n".join(pins) + "\n", encoding="utf-8")
+
+
+def every_pin(repo: Path, python: str = "3.12") -> list[str]:
+    """For a machine with torch and nothing else of this project: the whole lock, and pytest from the dev lock."""
+    return [*lock_pins(repo / "requirements" / "runtime.txt", None, python),
+            *lock_pins(repo / "requirements" / "dev.txt", ("pytest", "pluggy", "iniconfig"), python)]
 
 
 def tokenizer_standin(package_dir: Path, dest: Path) -> Path:
@@ -142,11 +153,17 @@ def device_call(bundle: str = BUNDLE) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["prepare", "size", "restore"])
+    parser.add_argument("command", choices=["prepare", "size", "restore", "download"])
+    parser.add_argument("folder", nargs="?", type=Path, help="download: where DIR/wheels/ goes")
     parser.add_argument("--python", default="3.12", help="the device's Python version, for the wheels (default 3.12: "
                         "the lent machine's; another only to rehearse the bundle on this machine's Python)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "download":  # a GPU machine of one's own, torch there and nothing else (gpu_check.sh)
+            if args.folder is None:
+                raise BundleError("download needs a folder: device_bundle.py download DIR")
+            download_wheels(every_pin(REPO, args.python), args.folder / "wheels", args.python)
+            return 0
         if args.command == "restore":
             restore(REPO)
             print("the whole working tree is back")

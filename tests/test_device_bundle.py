@@ -62,6 +62,8 @@ def test_size_refuses_a_tree_over_the_limit_naming_what_to_do(repo, monkeypatch,
     device_bundle.leave_behind(repo)
     assert device_bundle.main(["size"]) == 0
     assert "would travel: 0.0 MiB" in capsys.readouterr().out
+    assert device_bundle.main(["download"]) == 2
+    assert "download needs a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as bad:
         device_bundle.main(["send"])
     assert bad.value.code == 2
@@ -78,6 +80,8 @@ def test_the_pins_are_the_locks_entries_whose_marker_holds_for_the_devices_pytho
     assert device_bundle.lock_pins(lock, ("datasets", "soupsieve", "pexpect")) == [
         "datasets==5.2.0", "soupsieve==4.1.3", "pexpect==4.9.0"]
     assert device_bundle.lock_pins(lock, ("soupsieve",), python="3.11") == ["soupsieve==2.10"]
+    # the whole lock (a machine of one's own): every entry whose marker holds, not Windows' pywinpty
+    assert device_bundle.lock_pins(lock, None) == ["datasets==5.2.0", "soupsieve==4.1.3", "pexpect==4.9.0"]
     with pytest.raises(device_bundle.BundleError, match="pins no version of pywinpty, ipykernel for Python 3.12"):
         device_bundle.lock_pins(lock, ("pywinpty", "ipykernel"))
     # the real lock pins every package the bundle brings
