@@ -86,10 +86,12 @@ for module in ("torch", "transformers", "datasets", "evaluate", "pandas", "scipy
         missing.append(f"{module} ({error})")
 if missing:
     sys.exit("gpu_check: cannot import " + "; ".join(missing) + ": add its wheel to the bundle")
-import torch, transformers
+import importlib.metadata as metadata
+import torch
 from typhoon.models.backbones import load_tokenizer, minilm_dir
-print("torch", torch.__version__, "CUDA", torch.version.cuda, "|", "transformers", transformers.__version__, "|",
-      torch.cuda.get_device_name(0), "| tokenizer:", len(load_tokenizer(minilm_dir())), "tokens")
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "|", torch.cuda.get_device_name(0), "| tokenizer:",
+      len(load_tokenizer(minilm_dir())), "tokens |", ", ".join(f"{name} {metadata.version(name)}" for name in (
+          "transformers", "tokenizers", "huggingface-hub", "datasets", "pyarrow", "numpy", "pandas", "scipy")))
 EOF
 
 step "2. the gpu test tier (cap ${TIER_CAP_S} s)"
