@@ -10,7 +10,7 @@
 #
 # - The lent machine of this workplace (the `device` tool: Python 3.12 with torch, transformers, pandas, scipy,
 #   pytest ... already there, a 64 MiB limit on what travels): `.venv/bin/python scripts/device_bundle.py
-#   prepare` writes .device/ with the wheels of only what that image lacks (about 3 MB) and the embedded
+#   prepare` writes .device/ with the wheels of only what that image lacks (41, about 16 MB) and the embedded
 #   MiniLM's tokenizer without its weights, leaves results/ and the shipped weights out of the working tree,
 #   and prints the call; `scripts/device_bundle.py restore` afterwards.
 # - Any machine whose Python has torch (a CUDA build) and none of this project's other packages:

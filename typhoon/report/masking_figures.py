@@ -147,13 +147,14 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
 
 
 @styled
-def plot_kl_curve(curves: pd.DataFrame, fits: pd.DataFrame, paper_kl: float, out_path: str | os.PathLike,
-                  unit: str = "bernoulli") -> list[Path]:
+def plot_kl_curve(curves: pd.DataFrame, out_path: str | os.PathLike, unit: str = "bernoulli") -> list[Path]:
     """The kl-original curve (``kl_original.read_curves``): ``unit``'s KL after each MLM epoch, one line per
     seed and a panel per task, log-log; each run's fitted power law (``kl_original.run_power_laws``) dashed out
-    to its planned end (dotted), and the paper's figure dashed in black."""
+    to its planned end (dotted), and the paper's figure in that unit (``kl_original.paper_kl``) dashed in black."""
+    from typhoon.analysis import kl_original  # scipy: only when this figure is drawn
+
     require_plottable(curves, ["task", "seed", "epoch", unit], "curve")
-    require_plottable(fits, ["task", "seed", "slope", "intercept", "planned_epochs"], "power laws")
+    fits, paper_kl = kl_original.run_power_laws(curves, unit), kl_original.paper_kl(unit)
     tasks = list(dict.fromkeys(curves["task"].astype(str)))
     seeds = sorted(curves["seed"].unique())
     colours = dict(zip(seeds, colorblind(len(seeds)), strict=True))

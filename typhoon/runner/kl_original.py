@@ -204,7 +204,5 @@ def write_tables(out: Path) -> dict:
 
     tables = kl_original.write_report(out)
     if "curve_epochs" in tables:
-        curves = tables["curve_epochs"]
-        plot_kl_curve(curves, kl_original.run_power_laws(curves), kl_original.paper_kl("bernoulli"),
-                      Path(out) / kl_original.CURVE_FIGURE)
+        plot_kl_curve(tables["curve_epochs"], Path(out) / kl_original.CURVE_FIGURE)
     return tables
