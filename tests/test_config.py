@@ -152,7 +152,7 @@ def test_a_field_missing_from_an_old_record_takes_its_default():
 # 80/10/10 corruption, Typhoon's band width delta 0.4 and EMA rate lambda 0.8 with min-max calibration of the
 # MLM-loss saliency (the paper), and SpanBERT's Geometric(0.2) span lengths capped at 10 words.
 PAPER_DEFAULTS = {
-    "random": {"p": 0.15, "corruption": "bert"},
+    "random": {"p": 0.15, "corruption": "bert", "specials": "never"},
     "whole_word": {"p": 0.15, "corruption": "bert"},
     "span": {"p": 0.15, "corruption": "bert", "geometric_p": 0.2, "max_span": 10},
     "typhoon": {"p": 0.15, "corruption": "bert", "delta": 0.4, "lam": 0.8, "calibration": "minmax", "tau": 1.0,

@@ -362,7 +362,7 @@ def test_other_strategies_accept_counts_and_ignore_updates(big_batch, counts):
         ("random", {"p": "0.15"}, "p must be a real number"),
         ("whole_word", {"p": float("nan")}, "nan"),
         ("random", {"corruption": "bart"}, r"corruption must be one of \['bert', 'mask_only'\], got 'bart'"),
-        ("random", {"delta": 0.4}, r"unknown parameter\(s\) \['delta'\]; valid: \['p', 'corruption'\]"),
+        ("random", {"delta": 0.4}, r"unknown parameter\(s\) \['delta'\]; valid: \['p', 'corruption', 'specials'\]"),
         ("span", {"max_span": 0}, "max_span must be an integer >= 1"),
         ("typhoon", {"delta": 1.5}, r"delta must lie in \[0, 1\], got 1.5"),
         ("typhoon", {"lam": 0.0}, r"lam must lie in \(0, 1\], got 0.0"),

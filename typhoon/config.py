@@ -54,6 +54,7 @@ PROFILES_ENV = "TYPHOON_PROFILES"
 PRECISIONS = ("auto", "fp32", "bf16")
 ATTENTIONS = ("auto", "eager", "sdpa")
 DROPOUTS = ("auto", "native", "fast")
+BATCH_ORDERS = ("length_grouped", "random")  # an epoch's training batches: typhoon.data.epoch_batches
 # Where and how fast a run executes does not change what it computes (on one kind of device).
 EXECUTION_FIELDS = ("device", "num_threads")
 
@@ -101,6 +102,9 @@ class RunConfig:
     batch_size: int = field(default=32, metadata=allows(IntAtLeast(1)))
     eval_batch_size: int = field(default=128, metadata=allows(IntAtLeast(1)))
     max_length: int = field(default=128, metadata=allows(IntAtLeast(8)))  # [CLS], [SEP] and a few words
+    # the training batches of an epoch: length_grouped = shuffled, then grouped by length (little padding);
+    # random = a plain shuffle (transformers' RandomSampler, the 2023 code's): typhoon.data.epoch_batches
+    batch_order: str = field(default="length_grouped", metadata=allows(OneOf(BATCH_ORDERS)))
     weight_decay: float = field(default=0.01, metadata=allows(Interval(0.0, math.inf, high_open=True)))
     warmup_ratio: float = field(default=0.1, metadata=allows(Interval(0.0, 1.0, high_open=True)))
     max_train_examples: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))  # None = the whole split (first N rows otherwise)

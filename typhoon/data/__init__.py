@@ -12,7 +12,8 @@ from typhoon import lazy_face
 # any module of the stage runs this file first, and the batching arithmetic (no dependency; the grid estimate
 # and masking use it) must not pay for the metrics (numpy, evaluate) or the GLUE files' readers.
 _HOMES = {
-    **dict.fromkeys(["PAD_MULTIPLE", "collate", "length_grouped_batches", "padded_width", "token_counts"],
+    **dict.fromkeys(["PAD_MULTIPLE", "collate", "epoch_batches", "length_grouped_batches", "padded_width",
+                     "token_counts"],
                     "batching"),
     **dict.fromkeys(["TaskSpec", "fetch_glue", "get_task", "load_glue", "locate_glue", "require_labelled_splits"],
                     "glue_files"),

@@ -1,5 +1,5 @@
-"""Batches of tokenized examples: padding (``collate``), batches of similar lengths
-(``length_grouped_batches``) and token counts, with the one ``PAD_MULTIPLE`` (and ``padded_width``) that the training
+"""Batches of tokenized examples: padding (``collate``), an epoch's batches in the run's order (``epoch_batches``:
+of similar lengths, ``length_grouped_batches``, or of a plain shuffle, ``random_batches``) and token counts, with the one ``PAD_MULTIPLE`` (and ``padded_width``) that the training
 step and the time estimate both pad to.
 
 Imports neither torch nor numpy at module level: the estimate (typhoon.runner.estimate) reads
@@ -82,6 +82,25 @@ def length_grouped_batches(
     if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+def random_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Index batches of a plain shuffle of ``n`` examples, the last one short: transformers' ``RandomSampler``
+    (the 2023 Typhoon code's data order), with no grouping by length."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    order = rng.permutation(n)
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def epoch_batches(lengths: Sequence[int], batch_size: int, rng: np.random.Generator, order: str) -> list[np.ndarray]:
+    """One training epoch's index batches in the run's ``batch_order``: ``length_grouped``
+    (:func:`length_grouped_batches`) or ``random`` (:func:`random_batches`)."""
+    if order == "random":
+        return random_batches(len(lengths), batch_size, rng)
+    if order != "length_grouped":  # RunConfig checks it against config.BATCH_ORDERS; this is for direct callers
+        raise ValueError(f"batch_order must be 'length_grouped' or 'random', got {order!r}")
+    return length_grouped_batches(lengths, batch_size, rng)
 
 
 def token_counts(input_ids: Sequence[Sequence[int]], special_tokens_mask: Sequence[Sequence[int]],

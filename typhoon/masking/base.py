@@ -158,10 +158,16 @@ class MaskingStrategy:
 
     def select(self, batch: dict[str, torch.Tensor], generator: torch.Generator,
                rate: torch.Tensor | float | None = None) -> torch.Tensor:
-        """Bool (B, L): the positions to mask. Never a special or padding position."""
+        """Bool (B, L): the positions to mask, among :meth:`selectable_positions` (never padding; never a special
+        token, but for the random arm that draws them as the 2023 code did)."""
         rates = row_rates(batch, rate, self.p)
-        maskable = maskable_positions(batch)
+        maskable = self.selectable_positions(batch)
         return self._select(batch, maskable, rates, generator) & maskable
+
+    def selectable_positions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Bool (B, L): where this strategy may select, :func:`maskable_positions` (one rule, the 2023 random
+        arm's, widens it: :class:`typhoon.masking.random.RandomMasking`)."""
+        return maskable_positions(batch)
 
     def _select(self, batch: dict[str, torch.Tensor], maskable: torch.Tensor, rates: torch.Tensor,
                 generator: torch.Generator) -> torch.Tensor:

@@ -19,6 +19,7 @@ from typing import Any
 from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
 
 CORRUPTIONS = ("bert", "mask_only")
+SPECIALS_RULES = ("never", "maskable")  # random: may [CLS]/[SEP] be selected (typhoon.masking.random)
 CALIBRATIONS = ("minmax", "rank", "softmax")  # typhoon's calibrations (typhoon.masking.calibration)
 SALIENCY_SOURCES = ("mlm", "task")  # which loss typhoon's saliency is the gradient of (typhoon.masking.task_saliency)
 # Typhoon's calibration rules, each this package's choice first and the paper's 2023 code's second
@@ -59,6 +60,10 @@ P = Param("p", float, 0.15, "masking budget: expected share of non-special token
 CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only",
                    OneOf(CORRUPTIONS))
 BASE_PARAMS = (P, CORRUPTION)
+SPECIALS = Param("specials", str, "never",
+                 "random: never = [CLS] and [SEP] are never selected (BERT, DataCollatorForLanguageModeling); "
+                 "maskable = every real position is drawn at the rate p, [CLS] and [SEP] included (the 2023 code's "
+                 "random collator); padding never", OneOf(SPECIALS_RULES))
 GEOMETRIC = Param("geometric_p", float, 0.2, "span: parameter of the geometric span-length law, in (0, 1] "
                   "(SpanBERT's)", Interval(0.0, 1.0, low_open=True))
 MAX_SPAN = Param("max_span", int, 10, "span: longest span, in words (SpanBERT's)", IntAtLeast(1))
@@ -96,7 +101,7 @@ class Builtin:
 # The built-in strategies. RunConfig holds each parameter once as a field, in this order (the base's, Typhoon's,
 # span's: the field order of the records' run.json), and the command line lists the strategies in this order.
 BUILTINS: dict[str, Builtin] = {
-    "random": Builtin("random:RandomMasking", BASE_PARAMS),
+    "random": Builtin("random:RandomMasking", (*BASE_PARAMS, SPECIALS)),
     "whole_word": Builtin("whole_word:WholeWordMasking", BASE_PARAMS),
     "typhoon": Builtin("saliency:TyphoonMasking",
                        (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY, EMA_START, UNSEEN, BUDGET)),
@@ -148,6 +153,7 @@ ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     **{f"typhoon_{method}": ("typhoon", {"calibration": method}) for method in CALIBRATIONS},
     "typhoon_task": ("typhoon", {"saliency": "task"}),
     "typhoon_2023": ("typhoon", dict(TYPHOON_2023)),  # the paper's code's calibration rules (min-max, MLM saliency)
+    "random_2023": ("random", {"specials": "maskable"}),  # the paper's code's random arm: [CLS]/[SEP] maskable
     # every calibration with task saliency has its name too, so that a strategy's ``name`` is always one
     # get_strategy accepts (typhoon.masking.saliency.TyphoonMasking.name)
     **{f"typhoon_{method}_task": ("typhoon", {"calibration": method, "saliency": "task"})

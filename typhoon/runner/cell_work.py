@@ -47,7 +47,7 @@ def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_
     import numpy as np
     import torch
 
-    from typhoon.data import length_grouped_batches
+    from typhoon.data import epoch_batches, length_grouped_batches
     from typhoon.training import step_flops
     from typhoon.training.run import task_model_batches
 
@@ -81,11 +81,11 @@ def cell_work(config: RunConfig, shape, train: list[dict], dev: list[dict], num_
             train_step("warmup", idx)
         evaluation(mlm=False)
     for _ in range(config.mlm_epochs):
-        for idx in length_grouped_batches(lengths, config.batch_size, rng):
+        for idx in epoch_batches(lengths, config.batch_size, rng, config.batch_order):
             train_step("mlm", idx)
         evaluation(mlm=True)
     for _ in range(config.ft_epochs):
-        for idx in length_grouped_batches(lengths, config.batch_size, rng):
+        for idx in epoch_batches(lengths, config.batch_size, rng, config.batch_order):
             train_step("ft", idx)
         evaluation(mlm=False)
     return work

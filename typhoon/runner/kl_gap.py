@@ -44,10 +44,12 @@ def state_dir(out: Path, cause: str, task: str, seed: int) -> Path:
 
 
 def is_complete(folder: Path, config: RunConfig) -> bool:
+    """The folder holds ``config``'s finished state: a field added to RunConfig since takes its default in
+    the stored config, as a record's does (``RunConfig.from_dict``)."""
     run_file = folder / RUN_FILE
     if not (run_file.is_file() and (folder / STATE_FILE).is_file()):
         return False
-    return json.loads(run_file.read_text())["config"] == asdict(config)
+    return RunConfig.from_dict(json.loads(run_file.read_text())["config"]) == config
 
 
 def run_phase_one(config: RunConfig, folder: Path, progress: bool = True, compressed: bool = False) -> dict:

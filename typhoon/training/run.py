@@ -29,7 +29,7 @@ import torch
 
 from typhoon import _faults, machine, paths
 from typhoon.config import RunConfig
-from typhoon.data import TaskSpec, get_task, glue_metrics, length_grouped_batches, majority_baseline
+from typhoon.data import TaskSpec, epoch_batches, get_task, glue_metrics, majority_baseline
 from typhoon.masking import MaskingStrategy, SaliencySource, get_strategy, saliency_kind
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
 from typhoon.models import Backbone, MaskedLM, load_backbone, seeded
@@ -174,7 +174,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, salienc
     meter.start()
     for epoch in range(epochs_done + 1, config.mlm_epochs + 1):
         mlm.train()
-        bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"MLM epoch {epoch}",
+        bar = progress_bar(epoch_batches(lengths, config.batch_size, ctx.rng, config.batch_order), f"MLM epoch {epoch}",
                            ctx.progress, leave=False)
         for idx in bar:
             done = training_step.mlm_step(ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx],
@@ -250,7 +250,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | Non
     for epoch in range(len(epochs) + 1, config.ft_epochs + 1):
         classifier.train()
         losses = []
-        bar = progress_bar(length_grouped_batches(lengths, config.batch_size, ctx.rng), f"fine-tune epoch {epoch}",
+        bar = progress_bar(epoch_batches(lengths, config.batch_size, ctx.rng, config.batch_order), f"fine-tune epoch {epoch}",
                            ctx.progress, leave=False)
         for idx in bar:
             loss, batch = training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
@@ -314,7 +314,7 @@ def task_model_batches(config: RunConfig, lengths: list[int]):
     """The task model's warm-up batches (index arrays): ``task_head_warmup`` of them, epoch after epoch,
     in a data order of its own (``TASK_MODEL_STREAM``), so the run's data order is untouched."""
     rng = np.random.default_rng([config.seed, TASK_MODEL_STREAM])
-    epochs = (idx for _ in itertools.count() for idx in length_grouped_batches(lengths, config.batch_size, rng))
+    epochs = (idx for _ in itertools.count() for idx in epoch_batches(lengths, config.batch_size, rng, config.batch_order))
     return itertools.islice(epochs, config.task_head_warmup)
 
 
