@@ -282,7 +282,7 @@ def _kl_original(args: argparse.Namespace) -> int:
     elif args.part == "curve":
         kl_original.run_curves(out, Path(args.checkpoints), args.epochs, tasks, seeds)
     elif args.part == "finetune":
-        kl_original.run_finetune(out, tasks, seeds)
+        kl_original.run_finetune(out, tasks, args.seeds)  # None: each task's registered seeds
     else:
         tables = kl_original.write_tables(out)
         print(tables["predictions"][["prediction", "verdict", "claim"]].to_string(index=False))
@@ -369,12 +369,14 @@ def check_input(args: argparse.Namespace) -> None:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         check_can_write(args.out)
     elif args.command == "kl-original":
-        from typhoon.analysis.kl_original_design import row_named
+        from typhoon.analysis.kl_original_design import TASKS, check_finetune_seeds, row_named
 
         for name in args.row or []:
             row_named(name)
         for seed in args.seeds or []:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
+        if args.part == "finetune":
+            check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         check_can_write(args.out)
     elif args.command == "reanalyse":

@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats as st
 
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state
-from typhoon.analysis.kl_original_design import CURVE_EPOCHS, CURVE_ROW, ROWS
+from typhoon.analysis.kl_original_design import ADDENDUM, BONFERRONI_FAMILY, CURVE_EPOCHS, CURVE_ROW, ROWS
 from typhoon.analysis.kl_units import KL_DEFINITIONS, kl_definitions, rate_spread
 from typhoon.analysis.paired import tost_power
 
@@ -93,7 +93,6 @@ def rows_table(states: pd.DataFrame) -> pd.DataFrame:
     states are listed; a row's change needs at least two (task, seed) pairs with the baseline."""
     if states.empty:
         raise FileNotFoundError("no finished state of the kl-original study (states/<row>/<task>/seed<k>/)")
-    n_compared = len(ROWS) - 1  # Bonferroni over the rows beside the baseline
     baseline = states[states["row"] == BASELINE]
     out = []
     for row in [r.name for r in ROWS if (states["row"] == r.name).any()]:
@@ -111,7 +110,7 @@ def rows_table(states: pd.DataFrame) -> pd.DataFrame:
             if row != BASELINE and len(paired) >= 2:
                 log_ratio = np.log(paired[unit].to_numpy(float)) - np.log(paired[f"{unit}_base"].to_numpy(float))
                 change, c_low, c_high = t_interval(log_ratio)
-                _, b_low, b_high = t_interval(log_ratio, 1 - 0.05 / n_compared)
+                _, b_low, b_high = t_interval(log_ratio, 1 - 0.05 / BONFERRONI_FAMILY[row])
                 entry.update(n_pairs=len(paired), change=math.exp(change), change_ci_low=math.exp(c_low),
                              change_ci_high=math.exp(c_high), change_ci_low_bonferroni=math.exp(b_low),
                              change_ci_high_bonferroni=math.exp(b_high), direction=_direction(c_low, c_high),
@@ -456,7 +455,7 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
         "(`typhoon/analysis/kl_original.py`); design and runs: `typhoon/analysis/kl_original_design.py`, "
         "`typhoon/runner/kl_original.py`. States per row: "
         + ", ".join(f"{row} {counts.get(row, 0)}" for row in [r.name for r in ROWS]) + ".\n",
-        "## Registered hypothesis\n", HYPOTHESIS + "\n",
+        "## Registered hypothesis\n", HYPOTHESIS + "\n", ADDENDUM + "\n",
         "## The answer\n", answer(tables) + "\n",
         "## The predictions\n", _markdown(tables["predictions"]) + "\n",
         "## Each row's KL under each definition (geometric mean over its states; nats per the unit of "

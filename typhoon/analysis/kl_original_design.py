@@ -46,7 +46,25 @@ ROWS: tuple[Cause, ...] = (
     Cause("recipe", "the 2023 MLM recipe: batch 16, learning rate 1e-4, no warm-up", dict(RECIPE_2023)),
     Cause("all", "every row above at once: the strategy typhoon_2023 at p 0.3, mask-only, the 2023 recipe",
           dict(ALL_2023)),
+    # Registered after the eight rows above had their states and before any state of these four (ADDENDUM): the
+    # 2023 run's other differences. It ran in fp32, so the two rows of its data pipeline are measured in fp32
+    # too, against the fp32 'all' (whatever precision `auto` picks on the machine that runs the study).
+    Cause("numerics", "'all' in fp32 (saliency and training), as the 2023 code ran, in place of the bf16 autocast "
+          "that precision 'auto' picks on a CPU with bf16 kernels", {**ALL_2023, "precision": "fp32"}),
+    Cause("sampler", "'numerics' with the 2023 code's data order: batches of a plain shuffle (transformers' "
+          "RandomSampler), not grouped by length", {**ALL_2023, "precision": "fp32", "batch_order": "random"}),
+    Cause("max_length", "'numerics' with the 2023 code's max_length 512 in place of 128",
+          {**ALL_2023, "precision": "fp32", "max_length": 512}),
+    Cause("all_plus", "every 2023 rule: 'all' in fp32, random batches and max_length 512",
+          {**ALL_2023, "precision": "fp32", "batch_order": "random", "max_length": 512}),
 )
+#: The rows of the addendum, each compared with the row it changes (and, as every row, with the baseline): its
+#: own Bonferroni family of 4, so that the first eight rows keep the family of 7 they were registered with.
+ADDENDUM_AGAINST = {"numerics": "all", "sampler": "numerics", "max_length": "numerics", "all_plus": "all"}
+#: Each row's Bonferroni family (the rows' change against the baseline): the 7 first rows beside the baseline,
+#: or the addendum's 4.
+BONFERRONI_FAMILY = {row.name: len(ADDENDUM_AGAINST) if row.name in ADDENDUM_AGAINST else len(ROWS) - 1 - len(ADDENDUM_AGAINST)
+                     for row in ROWS}
 
 #: The curve: the 'all' row over the 2023 code's number of MLM epochs, the learning rate decaying over all of
 #: them as there; its KL after every epoch, a full state at these epochs (and at the last one reached).
@@ -57,7 +75,12 @@ TRACE_EVERY = 10  # the KL within an epoch, every this many steps: how much a sn
 
 #: The fine-tuned question: typhoon_2023 against random under the same 2023 phase 1 (1 MLM epoch), fine-tuned
 #: as the cpu profile's cells (at batch 16: one batch size serves both phases).
-FINETUNE_STRATEGIES = ("random", "typhoon_2023")
+FINETUNE_STRATEGIES = ("random", "random_2023", "typhoon_2023")
+#: Seeds per task of the fine-tuned comparison (ADDENDUM): the fewest pairs with which a paired TOST at the
+#: decisive margins (+-0.01 F1, +-0.02 MCC), alpha 0.05 per comparison, has power >= 0.8 when the differences'
+#: sd is the decisive-mlm design's planning sd of typhoon - random (0.0093 MRPC: 9 pairs, power 0.80; 0.0109
+#: CoLA: 5 pairs, power 0.91; typhoon.analysis.paired.tost_power). A seed beyond them is refused.
+FINETUNE_SEEDS = {"mrpc": tuple(range(9)), "cola": tuple(range(5))}
 FINETUNE_SETTINGS = {"p": 0.3, "corruption": "mask_only", **RECIPE_2023}
 
 HYPOTHESIS = (
@@ -84,8 +107,42 @@ HYPOTHESIS = (
 )
 
 
+ADDENDUM = (
+    "Addendum, registered after the states of the first eight rows, of the curve to 42-46 epochs and of the "
+    "fine-tuned seeds 0-2, and before any state of what it adds. (a) Four rows at 1 MLM epoch for the 2023 run's "
+    "differences not yet measured: 'numerics' ('all' in fp32), 'sampler' ('numerics' with random batches), "
+    "'max_length' ('numerics' at 512) and 'all_plus' (all of them). Each is compared, as every row, with the "
+    "baseline, and with the row it changes (numerics and all_plus with 'all', sampler and max_length with "
+    "'numerics'), per definition: the 95 % t interval of the mean paired log ratio over the 6 (task, seed) pairs, "
+    "Bonferroni over these 4 rows (the first 7 keep their family of 7). Predictions: (6) fp32 moves the KL by "
+    "less than 2x either way against 'all' (bf16 rounds each saliency to 3 digits; the EMA's last batches decide "
+    "the state); (7) random batches move it by less than 2x against 'numerics'; (8) max_length 512 leaves every "
+    "state bit-identical to 'numerics', and 'all_plus' to 'sampler': no training sequence reaches 128 tokens "
+    "(the longest MRPC pair has 103, the longest CoLA sentence 47, with minilm-l6-mlm's tokenizer); (9) "
+    "'all_plus' does not reach 7e-4 under the per-token Bernoulli KL. A ratio whose interval holds both "
+    "x0.5 and x2 is 'not detected', not 'unchanged'. (b) The 2023 random arm, 'random_2023': the rate p drawn "
+    "over every real position, [CLS] and [SEP] included (the 2023 collator's mask ignored the special-token "
+    "mask). (c) The fine-tuned comparison: typhoon_2023 - random and typhoon_2023 - random_2023, under the same "
+    "2023 phase 1, seeds 0-8 on MRPC and 0-4 on CoLA (FINETUNE_SEEDS: power >= 0.8 at the planning sd), each "
+    "pair's arms on one machine; TOST at the decisive margins, alpha 0.05 per comparison (unadjusted; the 4 "
+    "comparisons are also shown at Bonferroni alpha 0.0125), with the power at the planning and at the "
+    "observed sd. A pair whose arms ran in different numerics is flagged, and the verdict given with and "
+    "without such pairs. (d) The curve is read two ways: the registered end-of-epoch state (prediction 5), and, "
+    "supplementary, the geometric mean of each epoch's trace snapshots."
+)
+
+
 def row_named(name: str) -> Cause:
     for row in ROWS:
         if row.name == name:
             return row
     raise ValueError(f"unknown row {name!r}; choose one of {[row.name for row in ROWS]}")
+
+
+def check_finetune_seeds(seeds, tasks) -> None:
+    """ValueError naming the seeds the design allows when a fine-tuned seed is beyond every given task's."""
+    allowed = sorted({seed for task in tasks for seed in FINETUNE_SEEDS[task]})
+    beyond = sorted(set(seeds) - set(allowed))
+    if beyond:
+        raise ValueError(f"fine-tuned seed(s) {beyond} beyond the registered design: seeds "
+                         + ", ".join(f"{task} {FINETUNE_SEEDS[task][0]}-{FINETUNE_SEEDS[task][-1]}" for task in tasks))

@@ -27,6 +27,7 @@ from typhoon.analysis.kl_original_design import (
     ALL_2023,
     BACKBONE,
     CURVE_EPOCHS,
+    FINETUNE_SEEDS,
     FINETUNE_SETTINGS,
     FINETUNE_STRATEGIES,
     PROFILE,
@@ -185,12 +186,13 @@ def run_curves(out: Path, checkpoints: Path, epochs: int, tasks=TASKS, seeds=SEE
         print(f"curve {task} seed{seed}: epoch {reached}, {time.perf_counter() - began:.0f} s", flush=True)
 
 
-def run_finetune(out: Path, tasks=TASKS, seeds=SEEDS, progress: bool = False) -> None:
-    """Every missing whole cell of the fine-tuned comparison (typhoon_2023 and random), records in ``out/finetune``."""
+def run_finetune(out: Path, tasks=TASKS, seeds=None, progress: bool = False) -> None:
+    """Every missing whole cell of the fine-tuned comparison (:data:`FINETUNE_STRATEGIES`), records in
+    ``out/finetune``; ``seeds`` None: each task's registered seeds (:data:`FINETUNE_SEEDS`)."""
     from typhoon.training.run import run
 
-    for seed in seeds:
-        for task in tasks:
+    for seed in sorted(set(seeds or [s for task in tasks for s in FINETUNE_SEEDS[task]])):
+        for task in [t for t in tasks if seed in FINETUNE_SEEDS[t]]:
             for strategy in FINETUNE_STRATEGIES:
                 record = run(finetune_config(strategy, task, seed), Path(out) / "finetune", progress=progress)
                 print(f"finetune {task} {strategy} seed{seed}: {record.final}", flush=True)
