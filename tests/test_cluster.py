@@ -14,7 +14,7 @@ from typhoon import cli
 from typhoon.config import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import cluster, dask_executor, progress, stop, study
-from typhoon.runner.cells import remove_cell_leftovers
+from typhoon.runner.cells import Cell, remove_cell_leftovers
 from typhoon.runner.options import parse_scheduler_options
 from typhoon.training import progress_file
 
@@ -74,9 +74,10 @@ RUNNING = {"now": 0, "most": 0}
 LOCK = threading.Lock()
 
 
-def fake_run_cell(config, out_dir):
+def fake_run_cell(cell, out_dir):
     from distributed import get_worker
 
+    config = cell.config
     with LOCK:
         RUNNING["now"] += 1
         RUNNING["most"] = max(RUNNING["most"], RUNNING["now"])
@@ -94,12 +95,12 @@ def test_a_grid_runs_through_the_cluster_executor_one_cell_per_worker(tmp_path):
     RAN.clear()
     spec = cluster.ClusterSpec(kind="local", jobs=2)
     with cluster.cluster_executor(spec, cell_fn=fake_run_cell) as executor:
-        cells = study.run_cells(configs, tmp_path, executor)
+        cells = study.run_cells([Cell(c) for c in configs], tmp_path, executor)
     assert list(cells["status"]) == ["ok"] * 4
     assert sorted(path for path, _, _ in RAN) == sorted(c.relative_dir().as_posix() for c in configs)
     assert {worker for _, worker, _ in RAN} == {0, 1}  # both workers took cells
     assert RUNNING["most"] <= 2  # one cell per worker at a time
-    assert [threads for _, _, threads in RAN] == [c.num_threads for c in configs]  # the cell's own setting on its node
+    assert sorted(threads or 0 for _, _, threads in RAN) == sorted(c.num_threads or 0 for c in configs)  # the cell's own setting on its node
 
 
 def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path, capsys):
@@ -113,7 +114,7 @@ def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path,
         executor = kwargs["executor"]
         executor.cell_fn = fake_run_cell  # the executor runs a cell on the cluster's worker ...
         config = get_profile("smoke").grid()[0]
-        executor.submit(config, out)
+        executor.submit(Cell(config), out)
         deadline, rows = time.monotonic() + 30, []
         while not rows and time.monotonic() < deadline:
             rows = executor.poll(0.1)  # ... handed to it by the poll (the study loop calls it)
@@ -144,8 +145,9 @@ def staging_folder(config, out_dir):
     return run_dir.with_name(f".{run_dir.name}.tmp-{os.getpid()}-{len(ATTEMPTS)}")
 
 
-def losing_cell(config, out_dir):
+def losing_cell(cell, out_dir):
     """A cell that stages its record like a run; the doomed cell then runs until its worker is lost."""
+    config = cell.config
     from distributed import get_worker
     from distributed.core import Status
 
@@ -185,7 +187,7 @@ def test_a_lost_cell_is_retried_then_recorded_failed_and_its_jobs_replaced(tmp_p
 
         killer = threading.Thread(target=job_killer, daemon=True)
         killer.start()
-        cells = study.run_cells(configs, tmp_path, executor)
+        cells = study.run_cells([Cell(c) for c in configs], tmp_path, executor)
         killer.join(timeout=30)
         deadline = time.monotonic() + 30
         while len(executor.client.scheduler_info()["workers"]) < spec.jobs and time.monotonic() < deadline:
@@ -251,7 +253,7 @@ def test_no_worker_for_the_timeout_stops_the_grid_with_a_message(tmp_path):
     now = [0.0]
     client = FakeClient()
     executor = dask_executor.DaskExecutor(client, no_worker_timeout_s=60, check_s=0, clock=lambda: now[0])
-    executor.submit(get_profile("smoke").grid()[0], tmp_path)  # a cell remains
+    executor.submit(Cell(get_profile("smoke").grid()[0]), tmp_path)  # a cell remains
     for t in (10, 59):
         now[0] = t
         executor.poll()  # no worker yet, but not for 60 s
@@ -336,9 +338,9 @@ def record_stop(dask_worker=None):  # module level: Dask pickles it by reference
     return []
 
 
-def slow_cell(config, out_dir):
+def slow_cell(cell, out_dir):
     time.sleep(4.0)
-    return result_rows.status_row(config, "ok")
+    return result_rows.status_row(cell.config, "ok")
 
 
 def test_a_stop_cancels_the_cells_and_kills_the_workers_processes(tmp_path, monkeypatch):
@@ -348,7 +350,8 @@ def test_a_stop_cancels_the_cells_and_kills_the_workers_processes(tmp_path, monk
     monkeypatch.setattr(stop, "stop_worker_cells", record_stop)
     configs = get_profile("smoke").grid()[:2]
     with cluster.cluster_executor(cluster.ClusterSpec(kind="local", jobs=2), cell_fn=slow_cell) as executor:
-        monitor = progress.GridMonitor(tmp_path, configs, 0)
+        cells = [Cell(c) for c in configs]
+        monitor = progress.GridMonitor(tmp_path, cells, 0)
         polls = []
 
         def ctrl_c_once_cells_run():
@@ -359,7 +362,7 @@ def test_a_stop_cancels_the_cells_and_kills_the_workers_processes(tmp_path, monk
         monkeypatch.setattr(monitor, "poll", ctrl_c_once_cells_run)
         try:
             with pytest.raises(KeyboardInterrupt):
-                study.run_cells(configs, tmp_path, executor, monitor=monitor)
+                study.run_cells(cells, tmp_path, executor, monitor=monitor)
         finally:
             stop.clear_stop()
         assert sorted(STOPPED_ON) == sorted(executor.alive) and len(STOPPED_ON) == 2  # each worker was told
@@ -377,7 +380,7 @@ def lost_at(out_dir, walltime_s, worker_seen, cell_started, lost, retries=2):
     client.workers = {"tcp://127.0.0.1:1": ()}
     executor.poll()  # the worker is seen
     now[0] = cell_started
-    executor.submit(get_profile("smoke").grid()[0], out_dir)
+    executor.submit(Cell(get_profile("smoke").grid()[0]), out_dir)
     executor.poll()  # handed to it
     now[0] = lost
     client.workers = {}
@@ -392,7 +395,7 @@ def test_a_cell_that_outlasts_a_whole_walltime_fails_at_once_with_the_fix(tmp_pa
     assert "reached its walltime (60.0 min) with the cell running for 59.8 min" in message
     assert "raise the walltime" in message and "--cpus" in message and "retries" not in message
     assert said and "it fails" in said[-1]
-    assert run_record.read_json(tmp_path / cell.config.relative_dir() / "metrics.json")["status"] == "failed"
+    assert run_record.read_json(tmp_path / cell.cell.path / "metrics.json")["status"] == "failed"
 
 
 def test_a_cell_started_late_in_its_job_runs_again_when_the_walltime_ends_the_job(tmp_path):

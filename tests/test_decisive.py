@@ -152,7 +152,8 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     monkeypatch.setattr(decisive_checks, "POWER_STUDIES", 2_000)  # the power's precision is not under test here
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
 
-    def synthetic_cell(c, out_dir):
+    def synthetic_cell(cell, out_dir):
+        c = cell.config
         metrics = {"status": "ok", "primary_metric": "f1" if c.task == "mrpc" else "mcc", "precision": "bf16",
                    "device": "cpu", "final": {f"dev_{m}": 0.8 + 1e-6 * c.seed * arm[c.strategy] for m in ("f1", "mcc")}}
         run_record.write_record(out_dir / c.relative_dir(), c, metrics)

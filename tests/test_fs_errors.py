@@ -21,6 +21,7 @@ from typhoon import atomic, paths
 from typhoon.cli import main
 from typhoon.config import resolve
 from typhoon.records import run_record
+from typhoon.runner.cells import Cell
 
 RUN = ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke",
        "--set", "max_train_examples=32", "--set", "max_eval_examples=16"]
@@ -120,7 +121,7 @@ def test_a_cell_out_of_space_ends_the_grid_without_a_failed_record(tmp_path, mon
     row = train_cell(config, tmp_path)
     assert row["os_error"] == [28, "No space left on device", where]
     with pytest.raises(OSError) as raised:
-        study.run_cells([config], tmp_path, InlineExecutor())
+        study.run_cells([Cell(config)], tmp_path, InlineExecutor())
     assert paths.describe_os_error(raised.value, tmp_path).startswith(f"no space left on the device writing {where}")
     assert not (tmp_path / config.relative_dir()).exists()
 
@@ -186,7 +187,7 @@ def test_a_cell_out_of_gpu_memory_is_recorded_failed_and_the_grid_goes_on(tmp_pa
     configs = [resolve("smoke", {**cell, "strategy": strategy}, {"max_train_examples": 32, "max_eval_examples": 16})
                for strategy in ("random", "whole_word")]
     assert issubclass(torch.OutOfMemoryError, RuntimeError)
-    rows = study.run_cells(configs, tmp_path, InlineExecutor())
+    rows = study.run_cells([Cell(c) for c in configs], tmp_path, InlineExecutor())
     assert list(rows["status"]) == ["failed", "ok"]
     assert rows["error"].iloc[0].startswith("OutOfMemoryError: CUDA out of memory (injected at train")
     assert run_record.record_status(tmp_path / configs[0].relative_dir(), configs[0]) == "failed"

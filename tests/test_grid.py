@@ -11,7 +11,7 @@ from typhoon import machine
 from typhoon.config import RunConfig, get_profile, resolve
 from typhoon.records import result_rows, run_record
 from typhoon.runner import grid, notebooks, study, workers
-from typhoon.runner.cells import cell_is_done
+from typhoon.runner.cells import Cell, cell_is_done
 from typhoon.runner.workers import Slot, slots_for
 
 CPU_CELL = resolve("cpu", dict(task="mrpc", strategy="random", seed=0))  # num_threads unset
@@ -30,13 +30,13 @@ def test_parallel_cpu_cells_share_the_cores(monkeypatch):
 
 def test_a_slot_changes_only_where_a_cell_runs(monkeypatch):
     config = resolve("cpu", dict(task="cola", strategy="typhoon", seed=2), {"p": 0.2, "delta": 1.0})
-    received = pickle.loads(pickle.dumps(Slot("cuda:1", 1).apply(config)))  # as it travels to its worker
+    received = pickle.loads(pickle.dumps(Slot("cuda:1", 1).apply(Cell(config)))).config  # as it travels to its worker
     # what the worker runs is the resolved config, with only the execution fields changed
     assert received == config.replace(device="cuda:1", num_threads=1)
     assert received.identity() == config.identity()
     assert received.p == 0.2 and received.delta == 1.0 and received.ft_epochs == 3  # CoLA: the cpu profile's 3 epochs
-    assert Slot().apply(config) == config
-    assert Slot(None, 1).apply(config.replace(num_threads=2)).num_threads == 2  # a cell's own setting is kept
+    assert Slot().apply(Cell(config)).config == config
+    assert Slot(None, 1).apply(Cell(config.replace(num_threads=2))).config.num_threads == 2  # a cell's own setting is kept
 
 
 class _Stop(Exception):
@@ -45,8 +45,8 @@ class _Stop(Exception):
 
 def _stop_at_the_cells(monkeypatch, seen):
     """reproduce up to its first look: which workers it chose and which cells it would run."""
-    def fake_run_cells(configs, out_dir, executor, on_done=None, monitor=None, skipped=0):
-        seen.append((configs, executor.workers))
+    def fake_run_cells(cells, out_dir, executor, on_done=None, monitor=None, skipped=0):
+        seen.append(([cell.config for cell in cells], executor.workers))
         raise _Stop
 
     monkeypatch.setattr(grid, "preflight", lambda configs: None)

@@ -12,7 +12,7 @@ from scipy import stats as st
 from typhoon.analysis import kl_gap_causes
 from typhoon.analysis.kl_gap import kl_gap_conclusion, kl_gap_display, kl_gap_table
 from typhoon.masking import get_strategy, kl_to_uniform
-from typhoon.runner import kl_gap
+from typhoon.runner import kl_runs as kl_gap
 
 
 def test_each_cause_changes_only_its_own_fields_of_the_cpu_typhoon_cell():

@@ -8,6 +8,7 @@ from typhoon import atomic
 from typhoon.config import resolve
 from typhoon.records import result_rows, run_record
 from typhoon.runner import progress
+from typhoon.runner.cells import Cell
 from typhoon.training import progress_file
 
 
@@ -99,7 +100,7 @@ def _configs(n):
 def test_grid_monitor_without_a_terminal_prints_a_line_per_change_at_most_every_30_s(tmp_path):
     clock, stream = Clock(), io.StringIO()
     todo = _configs(2)
-    monitor = progress.GridMonitor(tmp_path, todo, skipped=1, stream=stream, tty=False, clock=clock)
+    monitor = progress.GridMonitor(tmp_path, [Cell(c) for c in todo], skipped=1, stream=stream, tty=False, clock=clock)
     assert stream.getvalue().splitlines() == ["grid: 3 cells, 1 already complete, 2 to run"]
 
     file = progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x", interval_s=0.0)
@@ -124,7 +125,7 @@ def test_grid_monitor_without_a_terminal_prints_a_line_per_change_at_most_every_
 def test_grid_monitor_in_a_terminal_redraws_one_bar(tmp_path):
     stream = io.StringIO()
     todo = _configs(1)
-    monitor = progress.GridMonitor(tmp_path, todo, skipped=0, stream=stream, tty=True)
+    monitor = progress.GridMonitor(tmp_path, [Cell(c) for c in todo], skipped=0, stream=stream, tty=True)
     progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x").update("finetune", step=4, steps=8, epoch=1,
                                                                           epochs=2)
     monitor.poll()

@@ -16,7 +16,15 @@ import sys
 from pathlib import Path
 
 from typhoon import machine
-from typhoon.config import RunConfig, allowed_of, get_profile, load_profiles, parse_overrides, resolve
+from typhoon.config import (
+    Profile,
+    RunConfig,
+    allowed_of,
+    get_profile,
+    load_profiles,
+    parse_overrides,
+    resolve,
+)
 from typhoon.masking import ignored_parameters, plugins, strategy_help, strategy_names
 from typhoon.names import check_backbone, check_task
 from typhoon.paths import (
@@ -35,9 +43,11 @@ from typhoon.records import LockedError, check_folder_free
 from typhoon.runner import (  # light: stop and options; the options import the runners when they run
     ReproduceOptions,
     as_interrupted,
+    execution_overrides,
     remove_empty_folders,
     resume_command,
     run_on_cluster,
+    run_policy,
     stop_on_signals,
 )
 
@@ -63,30 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="run a profile's grid (cells in worker processes), then its walkthrough and analysis notebooks")
     rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
     rep.add_argument("--out", help="output folder; default: <repo>/outputs/<profile> (a reference run: results/<profile>)")
-    rep.add_argument("--workers", type=int, help="cells run at once, each in its own process "
-                     "(default: the profile's `workers`; on CPU they share the cores)")
+    add_executor_arguments(rep)
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
-    rep.add_argument("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
-    rep.add_argument("--cluster", choices=("slurm", "local"),
-                     help="run the cells as jobs of a SLURM cluster (dask-jobqueue; one cell per job, the jobs' "
-                     "resources from the profile's [<profile>.cluster] table and the flags below), or of a local "
-                     "Dask cluster (to try the set-up)")
-    rep.add_argument("--partition", help="--cluster: SLURM partition")
-    rep.add_argument("--account", help="--cluster: SLURM account")
-    rep.add_argument("--gpus", type=int, help="--cluster: GPUs per job")
-    rep.add_argument("--cpus", type=int, help="--cluster: CPU cores per job")
-    rep.add_argument("--memory", help="--cluster: memory per job, e.g. 32GB")
-    rep.add_argument("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
-    rep.add_argument("--jobs", type=int, help="--cluster: jobs (cells at once), kept alive while cells remain")
-    rep.add_argument("--interface", help="--cluster: network interface the scheduler and workers listen on, e.g. "
-                     "ib0 (lo: this machine only)")
-    rep.add_argument("--scheduler-option", action="append", metavar="KEY=VALUE",
-                     help="--cluster: an option of the Dask scheduler, e.g. port=8786, host=10.0.0.1, "
-                     "dashboard_address=127.0.0.1:0 (adds to the profile's scheduler_options)")
-    rep.add_argument("--retries", type=int, help="--cluster: times a cell whose job was lost runs again before "
-                     "it is recorded failed (default 2)")
-    rep.add_argument("--no-worker-timeout", type=float, metavar="SECONDS", dest="no_worker_timeout_s",
-                     help="--cluster: stop (exit 2) when no worker has been alive this long (default 3600)")
     rep.add_argument("--job-script", action="store_true",
                      help="--cluster slurm: print the batch script each job would run, and exit")
     rep.add_argument("--estimate", action="store_true",
@@ -144,16 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
     again.set_defaults(func=_reanalyse)
 
     kl_gap = sub.add_parser("kl-gap", help="the KL-gap study: Typhoon's phase 1 under each candidate cause of the gap "
-                            "to the paper's 7e-4 nats/token (resumes), then its table (typhoon/runner/kl_gap.py)")
+                            "to the paper's 7e-4 nats/token (resumes), then its table (typhoon/runner/kl_studies.py)")
     kl_gap.add_argument("--out", default="results/kl_gap", help="the study's folder (default results/kl_gap)")
     kl_gap.add_argument("--cause", action="append", help="run only this cause (repeatable; default: all)")
     kl_gap.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     kl_gap.add_argument("--table-only", action="store_true", help="train nothing: write the table from the states there")
+    kl_gap.add_argument("--set", action="append", metavar="KEY=VALUE", help="where the cells run: device=... or "
+                        "num_threads=... (the design fixes the rest)")
+    add_executor_arguments(kl_gap)
     kl_gap.set_defaults(profile="cpu", func=_kl_gap)
 
     kl_original = sub.add_parser("kl-original", help="the kl-original study: the paper's 2023 calibration rules one at a "
                                  "time (rows), over its long MLM phase (curve), fine-tuned against random (finetune); "
-                                 "each part resumes (typhoon/runner/kl_original.py)")
+                                 "each part resumes, its cells on any executor (typhoon/runner/kl_studies.py)")
     kl_original.add_argument("part", choices=("rows", "curve", "finetune", "table"),
                              help="which part to run; table: train nothing, write the tables and README.md "
                              "from the states in --out")
@@ -162,10 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     kl_original.add_argument("--tasks", nargs="+", choices=("mrpc", "cola"), help="tasks (default mrpc cola)")
     kl_original.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     kl_original.add_argument("--epochs", type=int, default=1,
-                             help="curve: advance the runs round robin until each has this many MLM epochs (default 1)")
+                             help="curve: advance every run, an epoch per look, until each has this many MLM epochs "
+                             "(default 1; never fewer than a run has)")
     kl_original.add_argument("--checkpoints", default=".kl_original_checkpoints",
                              help="curve: the folder of the runs' resume states, ~0.3 GB each, not committed "
                              "(default .kl_original_checkpoints)")
+    kl_original.add_argument("--set", action="append", metavar="KEY=VALUE", help="where the cells run: device=... "
+                             "or num_threads=... (the design fixes the rest)")
+    add_executor_arguments(kl_original)
     kl_original.set_defaults(profile="cpu", func=_kl_original)
 
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
@@ -179,6 +174,34 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
     fetch.set_defaults(func=_data_fetch)
     return parser
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a study's cells run: a local pool of ``--workers``, a Dask scheduler, or the jobs of a SLURM or local
+    Dask cluster and their resources; the same flags for ``reproduce``, ``kl-gap`` and ``kl-original``."""
+    add = parser.add_argument
+    add("--workers", type=int, help="cells run at once, each in its own process (default: the profile's `workers`; "
+        "on CPU they share the cores)")
+    add("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
+    add("--cluster", choices=("slurm", "local"), help="run the cells as jobs of a SLURM cluster (dask-jobqueue; one "
+        "cell per job, the jobs' resources from the profile's [<profile>.cluster] table and the flags below), or of a "
+        "local Dask cluster (to try the set-up)")
+    add("--partition", help="--cluster: SLURM partition")
+    add("--account", help="--cluster: SLURM account")
+    add("--gpus", type=int, help="--cluster: GPUs per job")
+    add("--cpus", type=int, help="--cluster: CPU cores per job")
+    add("--memory", help="--cluster: memory per job, e.g. 32GB")
+    add("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
+    add("--jobs", type=int, help="--cluster: jobs (cells at once), kept alive while cells remain")
+    add("--interface", help="--cluster: network interface the scheduler and workers listen on, e.g. ib0 (lo: this "
+        "machine only)")
+    add("--scheduler-option", action="append", metavar="KEY=VALUE", help="--cluster: an option of the Dask "
+        "scheduler, e.g. port=8786, host=10.0.0.1, dashboard_address=127.0.0.1:0 (adds to the profile's "
+        "scheduler_options)")
+    add("--retries", type=int, help="--cluster: times a cell whose job was lost runs again before it is recorded "
+        "failed (default 2)")
+    add("--no-worker-timeout", type=float, metavar="SECONDS", dest="no_worker_timeout_s",
+        help="--cluster: stop (exit 2) when no worker has been alive this long (default 3600)")
 
 
 # The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
@@ -272,36 +295,35 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _kl_original(args: argparse.Namespace) -> int:
-    """``typhoon kl-original <part>``: the part's missing runs, in ``--out``; ``table``: the study's tables."""
+    """``typhoon kl-original <part>``: the part's missing cells, through the study loop on the executor the flags
+    name, in ``--out``; ``table``: the study's tables."""
     from typhoon.analysis.kl_original_design import SEEDS, TASKS
-    from typhoon.runner import kl_original
+    from typhoon.runner import kl_studies
 
     out, tasks, seeds = Path(args.out), tuple(args.tasks or TASKS), tuple(args.seeds or SEEDS)
-    if args.part == "rows":
-        kl_original.run_rows(out, args.row, tasks, seeds)
-    elif args.part == "curve":
-        kl_original.run_curves(out, Path(args.checkpoints), args.epochs, tasks, seeds)
-    elif args.part == "finetune":
-        kl_original.run_finetune(out, tasks, args.seeds)  # None: each task's registered seeds
-    else:
-        tables = kl_original.write_tables(out)
+    if args.part == "table":
+        tables = kl_studies.write_tables(out)
         print(tables["predictions"][["prediction", "verdict", "claim"]].to_string(index=False))
-    return 0
+        return 0
+    execution = execution_overrides(args.set)
+    policy = (kl_studies.KlOriginalRows(args.row, tasks, seeds, execution) if args.part == "rows" else
+              kl_studies.KlOriginalCurve(Path(args.checkpoints), args.epochs, tasks, seeds, execution)
+              if args.part == "curve" else kl_studies.KlOriginalFinetune(tasks, args.seeds, execution))
+    return 0 if run_policy(policy, out, args).ok else 1
 
 
 def _kl_gap(args: argparse.Namespace) -> int:
-    """``typhoon kl-gap``: the missing states of the study, then its table (CSV and Markdown) in ``--out``."""
-    from typhoon.runner.kl_gap import SEEDS, run_study
+    """``typhoon kl-gap``: the missing states of the study through the study loop, then its table (CSV and
+    Markdown) in ``--out``."""
+    from typhoon.runner import kl_studies
 
     out = Path(args.out)
     if not args.table_only:
-        run_study(out, args.cause, seeds=args.seeds or SEEDS)
-    from typhoon.analysis import kl_gap_table
-    from typhoon.atomic import atomic_write_csv, atomic_write_text
-
-    table = kl_gap_table(out)
-    atomic_write_csv(out / "kl_gap.csv", table)
-    atomic_write_text(out / "kl_gap.md", table.to_markdown(index=False, floatfmt=".3g") + "\n")
+        summary = run_policy(kl_studies.KlGapCauses(args.cause, seeds=args.seeds or kl_studies.KL_GAP_SEEDS,
+                                                    execution=execution_overrides(args.set)), out, args)
+        if not summary.ok:
+            return 1
+    table = kl_studies.write_kl_gap_table(out)
     print(table[["cause", "n_states", "kl", "kl_ci_low", "kl_ci_high", "ratio_to_paper", "change_vs_baseline",
                  "raises_kl", "closes_gap"]].to_string(index=False))
     return 0
@@ -344,8 +366,6 @@ def check_input(args: argparse.Namespace) -> None:
         check_can_write(resolve_out_dir(args.out, config.profile))
     elif args.command == "reproduce":
         profile = get_profile(args.profile)
-        if args.cluster and args.scheduler:
-            raise ValueError("give --cluster or --scheduler, not both")
         if args.job_script and args.cluster != "slurm":
             raise ValueError("--job-script needs --cluster slurm")
         ReproduceOptions.from_args(args, overrides).check()  # --workers, and the flags a design cannot honour
@@ -360,7 +380,16 @@ def check_input(args: argparse.Namespace) -> None:
             check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
             check_can_write(out_dir)
             check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
-    elif args.command == "kl-gap":
+    if args.command in ("reproduce", "kl-gap", "kl-original"):
+        if args.cluster and args.scheduler:
+            raise ValueError("give --cluster or --scheduler, not both")
+        if args.workers is not None:
+            allowed_of(Profile, "workers").check("--workers", args.workers)
+    if args.command in ("kl-gap", "kl-original"):
+        execution = RunConfig(**execution_overrides(args.set))  # where the cells run, checked as every field is
+        if not (args.cluster or args.scheduler):  # else the cells run on other machines
+            machine.check_device_visible(execution.device)
+    if args.command == "kl-gap":
         from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
 
         for name in args.cause or []:
@@ -369,7 +398,7 @@ def check_input(args: argparse.Namespace) -> None:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         check_can_write(args.out)
     elif args.command == "kl-original":
-        from typhoon.analysis.kl_original_design import TASKS, check_finetune_seeds, row_named
+        from typhoon.analysis.kl_original_design import SEEDS, TASKS, check_finetune_seeds, row_named
 
         for name in args.row or []:
             row_named(name)
@@ -377,6 +406,10 @@ def check_input(args: argparse.Namespace) -> None:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         if args.part == "finetune":
             check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
+        if args.part == "curve":
+            from typhoon.runner.kl_runs import check_curve  # light: the curve's run.json and resume notes
+
+            check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS)
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         check_can_write(args.out)
     elif args.command == "reanalyse":

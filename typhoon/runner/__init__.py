@@ -2,8 +2,8 @@
 resuming, cluster executors and the progress monitor. Other stages (the command line, ``__main__``) take
 these names from here (``from typhoon.runner import stop_on_signals``): how a stop is handled (``stop``),
 the options of ``reproduce`` and where they run (``options``), and a sequential study's tables rewritten
-(``sequential_grid``). Four modules are used whole: ``kl_gap`` and ``kl_original`` (the two studies'
-runners, ``kl_original.run_rows``), ``reanalyse`` and ``dask_executor`` (each named by its function).
+(``sequential_grid``). Three modules are used whole: ``kl_studies`` (the KL studies' policies of the one
+study loop, ``kl_studies.KlOriginalCurve``), ``reanalyse`` and ``dask_executor`` (each named by its function).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["as_interrupted", "exit_now_if_threads_linger", "exit_stopped", "remove_empty_folders",
                      "resume_command", "stop_on_signals"], "stop"),
-    **dict.fromkeys(["ReproduceOptions", "run_on_cluster"], "options"),
+    **dict.fromkeys(["ReproduceOptions", "execution_overrides", "run_on_cluster", "run_policy"], "options"),
     **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),
 }
-# Modules other stages use whole: their names read qualified (``kl_original.run_rows``), or one of them is the
+# Modules other stages use whole: their names read qualified (``kl_studies.write_tables``), or one of them is the
 # module's own name (``reanalyse.reanalyse``).
-_NAMESPACES = ("dask_executor", "kl_gap", "kl_original", "reanalyse")
+_NAMESPACES = ("dask_executor", "kl_studies", "reanalyse")
 __all__ = [*_HOMES, *_NAMESPACES]
 __getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

@@ -1,6 +1,7 @@
 """The work of one cell of a grid, counted from its real token lengths for the time estimate: its
 training steps, the matrix-product GFLOPs they execute and the distinct padded widths, per phase
-(``mlm``, ``ft``, ``eval``), batched exactly as the run batches them."""
+(``mlm``, ``ft``, ``eval``), batched exactly as the run batches them; and, without tokenizing, how the cells of
+a study compare in size (:func:`relative_work`: the loop hands out the longest first)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,25 @@ class PhaseWork:
         self.steps += 1
         self.gflop += gflop
         self.widths.add(width)
+
+
+def relative_work(cells) -> dict[int, float]:
+    """Each cell's size (by ``id``) relative to the others': its encoder's matrix-product parameters x the
+    examples it trains on x its epochs (its kind's). On one kind of device a cell's time grows about in
+    proportion; this orders cells, it prices none (the estimate does: :mod:`typhoon.runner.estimate`)."""
+    import math
+
+    from typhoon.data import load_glue
+    from typhoon.models import load_backbone
+    from typhoon.runner.cells import kind_of
+    from typhoon.training import EncoderShape
+
+    params = {name: EncoderShape.from_config(load_backbone(name).config).matmul_parameters
+              for name in {cell.config.backbone for cell in cells}}
+    examples = {task: len(load_glue(task)["train"]) for task in {cell.config.task for cell in cells}}
+    return {id(cell): float(params[cell.config.backbone] * kind_of(cell).epochs(cell)
+                            * min(examples[cell.config.task], cell.config.max_train_examples or math.inf))
+            for cell in cells}
 
 
 def mlm_kind(config: RunConfig) -> str:

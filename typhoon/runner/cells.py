@@ -1,16 +1,25 @@
-"""A grid's cell as a call: :func:`train_cell` trains one cell in whatever process calls it (a worker of the
-local pool, :mod:`typhoon.runner.workers`; the worker process of a Dask or SLURM worker, :mod:`typhoon.runner.cluster`;
-a walkthrough notebook opened by hand) through :func:`typhoon.training.run.run`, and returns its status row.
-No Jupyter kernel: a cell costs its own set-up and training, nothing more.
+"""A study's unit of work as a call: a :class:`Cell` is what the one study loop (:mod:`typhoon.runner.study`)
+hands to an executor -- a run's config, the *kind* of work it is and the folder it writes -- and
+:func:`run_cell` runs it in whatever process calls it (a worker of the local pool, :mod:`typhoon.runner.workers`;
+the worker process of a Dask or SLURM worker, :mod:`typhoon.runner.dask_executor`; a test, inline). No Jupyter
+kernel: a cell costs its own set-up and training, nothing more.
 
-Also here, for whoever runs cells: whether a cell is done, the failed record of a cell whose process died
-before it could write one, and the removal of what such a cell left behind.
+Each kind (:data:`CELL_KINDS`) says how a cell of it runs, when it is done, and what to clean when the process
+running it died: ``train``, a grid's whole run (:func:`train_cell`, through :func:`typhoon.training.run.run`,
+its record under the study folder); ``kl_state`` and ``curve_epoch``, the KL studies' phase-1 state and a
+curve run's next MLM epoch (:mod:`typhoon.runner.kl_studies`).
+
+Also here, for whoever runs cells: whether a grid's cell is done, the failed record of a cell whose process
+died before it could write one, and the removal of what such a cell left behind.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from typhoon import paths
@@ -26,6 +35,111 @@ from typhoon.records import (
     write_record,
 )
 from typhoon.training import progress_path
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of a study's work (see the module docstring): ``config``, the run it belongs to; ``kind``, a key of
+    :data:`CELL_KINDS`; ``folder``, what it writes, relative to the study's output folder (a ``train`` cell's
+    record folder, its config's under ``folder``'s parent: ``under``); ``args``, the kind's own arguments as
+    (name, value) pairs (a curve epoch's epoch and resume state); ``seconds``, its estimated time (the loop hands
+    out the longest first)."""
+
+    config: RunConfig
+    kind: str = "train"
+    under: str = ""  # train: the record's root below the study folder ("" or, say, "finetune")
+    folder: str = ""  # other kinds: their folder below the study folder
+    args: tuple = ()
+    seconds: float | None = None
+
+    @property
+    def path(self) -> str:
+        """The folder it writes, relative to the study folder: its status row's ``record_path``."""
+        if self.folder:
+            return self.folder
+        relative = self.config.relative_dir().as_posix()
+        return f"{self.under}/{relative}" if self.under else relative
+
+    def arg(self, name: str):
+        return dict(self.args)[name]
+
+    def placed(self, **execution) -> Cell:
+        """This cell with the execution fields of its config set (``device``, ``num_threads``: where it runs,
+        never what it computes)."""
+        return dataclasses.replace(self, config=self.config.replace(**execution)) if execution else self
+
+
+class CellKind:
+    """How the cells of one kind run (:meth:`run`, in the worker: the status row, never raising for the cell's
+    own failure), when one is done (:meth:`is_done`, in the batch) and what a process that died running one
+    leaves to clean (:meth:`lost`, in the batch, once no other run of it has started)."""
+
+    def run(self, cell: Cell, out_dir: Path) -> dict:
+        raise NotImplementedError
+
+    def is_done(self, cell: Cell, out_dir: Path) -> bool:
+        raise NotImplementedError
+
+    def has_resume_state(self, cell: Cell, out_dir: Path) -> bool:
+        """Whether a stopped run of ``cell`` left a state its next run goes on from."""
+        return False
+
+    def epochs(self, cell: Cell) -> int:
+        """How many epochs over its task's training text the cell trains (its MLM phase by default)."""
+        return cell.config.mlm_epochs
+
+    def clean(self, cell: Cell, out_dir: Path) -> None:
+        """Remove what a run of ``cell`` whose process died left half-written (its resume state stays)."""
+
+    def lost(self, cell: Cell, out_dir: Path, error: str, traceback_text: str | None = None) -> None:
+        """The cell's process died, or its call raised: clean up; a kind with records also records it failed
+        (by default nothing is recorded: the cell's row says failed, and it runs again next time)."""
+        self.clean(cell, out_dir)
+
+
+class TrainCell(CellKind):
+    """A grid's whole run: :func:`train_cell` under ``<out_dir>/<cell.under>``."""
+
+    def run(self, cell: Cell, out_dir: Path) -> dict:
+        return {**train_cell(cell.config, Path(out_dir) / cell.under), "record_path": cell.path}
+
+    def is_done(self, cell: Cell, out_dir: Path) -> bool:
+        return cell_is_done(cell.config, Path(out_dir) / cell.under)
+
+    def has_resume_state(self, cell: Cell, out_dir: Path) -> bool:
+        return resume_state_path(Path(out_dir) / cell.path).exists()
+
+    def epochs(self, cell: Cell) -> int:
+        return cell.config.mlm_epochs + cell.config.ft_epochs
+
+    def clean(self, cell: Cell, out_dir: Path) -> None:
+        remove_cell_leftovers(cell.config, Path(out_dir) / cell.under)
+
+    def lost(self, cell: Cell, out_dir: Path, error: str, traceback_text: str | None = None) -> None:
+        self.clean(cell, out_dir)
+        record_failure(cell.config, Path(out_dir) / cell.under, error, traceback_text)
+
+
+TRAIN = TrainCell()
+#: Each kind of cell and where it lives, ``module:name`` (imported where a cell of it is run or checked).
+CELL_KINDS = {"train": "typhoon.runner.cells:TRAIN",
+              "kl_state": "typhoon.runner.kl_cells:KL_STATE",
+              "curve_epoch": "typhoon.runner.kl_cells:CURVE_EPOCH"}
+
+
+def kind_of(cell: Cell) -> CellKind:
+    module, _, name = CELL_KINDS[cell.kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_cell(cell: Cell, out_dir: str | Path) -> dict:
+    """Run one cell in this process: its status row (``STATUS_COLUMNS``; ``record_path`` is ``cell.path``)."""
+    return kind_of(cell).run(cell, Path(out_dir))
+
+
+def cell_row(cell: Cell, status: str, **details) -> dict:
+    """The status row of ``cell`` (:func:`typhoon.records.status_row`, its ``record_path`` the cell's folder)."""
+    return {**status_row(cell.config, status, **details), "record_path": cell.path}
 
 
 def cell_is_done(config: RunConfig, out_dir: Path) -> bool:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from typhoon import paths
-from typhoon.runner.dask_executor import CELL_RESOURCE, DaskExecutor, train_cell_on_dask_worker
+from typhoon.runner.dask_executor import CELL_RESOURCE, DaskExecutor, run_cell_on_dask_worker
 
 KINDS = ("slurm", "local")
 REPO = Path(__file__).resolve().parents[2]
@@ -186,7 +186,7 @@ def cluster_client(spec: ClusterSpec):
 
 
 @contextlib.contextmanager
-def cluster_executor(spec: ClusterSpec, cell_fn: Callable = train_cell_on_dask_worker) -> Iterator[DaskExecutor]:
+def cluster_executor(spec: ClusterSpec, cell_fn: Callable = run_cell_on_dask_worker) -> Iterator[DaskExecutor]:
     """A :class:`DaskExecutor` whose cells run on the cluster's workers, one cell per worker at a time; the
     cluster is shut down (its jobs cancelled) when the block ends. ``cell_fn``: what a worker runs for a cell."""
     import dask

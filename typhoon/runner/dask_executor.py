@@ -2,12 +2,12 @@
 :class:`typhoon.runner.executor.CellExecutor`): a SLURM cluster or a local one made by :mod:`typhoon.runner.cluster`,
 or a scheduler with workers started by hand (:func:`dask_executor`).
 
-Each Dask worker runs one cell at a time, in a worker process of its own (:func:`train_cell_on_dask_worker`:
-:func:`typhoon.runner.workers.train_cell_in_worker_process`, kept from cell to cell, killed by a stop). Jobs end
+Each Dask worker runs one cell at a time, in a worker process of its own (:func:`run_cell_on_dask_worker`:
+:func:`typhoon.runner.workers.run_cell_in_worker_process`, kept from cell to cell, killed by a stop). Jobs end
 (their walltime, a preemption, a node lost, ``scancel``), so the executor looks after them while cells remain
 (:meth:`DaskExecutor.poll`, called by the study loop): it hands each idle worker one cell, keeps ``jobs`` jobs
-alive (a job that ended is replaced), and when a worker is lost it removes what its cell left behind
-(:func:`typhoon.runner.cells.remove_cell_leftovers`) and runs the cell again on another worker, up to ``retries``
+alive (a job that ended is replaced), and when a worker is lost it removes what its cell left behind (its kind's
+``clean``: :class:`typhoon.runner.cells.CellKind`) and runs the cell again on another worker, up to ``retries``
 times; then the cell is recorded failed, naming the lost worker. When no worker has been alive for
 ``no_worker_timeout_s`` it stops the study (:class:`NoWorkersError`, exit 2). Dask is imported only by the
 functions that need it.
@@ -23,9 +23,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from typhoon.records import status_row
 from typhoon.runner import stop
-from typhoon.runner.cells import record_failure, remove_cell_leftovers
+from typhoon.runner.cells import Cell, cell_row, kind_of
 from typhoon.runner.executor import CellExecutor
 
 # A worker lost after this share of its job's walltime was ended by the walltime (the worker connects some
@@ -54,10 +53,10 @@ def slurm_job_states(job_ids: list[str]) -> dict[str, str]:
 
 
 @dataclass
-class _Cell:
+class _Submitted:
     """One submitted cell: what to run, its status row once finished, and its attempts so far."""
 
-    config: object
+    cell: Cell
     out_dir: object
     row: dict | None = None  # the outcome, once known; handed to the loop by poll()
     returned: bool = False  # poll() has handed its row to the loop
@@ -67,14 +66,14 @@ class _Cell:
     task: object = None  # that attempt's Dask future
 
 
-def train_cell_on_dask_worker(config, out_dir) -> dict:
+def run_cell_on_dask_worker(cell: Cell, out_dir) -> dict:
     """What a Dask worker runs for a cell: the cell in that worker's own worker process
-    (:func:`typhoon.runner.workers.train_cell_in_worker_process`), kept for its next cells."""
+    (:func:`typhoon.runner.workers.run_cell_in_worker_process`), kept for its next cells."""
     from distributed import get_worker
 
-    from typhoon.runner.workers import train_cell_in_worker_process
+    from typhoon.runner.workers import run_cell_in_worker_process
 
-    return train_cell_in_worker_process(config, out_dir, key=get_worker().address)
+    return run_cell_in_worker_process(cell, out_dir, key=get_worker().address)
 
 
 class DaskExecutor(CellExecutor):
@@ -83,23 +82,22 @@ class DaskExecutor(CellExecutor):
 
     Cells wait here and are handed to Dask one per idle worker, pinned to it, so a lost worker takes exactly the
     cell it ran (not cells queued behind it). :meth:`poll` does the looking after: hands waiting cells to idle
-    workers, notes lost workers -- their cell is cleaned up after (:func:`typhoon.runner.cells.remove_cell_leftovers`)
-    and run again, up to ``retries`` times, then recorded failed naming the workers --, keeps ``cluster`` (None
+    workers, notes lost workers -- their cell is cleaned up after (its kind's ``clean``) and run again, up to ``retries`` times, then recorded failed naming the workers --, keeps ``cluster`` (None
     for a scheduler started by hand) at ``jobs`` workers while cells remain, and raises :class:`NoWorkersError`
-    once no worker has been alive for ``no_worker_timeout_s``. ``cell_fn(config, out_dir)`` is what a worker
-    runs for a cell (:func:`train_cell_on_dask_worker`).
+    once no worker has been alive for ``no_worker_timeout_s``. ``cell_fn(cell, out_dir)`` is what a worker
+    runs for a cell (:func:`run_cell_on_dask_worker`).
     """
 
     def __init__(self, client, cluster=None, *, jobs: int | None = None, retries: int = 2,
                  no_worker_timeout_s: float = 3600.0, check_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] = print,
-                 walltime_s: float | None = None, cell_fn: Callable = train_cell_on_dask_worker):
+                 walltime_s: float | None = None, cell_fn: Callable = run_cell_on_dask_worker):
         self.client, self.cluster, self.jobs, self.retries = client, cluster, jobs, retries
         self.walltime_s = walltime_s  # each job's time limit: a worker lost at it was ended by it
         self.no_worker_timeout_s, self.check_s, self.cell_fn = no_worker_timeout_s, check_s, cell_fn
         self.clock, self.say = clock, say
-        self.cells: list[_Cell] = []
-        self.waiting: list[_Cell] = []  # not handed to a worker yet (or back after a lost worker)
+        self.cells: list[_Submitted] = []
+        self.waiting: list[_Submitted] = []  # not handed to a worker yet (or back after a lost worker)
         self.labels: dict[str, str] = {}  # worker address -> "worker ADDRESS (SLURM job ID)"
         self.alive: set[str] = set()  # the workers at the last check
         self.seen_jobs: set[str] = set()  # SLURM job ids whose worker connected
@@ -109,8 +107,8 @@ class DaskExecutor(CellExecutor):
         self.settled = threading.Event()  # a task ended: poll() need not wait out its timeout
 
     # -- the executor ------------------------------------------------------------------------------
-    def submit(self, config, out_dir) -> None:
-        cell = _Cell(config, out_dir)
+    def submit(self, cell: Cell, out_dir) -> None:
+        cell = _Submitted(cell, out_dir)
         self.cells.append(cell)
         self.waiting.append(cell)
 
@@ -185,8 +183,8 @@ class DaskExecutor(CellExecutor):
             if not self.waiting:
                 return
             cell = self.waiting.pop(0)
-            name = cell.config.relative_dir().as_posix().replace("/", ".")
-            task = self.client.submit(self.cell_fn, cell.config, cell.out_dir, key=f"cell-{name}-{uuid.uuid4().hex[:8]}",
+            name = cell.cell.path.replace("/", ".")
+            task = self.client.submit(self.cell_fn, cell.cell, cell.out_dir, key=f"cell-{name}-{uuid.uuid4().hex[:8]}",
                                       pure=False, workers=[address], allow_other_workers=False,
                                       resources=CELL_RESOURCE)
             cell.worker, cell.task, cell.started = address, task, self.clock()
@@ -217,9 +215,9 @@ class DaskExecutor(CellExecutor):
             task, cell.task, cell.worker = cell.task, None, None
             with contextlib.suppress(Exception):
                 self.client.cancel([task], force=True)
-            remove_cell_leftovers(cell.config, cell.out_dir)  # no other run of the cell has started: it was pinned
+            kind_of(cell.cell).clean(cell.cell, cell.out_dir)  # no other run of the cell has started: it was pinned
             cell.losses.append(label)
-            what = cell.config.relative_dir().as_posix()
+            what = cell.cell.path
             cause = self._walltime_cause(address, cell)
             if cause and cause[1]:  # the cell alone outlasted a job: another job ends the same way
                 self.say(f"cluster: lost {label} while it ran {what}: {cause[0]}; it fails")
@@ -235,14 +233,14 @@ class DaskExecutor(CellExecutor):
                          f"(retry {len(cell.losses)} of {self.retries})")
                 self.waiting.insert(0, cell)
 
-    def _fail(self, cell: _Cell, why: str) -> None:
+    def _fail(self, cell: _Submitted, why: str) -> None:
         """The cell is recorded failed (its worker was lost too often): its row, its failed record."""
         error = f"LostWorker: {why}"
-        record_failure(cell.config, cell.out_dir, error)
-        cell.row = status_row(cell.config, "failed", error=error)
+        kind_of(cell.cell).lost(cell.cell, cell.out_dir, error)
+        cell.row = cell_row(cell.cell, "failed", error=error)
         self.settled.set()
 
-    def _settle(self, cell: _Cell, task) -> None:
+    def _settle(self, cell: _Submitted, task) -> None:
         """An attempt ended: its row becomes the cell's, unless the attempt was dropped (its worker was lost)
         or the cell is done."""
         if cell.task is not task or cell.row is not None or task.cancelled():
@@ -256,12 +254,12 @@ class DaskExecutor(CellExecutor):
             return
         if outcome is not None:  # the cell function itself failed on the worker (not the cell: that is a row)
             error = f"{type(outcome).__name__}: {outcome}"
-            record_failure(cell.config, cell.out_dir, error)
-            row = status_row(cell.config, "failed", error=error)
+            kind_of(cell.cell).lost(cell.cell, cell.out_dir, error)
+            row = cell_row(cell.cell, "failed", error=error)
         cell.row = row
         self.settled.set()
 
-    def _walltime_cause(self, address: str, cell: _Cell) -> tuple[str, bool] | None:
+    def _walltime_cause(self, address: str, cell: _Submitted) -> tuple[str, bool] | None:
         """Whether the walltime ended the worker's job, in words, and whether the cell itself had run for
         (almost) a whole walltime -- then no job can hold it and a retry is in vain; None otherwise."""
         if self.walltime_s is None:

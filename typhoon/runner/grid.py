@@ -23,10 +23,10 @@ import pandas as pd
 from typhoon import atomic, machine, paths
 from typhoon.analysis import compare_with_reference, no_reference_note, reference_for
 from typhoon.config import Profile
-from typhoon.records import collect_results, reuse_equal_records, status_row, why_incomplete, write_manifest
+from typhoon.records import collect_results, reuse_equal_records, why_incomplete, write_manifest
 from typhoon.report import render_report
 from typhoon.runner import progress
-from typhoon.runner.cells import cell_is_done
+from typhoon.runner.cells import Cell, cell_is_done
 from typhoon.runner.notebooks import (
     ANALYSIS_NOTEBOOKS,
     REFERENCE_NOTEBOOK,
@@ -37,6 +37,7 @@ from typhoon.runner.notebooks import (
     notebooks_dir,
     pair_notebooks,
 )
+from typhoon.runner.policy import StudyPolicy
 from typhoon.training import check_numerics, numerics_here
 
 
@@ -60,12 +61,15 @@ def preflight(configs: list) -> None:
         load_backbone(name)
 
 
-class FixedGrid:
+class FixedGrid(StudyPolicy):
     """The policy of a plain grid (see the module docstring); its options are ``reproduce``'s."""
+
+    title, log_name = "reproduce", "reproduce.log"
 
     def __init__(self, spec: Profile, overrides: dict | None = None, *, analysis: bool = True, reuse: bool = True,
                  reuse_from: Sequence[str | Path] = (), allow_mixed_precision: bool = False, estimate: bool = False):
         self.spec, self.analysis, self.reuse, self.estimate = spec, analysis, reuse, estimate
+        self.profile = spec.name
         self.allow_mixed_precision = allow_mixed_precision
         self.configs = spec.grid(overrides)  # every cell resolved and validated, once
         self.reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
@@ -94,10 +98,6 @@ class FixedGrid:
                 print(f"{config.relative_dir().as_posix()}: {why}", flush=True)
                 log.write(f"{config.relative_dir().as_posix()}: {why}")
 
-    def describe(self, out_dir: Path) -> str:
-        todo = sum(not cell_is_done(c, out_dir) for c in self.configs)
-        return f"{len(self.configs)} cells ({todo} to run, {len(self.configs) - todo} complete already)"
-
     def before_cells(self, out_dir: Path, workers: int, log: progress.RunLog) -> None:
         self.workers = workers
         if self.estimate:
@@ -109,24 +109,20 @@ class FixedGrid:
             log.write(f"estimate\n{plan.text(max_cells=10**6)}")
             self.plan = plan.to_dict()
 
-    def next_look(self, out_dir: Path, log: progress.RunLog) -> list:
+    def cells(self, out_dir: Path) -> list[Cell]:
+        """Every cell of the grid, a whole run each, with its estimated time where an estimate was made."""
+        seconds = {path: parts["total_s"] for path, parts in (self.plan or {}).get("per_cell", {}).items()}
+        return [Cell(c, seconds=seconds.get(c.relative_dir().as_posix())) for c in self.configs]
+
+    def next_look(self, out_dir: Path, log: progress.RunLog) -> list[Cell]:
         """One look: every cell without a complete record; then none."""
         if self.looked:
             return []
         self.looked = True
-        return [c for c in self.configs if not cell_is_done(c, out_dir)]
+        return [cell for cell in self.cells(out_dir) if not cell_is_done(cell.config, out_dir)]
 
     def done_before(self, out_dir: Path, todo: list) -> int:
         return len(self.configs) - len(todo)
-
-    def go_on(self, ran: pd.DataFrame, log: progress.RunLog) -> bool:
-        return True  # a failed cell is recorded; the others still run (one look anyway)
-
-    def status_table(self, cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
-        """Every cell's row: those that ran, the others as ``skipped`` (complete before), in grid order."""
-        ran = {row["record_path"]: row for row in cells.to_dict("records")}
-        rows = [ran.get(c.relative_dir().as_posix()) or status_row(c, "skipped") for c in self.configs]
-        return pd.DataFrame(rows, columns=cells.columns if len(cells.columns) else None)
 
     def finish(self, out_dir: Path, cells: pd.DataFrame, log: progress.RunLog, run: dict) -> Path | None:
         """results.csv, the manifest, then the notebooks and the report (a failed notebook is logged and
@@ -170,18 +166,9 @@ class FixedGrid:
         manifest(status)
         return report
 
-    def standing(self, out_dir: Path) -> str | None:
-        return None
-
-    def answer(self, out_dir: Path) -> list[str]:
-        return []
-
     def after(self, out_dir: Path, report: Path | None) -> list[str]:
         """The end of a reproduce: how its numbers compare with the committed reference run of the profile."""
         return [line for line in [against_reference(self.spec.name, out_dir)] if line] if report else []
-
-    def commit_message(self, out_dir: Path) -> str:
-        return f"{paths.shown(out_dir)}: tables, figures, notebooks and report"
 
 
 def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None,

@@ -1,6 +1,6 @@
 """One ``reproduce``: the options of a study run, built once from the command line, and the one function that
 runs a profile with them (:func:`typhoon.runner.study.reproduce`), a plain grid or a sequential design, on any
-executor.
+executor; and a KL study's policy on the executor its flags name (:func:`run_policy`).
 
 Every flag means the same on every path, or is refused by name before anything runs:
 
@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from typhoon.config import Profile, allowed_of, get_profile
+from typhoon.config import EXECUTION_FIELDS, Profile, allowed_of, get_profile, parse_overrides
 from typhoon.paths import resolve_out_dir
 
 
@@ -92,16 +93,54 @@ class ReproduceOptions:
                          estimate=self.estimate and not self.sequential)
 
 
-def run_on_cluster(options: ReproduceOptions, args: argparse.Namespace) -> int:
-    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
-    or a sequential design alike; ``args``: the cluster flags of the command line."""
+def cluster_spec(args: argparse.Namespace, out_dir):
+    """The Dask cluster the command line's flags ask for (``--cluster`` and its resources), over the profile's
+    ``[<profile>.cluster]`` table; its jobs' logs in ``<out_dir>/logs/slurm``."""
     from typhoon.runner import cluster
 
     flags = {name: getattr(args, name) for name in ("partition", "account", "gpus", "cpus", "memory", "walltime", "jobs",
                                                     "interface", "retries", "no_worker_timeout_s")}
     flags["scheduler_options"] = parse_scheduler_options(args.scheduler_option)
-    flags["log_dir"] = str(resolve_out_dir(args.out, args.profile) / "logs" / "slurm")  # not the working folder
-    spec = cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
+    flags["log_dir"] = str(Path(out_dir) / "logs" / "slurm")  # not the working folder
+    return cluster.ClusterSpec.from_settings({**get_profile(args.profile).cluster, "kind": args.cluster}, flags)
+
+
+def run_policy(policy, out_dir, args: argparse.Namespace):
+    """A study's policy (:mod:`typhoon.runner.kl_studies`) on the executor the command line's flags name: the
+    jobs of ``--cluster``, the workers of ``--scheduler``, else a local pool of ``--workers``; its Summary."""
+    from typhoon.runner.study import run_study
+
+    if args.cluster:
+        from typhoon.runner import cluster
+
+        spec = cluster_spec(args, out_dir)
+        print(cluster.describe(spec), flush=True)
+        with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
+            return run_study(policy, Path(out_dir), workers=1, executor=executor)
+    if args.scheduler:
+        from typhoon.runner.dask_executor import dask_executor
+
+        return run_study(policy, Path(out_dir), workers=1, executor=dask_executor(args.scheduler))
+    return run_study(policy, Path(out_dir), workers=args.workers, profile_workers=get_profile(args.profile).workers)
+
+
+def execution_overrides(items: list[str] | None) -> dict:
+    """``--set`` of a study whose design fixes what its runs compute: only where they run (``device``,
+    ``num_threads``); ValueError naming any other key."""
+    overrides = parse_overrides(items)
+    other = sorted(set(overrides) - set(EXECUTION_FIELDS))
+    if other:
+        raise ValueError(f"--set {', '.join(other)}: the study's design fixes what its runs compute; here --set "
+                         f"takes only where they run: {', '.join(EXECUTION_FIELDS)}")
+    return overrides
+
+
+def run_on_cluster(options: ReproduceOptions, args: argparse.Namespace) -> int:
+    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
+    or a sequential design alike; ``args``: the cluster flags of the command line."""
+    from typhoon.runner import cluster
+
+    spec = cluster_spec(args, resolve_out_dir(args.out, args.profile))
     if args.job_script:
         print(cluster.job_script(spec))
         return 0

@@ -27,7 +27,7 @@ from typhoon.records import pid_alive, read_json
 from typhoon.training import progress_path
 
 if TYPE_CHECKING:
-    from typhoon.config import RunConfig
+    from typhoon.runner.cells import Cell
 
 LOG_LINE_INTERVAL_S = 30.0  # without a terminal: a line about the running cells at most this often
 POLL_INTERVAL_S = 1.0  # how often the batch reads the progress files
@@ -68,13 +68,13 @@ class GridMonitor:
     ``tty`` None: decide from ``stream.isatty()``.
     """
 
-    def __init__(self, out_dir: Path, todo: list[RunConfig], skipped: int, stream: TextIO | None = None,
+    def __init__(self, out_dir: Path, todo: list[Cell], skipped: int, stream: TextIO | None = None,
                  tty: bool | None = None, line_interval_s: float = LOG_LINE_INTERVAL_S, clock=time.monotonic):
         self.out_dir = Path(out_dir)
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
         self.total, self.done, self.failed = len(todo) + skipped, skipped, 0
-        self.pending = {c.relative_dir().as_posix(): self.out_dir / c.relative_dir() for c in todo}
+        self.pending = {cell.path: self.out_dir / cell.path for cell in todo}
         self.line_interval_s, self.clock = line_interval_s, clock
         self.last_line: float | None = None
         self.last_text = ""

@@ -26,6 +26,8 @@ from typhoon.records import (
 )
 from typhoon.report import render_report
 from typhoon.runner import grid, notebooks, progress
+from typhoon.runner.cells import Cell
+from typhoon.runner.policy import StudyPolicy
 
 
 def write_report(out_dir: Path, profile: str, configs: list | None = None, nb_dir: Path | None = None) -> Path:
@@ -67,14 +69,16 @@ def write_study_manifest(out_dir: Path, profile: str, started: str, wall_s: floa
     write_manifest(out_dir, profile, started, wall_s, command, dict(numerics), cells, code)
 
 
-class SequentialDesign:
+class SequentialDesign(StudyPolicy):
     """The policy of a sequential design (see the module docstring): the looks of
     :func:`typhoon.analysis.decisive.plan_next_look`, the study stopping at a failed cell, and its tables,
     figure, notebook 50 and report at the end. ``reuse`` False trains even the records the design registers
     for reuse (``[design] reuse_from``)."""
 
+    title, log_name = "reproduce", "reproduce.log"
+
     def __init__(self, spec: Profile, overrides: dict | None = None, *, analysis: bool = True, reuse: bool = True):
-        self.spec, self.analysis, self.reuse = spec, analysis, reuse
+        self.spec, self.analysis, self.reuse, self.profile = spec, analysis, reuse, spec.name
         self.study = decisive.study_design(spec)
         self.grid = decisive.grid_configs(spec, overrides)  # every cell resolved and validated, once
         self.configs = list(self.grid.values())
@@ -94,10 +98,10 @@ class SequentialDesign:
     def describe(self, out_dir: Path) -> str:
         return f"a sequential design of up to {len(self.configs)} cells"
 
-    def before_cells(self, out_dir: Path, workers: int, log: progress.RunLog) -> None:
-        pass  # no whole-grid estimate: the looks decide how many cells run
+    def cells(self, out_dir: Path) -> list[Cell]:
+        return [Cell(config) for config in self.configs]
 
-    def next_look(self, out_dir: Path, log: progress.RunLog) -> list:
+    def next_look(self, out_dir: Path, log: progress.RunLog) -> list[Cell]:
         """The cells the next look needs (none once every comparison is decided or at its cap); the tables
         are written at every look."""
         plan = decisive.plan_next_look(decisive.results_table(self.grid, out_dir), self.study)
@@ -108,10 +112,7 @@ class SequentialDesign:
         decisive.check_seed_numerics(todo, self.grid, out_dir)
         log.write(f"next look: {len(todo)} cells ({', '.join(sorted({f'{c.task} seed{c.seed}' for c in todo}))})")
         print(f"next look: {len(todo)} cells", flush=True)
-        return todo
-
-    def done_before(self, out_dir: Path, todo: list) -> int:
-        return 0
+        return [Cell(config) for config in todo]
 
     def go_on(self, ran: pd.DataFrame, log: progress.RunLog) -> bool:
         if ran["status"].isin(["ok", "skipped"]).all():
@@ -132,9 +133,6 @@ class SequentialDesign:
 
     def answer(self, out_dir: Path) -> list[str]:
         return decisive.answer(decisive.read_outputs(out_dir)["verdicts"])
-
-    def after(self, out_dir: Path, report: Path | None) -> list[str]:
-        return []
 
     def commit_message(self, out_dir: Path) -> str:
         return f"{paths.shown(out_dir)}: verdicts, history, figure and notebook"

@@ -1,19 +1,19 @@
 """Long-lived worker processes that run a grid's cells as calls: one process per worker, many cells each.
 
 A worker (:class:`WorkerProcess`) is a spawned Python process that imports the training stack once and then
-runs the calls it is sent, one at a time (:data:`CALLS`: a cell, :func:`typhoon.runner.cells.train_cell`; the
-estimate's calibration). A cell costs its own set-up and training: no Jupyter kernel, no imports, no CUDA
+runs the calls it is sent, one at a time (:data:`CALLS`: a cell of any kind, :func:`typhoon.runner.cells.run_cell`;
+the estimate's calibration). A cell costs its own set-up and training: no Jupyter kernel, no imports, no CUDA
 start per cell. One process per worker keeps the cells apart: a crash or an out-of-memory kill ends one worker,
 whose cell is recorded failed, and a new worker takes its place; the grid goes on.
 
 :class:`WorkerPool` is the local executor (:class:`typhoon.runner.executor.CellExecutor`): ``workers`` worker
-processes, each with its device and torch threads (:func:`typhoon.machine.worker_slots`: on the CPU the cores
-shared out, on GPUs several workers per device), taking queued cells as they become free.
+processes, each with its device and torch threads (:func:`slots_for`: on the CPU the cores shared out, on GPUs
+several workers per device), taking queued cells as they become free.
 
 Stopping: a worker runs in a session of its own, so a terminal's Ctrl-C reaches the batch only, which stops
 the workers in order (SIGTERM: the running run raises ``Interrupted``, leaves its resume state and no record;
 SIGKILL after a grace period). A worker whose batch died (killed, say) stops itself the same way within a
-second. :func:`train_cell_in_worker_process` gives a Dask worker (:mod:`typhoon.runner.cluster`) a worker
+second. :func:`run_cell_in_worker_process` gives a Dask worker (:mod:`typhoon.runner.dask_executor`) a worker
 process of its own, so cells on a cluster run and stop the same way.
 """
 
@@ -34,15 +34,14 @@ from pathlib import Path
 
 from typhoon import machine
 from typhoon.config import RunConfig
-from typhoon.records import status_row
 from typhoon.runner import stop
-from typhoon.runner.cells import error_line, record_failure, remove_cell_leftovers
+from typhoon.runner.cells import Cell, cell_row, error_line, kind_of
 from typhoon.runner.executor import CellExecutor
 
 SPAWN = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA and torch's threads survive no fork
 
 #: What a worker may be asked to run, by name: ``module:function``.
-CALLS = {"train_cell": "typhoon.runner.cells:train_cell",
+CALLS = {"run_cell": "typhoon.runner.cells:run_cell",
          "calibrate": "typhoon.runner.estimate:calibrate_in_worker"}
 WARM_IMPORTS = ("typhoon.training.run",)  # imported as the worker starts, while the batch does its own set-up
 PARENT_CHECK_S = 0.5  # how often a worker looks whether its batch is still there
@@ -56,14 +55,14 @@ class Slot:
     device: str | None = None
     threads: int | None = None
 
-    def apply(self, config: RunConfig) -> RunConfig:
-        """``config`` with the worker's execution fields (where it runs, never what it computes)."""
+    def apply(self, cell: Cell) -> Cell:
+        """``cell`` with the worker's execution fields (where it runs, never what it computes)."""
         changes = {}
         if self.device is not None:
             changes["device"] = self.device
-        if self.threads is not None and config.num_threads is None:
+        if self.threads is not None and cell.config.num_threads is None:
             changes["num_threads"] = self.threads
-        return config.replace(**changes) if changes else config
+        return cell.placed(**changes)
 
 
 def slots_for(workers: int, gpus: list[str]) -> list[Slot]:
@@ -229,15 +228,14 @@ class WorkerProcess:
         self.conn.close()
 
 
-def died_row(config: RunConfig, out_dir: Path, why: str, seconds: float) -> dict:
-    """The row of a cell whose worker process ended while it ran: stopped (a stop ended it), else failed, its
-    failed record written and what it left removed."""
+def died_row(cell: Cell, out_dir: Path, why: str, seconds: float) -> dict:
+    """The row of a cell whose worker process ended while it ran: stopped (a stop ended it), else failed, what
+    it left removed and, for a kind with records, its failed record written (its kind's ``lost``)."""
     if stop.stopping():
-        return status_row(config, "stopped", seconds=seconds)
+        return cell_row(cell, "stopped", seconds=seconds)
     error = f"WorkerDied: the worker process running it {why}"
-    remove_cell_leftovers(config, out_dir)
-    record_failure(config, out_dir, error)
-    return status_row(config, "failed", error=error, seconds=seconds)
+    kind_of(cell).lost(cell, out_dir, error)
+    return cell_row(cell, "failed", error=error, seconds=seconds)
 
 
 class WorkerPool(CellExecutor):
@@ -249,11 +247,11 @@ class WorkerPool(CellExecutor):
             raise ValueError("a worker pool needs at least one slot")
         self.slots = list(slots)
         self.workers = [WorkerProcess(f"typhoon-worker-{i}") for i in range(len(slots))]
-        self.queue: deque[tuple[RunConfig, Path]] = deque()
-        self.running: dict[int, tuple[RunConfig, Path, float]] = {}  # worker index -> its cell, since when
+        self.queue: deque[tuple[Cell, Path]] = deque()
+        self.running: dict[int, tuple[Cell, Path, float]] = {}  # worker index -> its cell, since when
 
-    def submit(self, config: RunConfig, out_dir: Path) -> None:
-        self.queue.append((config, Path(out_dir)))
+    def submit(self, cell: Cell, out_dir: Path) -> None:
+        self.queue.append((cell, Path(out_dir)))
 
     def pending(self) -> int:
         return len(self.queue) + len(self.running)
@@ -266,9 +264,9 @@ class WorkerPool(CellExecutor):
                 continue
             if not worker.alive():  # it died between cells: a new one takes its slot
                 self.workers[i] = worker = WorkerProcess(f"typhoon-worker-{i}")
-            config, out_dir = self.queue.popleft()
-            worker.send("train_cell", self.slots[i].apply(config), str(out_dir))
-            self.running[i] = (config, out_dir, time.perf_counter())
+            cell, out_dir = self.queue.popleft()
+            worker.send("run_cell", self.slots[i].apply(cell), str(out_dir))
+            self.running[i] = (cell, out_dir, time.perf_counter())
 
     def poll(self, timeout_s: float) -> list[dict]:
         self._dispatch()
@@ -282,17 +280,16 @@ class WorkerPool(CellExecutor):
             worker = self.workers[i]
             if not (worker.conn.poll() or not worker.alive()):
                 continue
-            config, out_dir, started = self.running.pop(i)
+            cell, out_dir, started = self.running.pop(i)
             try:
                 rows.append(worker.reply())
             except WorkerDied as err:
-                rows.append(died_row(config, out_dir, str(err), time.perf_counter() - started))
+                rows.append(died_row(cell, out_dir, str(err), time.perf_counter() - started))
                 self.workers[i] = WorkerProcess(f"typhoon-worker-{i}")
-            except RuntimeError as err:  # train_cell itself failed (not the cell: that is a row)
+            except RuntimeError as err:  # run_cell itself failed (not the cell: that is a row)
                 message = str(err).split("\n", 1)[0]
-                record_failure(config, out_dir, message, str(err))
-                rows.append(status_row(config, "failed", error=message,
-                                       seconds=time.perf_counter() - started))
+                kind_of(cell).lost(cell, out_dir, message, str(err))
+                rows.append(cell_row(cell, "failed", error=message, seconds=time.perf_counter() - started))
             if rows[-1]["status"] == "failed" and "OutOfMemoryError" in str(rows[-1]["error"]):
                 worker.close()  # a clean CUDA context for the next cell
                 self.workers[i] = WorkerProcess(f"typhoon-worker-{i}")
@@ -326,8 +323,8 @@ _OWN: dict[str, WorkerProcess] = {}
 _OWN_LOCK = threading.Lock()
 
 
-def train_cell_in_worker_process(config: RunConfig, out_dir: str | Path, key: str | None = None) -> dict:
-    """Train one cell in a worker process belonging to the caller (a Dask worker, ``key`` its name; started on
+def run_cell_in_worker_process(cell: Cell, out_dir: str | Path, key: str | None = None) -> dict:
+    """Run one cell in a worker process belonging to the caller (a Dask worker, ``key`` its name; started on
     first use, kept for its next cells): the cell's status row. A stop kills that process (the Dask worker's
     children: :func:`typhoon.runner.stop.stop_worker_cells`); the row then says ``stopped``."""
     key = key or f"{os.getpid()}-{threading.get_ident()}"
@@ -341,6 +338,6 @@ def train_cell_in_worker_process(config: RunConfig, out_dir: str | Path, key: st
             worker = _OWN[key] = WorkerProcess(f"typhoon-worker-{key}")
     started = time.perf_counter()
     try:
-        return worker.call("train_cell", config, str(out_dir))
+        return worker.call("run_cell", cell, str(out_dir))
     except WorkerDied as err:
-        return died_row(config, Path(out_dir), str(err), time.perf_counter() - started)
+        return died_row(cell, Path(out_dir), str(err), time.perf_counter() - started)

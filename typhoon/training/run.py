@@ -134,17 +134,19 @@ def read_losses(rows: list[dict], task_losses: list) -> None:
 
 
 def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, saliency: SaliencySource, *,
-              saved: dict | None = None, at_epoch_end=None, at_step_end=None) -> tuple[list, dict]:
+              saved: dict | None = None, at_epoch_end=None, at_step_end=None,
+              until_epoch: int | None = None) -> tuple[list, dict]:
     """Masked-LM training on the task's training text; returns loss rows and timing.
 
     Each step is :func:`typhoon.training.step.mlm_step`, the strategy learning from the run's ``saliency``
     source (a task source: the gradient of the warmed-up task model's loss, which reaches no parameter).
 
-    For a phase of many epochs (the KL studies, :mod:`typhoon.runner.kl_gap`), as :func:`fine_tune` has them:
+    For a phase of many epochs (a KL study's curve, :mod:`typhoon.runner.kl_cells`), as :func:`fine_tune` has them:
     ``saved``, a state saved after an MLM epoch (the model, optimizer, schedule and the phase's progress; the
     caller restores the strategy and the generators), from which the next epoch follows;
     ``at_epoch_end(epoch, models, progress)``, called after each epoch's dev loss with the state dicts and the
-    phase's progress; ``at_step_end(step, epoch)``, called after each update. A run passes none of them.
+    phase's progress; ``at_step_end(step, epoch)``, called after each update; ``until_epoch``, the last epoch
+    this call trains (a curve cell trains one and returns). A run passes none of them.
     """
     config, tokenizer = ctx.config, ctx.backbone.tokenizer
     mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
@@ -172,7 +174,7 @@ def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, salienc
         task_losses = {int(epoch): losses for epoch, losses in so_far["task_losses"].items()}  # JSON's keys are text
         meter.load_state(so_far["meter"])
     meter.start()
-    for epoch in range(epochs_done + 1, config.mlm_epochs + 1):
+    for epoch in range(epochs_done + 1, min(config.mlm_epochs, until_epoch or config.mlm_epochs) + 1):
         mlm.train()
         bar = progress_bar(epoch_batches(lengths, config.batch_size, ctx.rng, config.batch_order), f"MLM epoch {epoch}",
                            ctx.progress, leave=False)
@@ -361,7 +363,7 @@ def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
 def phase_one(ctx: RunContext) -> PhaseOne:
     """Phase 1 of a run: the strategy prepared on the task's token counts, the task model warmed up where
     the saliency comes from the task, the MLM adapted. The global torch seed must be set before (dropout).
-    Also what the KL-gap study runs alone (:mod:`typhoon.runner.kl_gap`)."""
+    Also what the KL studies run alone (:func:`typhoon.runner.kl_cells.run_phase_one`)."""
     config, backbone = ctx.config, ctx.backbone
     strategy = prepared_strategy(ctx)
 

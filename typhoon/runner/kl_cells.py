@@ -1,0 +1,228 @@
+"""The KL studies' two kinds of cells (:class:`typhoon.runner.cells.CellKind`), what a worker runs for each:
+
+- ``kl_state`` (:data:`KL_STATE`): phase 1 of a run alone (no fine-tuning: the KL depends on nothing after it),
+  its masking state, MLM losses and a summary written whole into the cell's folder (:func:`run_phase_one`);
+  kl-gap's causes and kl-original's rows;
+- ``curve_epoch`` (:data:`CURVE_EPOCH`): one more MLM epoch of a kl-original curve run
+  (:func:`run_curve_epoch`): it goes on from the run's resume state after the previous epoch, bit for bit as
+  an uninterrupted run, and writes the next. After the epoch, in the run's folder: ``epochs.csv`` (losses and
+  every KL definition per epoch), ``trace.csv`` (the KL every ``TRACE_EVERY`` steps), ``mlm_loss.csv``,
+  ``run.json`` (written last: the epoch is done) and, at the design's snapshot epochs, ``epoch<e>/
+  masking_state.npz``; the resume state (model, optimizer, schedule, generators, strategy, about 0.3 GB:
+  :mod:`typhoon.training.resume`) in the checkpoint folder, beside a small ``.json`` naming its run and epoch,
+  which the command line reads to refuse a folder of another run at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from typhoon.analysis.kl_gap_causes import RUN_FILE, STATE_FILE
+from typhoon.analysis.kl_original_design import SNAPSHOT_EPOCHS, TRACE_EVERY
+from typhoon.atomic import atomic_write_csv, atomic_write_text, staged_dir
+from typhoon.config import RunConfig
+from typhoon.runner.cells import Cell, CellKind, cell_row, error_line
+from typhoon.runner.kl_runs import epochs_reached, state_note_path
+
+# --------------------------------------------------------------------------------------------------
+# A phase-1 state
+
+
+def state_is_complete(folder: Path, config: RunConfig) -> bool:
+    """The folder holds ``config``'s finished state: the same run (``RunConfig.identity``: not where it ran), a
+    field added to RunConfig since taking its default in the stored config, as a record's does."""
+    run_file = Path(folder) / RUN_FILE
+    if not (run_file.is_file() and (Path(folder) / STATE_FILE).is_file()):
+        return False
+    stored = RunConfig.from_dict(json.loads(run_file.read_text())["config"])
+    return stored.profile == config.profile and stored.identity() == config.identity()  # not where it ran
+
+
+def run_phase_one(config: RunConfig, folder: Path, progress: bool = False, compressed: bool = False) -> dict:
+    """Phase 1 of ``config`` alone; its masking state (``compressed``: deflated), MLM loss rows and a run
+    summary written into ``folder`` (whole or not at all)."""
+    import pandas as pd
+    import torch
+
+    from typhoon.machine import machine
+    from typhoon.records import numerics_of_run
+    from typhoon.training.run import phase_one, set_up
+
+    started = time.perf_counter()
+    ctx = set_up(config, progress)
+    torch.manual_seed(config.seed)  # dropout draws from the global generator, as in a full run
+    one = phase_one(ctx)
+    train_losses = [row["loss"] for row in one.loss_rows if row["split"] == "train"]
+    dev_losses = [row["loss"] for row in one.loss_rows if row["split"] == "dev"]
+    summary = {
+        "config": asdict(config), "machine": machine(),
+        "numerics": numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
+        "mlm_steps": one.timing["mlm_steps"], "mlm_first_loss": train_losses[0], "mlm_last_loss": train_losses[-1],
+        "mlm_dev_loss": dev_losses[-1], "mlm_full_mask_loss": one.full_mask_loss,
+        "masking": one.strategy.meta(), "n_train": len(ctx.data["train"]),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    with staged_dir(folder) as staging:
+        one.strategy.save(staging / STATE_FILE, compressed)
+        pd.DataFrame(one.loss_rows).to_csv(staging / "mlm_loss.csv", index=False)
+        (staging / RUN_FILE).write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    return summary
+
+
+def _failed(cell: Cell, err: Exception, started: float) -> dict:
+    from typhoon import paths
+
+    row = cell_row(cell, "failed", error=f"{type(err).__name__}: {error_line(err)}", seconds=time.perf_counter() - started)
+    if paths.is_file_system_error(err):
+        row["os_error"] = [err.errno, err.strerror, err.filename]
+    return row
+
+
+class KlState(CellKind):
+    """A phase-1 state in ``<out>/<cell.folder>``; ``args``: ``compressed`` (kl-original deflates its states)."""
+
+    def run(self, cell: Cell, out_dir: Path) -> dict:
+        folder, started = Path(out_dir) / cell.folder, time.perf_counter()
+        if self.is_done(cell, out_dir):
+            return cell_row(cell, "skipped")
+        try:
+            summary = run_phase_one(cell.config, folder, compressed=dict(cell.args).get("compressed", False))
+        except Exception as err:  # the cell's own failure is its row; a stop propagates
+            return _failed(cell, err, started)
+        return cell_row(cell, "ok", seconds=summary["wall_s"])
+
+    def is_done(self, cell: Cell, out_dir: Path) -> bool:
+        return state_is_complete(Path(out_dir) / cell.folder, cell.config)
+
+    def clean(self, cell: Cell, out_dir: Path) -> None:
+        _remove_temp(Path(out_dir) / cell.folder)
+
+
+# --------------------------------------------------------------------------------------------------
+# One curve epoch
+
+
+def _diagnostics(strategy, n_sequences: int) -> dict:
+    from typhoon.analysis import kl_definitions, rate_spread
+
+    return {**kl_definitions(strategy.probs, strategy.counts, strategy.p, n_sequences),
+            **rate_spread(strategy.probs, strategy.counts)}
+
+
+def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, epoch: int, progress: bool = False) -> int:
+    """Bring the curve run of ``config`` to MLM ``epoch`` (at most one epoch past its last one), its files in
+    ``folder`` and its resume state at ``state_path``; returns the epochs it has reached."""
+    import pandas as pd
+    import torch
+
+    from typhoon.machine import machine
+    from typhoon.masking import SaliencySource
+    from typhoon.records import numerics_of_run
+    from typhoon.training import resume
+    from typhoon.training.run import adapt_mlm, prepared_strategy, set_up
+
+    folder, state_path = Path(folder), Path(state_path)
+    reached = epochs_reached(folder)
+    if reached >= epoch:
+        return reached
+    if epoch != reached + 1:
+        raise ValueError(f"{folder}: epoch {epoch} asked of a run at epoch {reached}; a cell adds one epoch")
+    record_path = folder.as_posix()
+    started = time.perf_counter()
+    ctx = set_up(config, progress)
+    torch.manual_seed(config.seed)  # dropout draws from the global generator, as in a full run
+    strategy = prepared_strategy(ctx)
+    mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
+    saved = resume.load(state_path, ctx, record_path)
+    if saved is None and reached > 0:
+        raise RuntimeError(f"{record_path}: {reached} epochs are written but their resume state {state_path} is "
+                           f"gone or of another run: remove {folder} to start it over")
+    extra = {"trace": [], "epochs": [], "wall_s": 0.0} if saved is None else saved["progress"]["extra"]
+    if saved is not None:
+        resume.load_strategy_state(strategy, saved["strategy"])
+        resume.restore_rng_states(ctx, saved["rng"])
+    n_sequences = len(ctx.data["train"])
+
+    def at_step_end(step: int, epoch: int) -> None:
+        if step % TRACE_EVERY == 0:
+            extra["trace"].append({"step": step, "epoch": epoch, **_diagnostics(strategy, n_sequences)})
+
+    def at_epoch_end(epoch: int, models: dict, phase: dict) -> None:
+        rows = [r for r in phase["rows"] if r["epoch"] == epoch]
+        train_losses = [r["loss"] for r in rows if r["split"] == "train"]
+        extra["epochs"].append({"epoch": epoch, "step": phase["step"],
+                                "train_loss": sum(train_losses) / max(len(train_losses), 1),
+                                "dev_loss": next(r["loss"] for r in rows if r["split"] == "dev"),
+                                **_diagnostics(strategy, n_sequences)})
+        extra["wall_s"] += time.perf_counter() - started
+        if epoch in SNAPSHOT_EPOCHS or epoch == config.mlm_epochs:
+            snapshot = folder / f"epoch{epoch}" / STATE_FILE
+            snapshot.parent.mkdir(parents=True, exist_ok=True)
+            strategy.save(snapshot.with_name(f".{STATE_FILE}.tmp"), compressed=True).replace(snapshot)
+        atomic_write_csv(folder / "epochs.csv", pd.DataFrame(extra["epochs"]))
+        atomic_write_csv(folder / "trace.csv", pd.DataFrame(extra["trace"]))
+        atomic_write_csv(folder / "mlm_loss.csv", pd.DataFrame(phase["rows"]))
+        summary = {"config": asdict(config), "machine": machine(), "epochs_reached": epoch,
+                   "epochs_planned": config.mlm_epochs, "n_train": n_sequences, "wall_s": round(extra["wall_s"], 1),
+                   "numerics": numerics_of_run(ctx.precision.name, ctx.device, ctx.attention,
+                                               ctx.dropout).to_dict(),
+                   "masking": strategy.meta()}
+        resume.save(state_path, ctx, f"mlm{epoch}", strategy=strategy, models=models,
+                    progress={"mlm": phase, "extra": extra}, record_path=record_path)
+        atomic_write_text(state_note_path(state_path), json.dumps({"record_path": record_path, "epoch": epoch,
+                                                                   "config": asdict(config)}, indent=1) + "\n")
+        atomic_write_text(folder / "run.json", json.dumps(summary, indent=1, default=str) + "\n")  # last: the epoch is done
+
+    folder.mkdir(parents=True, exist_ok=True)
+    adapt_mlm(ctx, mlm, strategy, SaliencySource("mlm", None), saved=saved, at_epoch_end=at_epoch_end,
+              at_step_end=at_step_end, until_epoch=epoch)
+    return epochs_reached(folder)
+
+
+class CurveEpoch(CellKind):
+    """A curve run's next MLM epoch; ``args``: ``epoch`` (the epoch it brings the run to) and ``state`` (the run's
+    resume state, in the checkpoint folder)."""
+
+    def run(self, cell: Cell, out_dir: Path) -> dict:
+        started, epoch = time.perf_counter(), cell.arg("epoch")
+        if self.is_done(cell, out_dir):
+            return cell_row(cell, "skipped")
+        try:
+            run_curve_epoch(cell.config, Path(out_dir) / cell.folder, Path(cell.arg("state")), epoch)
+        except Exception as err:  # the cell's own failure is its row; a stop propagates (the last epoch stays)
+            return _failed(cell, err, started)
+        return cell_row(cell, "ok", seconds=time.perf_counter() - started,
+                        resumed=f"MLM epoch {epoch - 1}" if epoch > 1 else None)
+
+    def is_done(self, cell: Cell, out_dir: Path) -> bool:
+        return epochs_reached(Path(out_dir) / cell.folder) >= cell.arg("epoch")
+
+    def has_resume_state(self, cell: Cell, out_dir: Path) -> bool:
+        return Path(cell.arg("state")).is_file()
+
+    def epochs(self, cell: Cell) -> int:
+        return 1
+
+    def clean(self, cell: Cell, out_dir: Path) -> None:
+        _remove_temp(Path(out_dir) / cell.folder)
+        state = Path(cell.arg("state"))
+        for path in state.parent.glob(f".{state.name}.tmp-*"):
+            path.unlink(missing_ok=True)
+
+
+def _remove_temp(folder: Path) -> None:
+    """What a killed writer left beside ``folder`` or in it: staging folders and temp files."""
+    import shutil
+
+    for path in [*folder.parent.glob(f".{folder.name}.tmp-*"), *folder.glob(".*.tmp*")]:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+KL_STATE = KlState()
+CURVE_EPOCH = CurveEpoch()

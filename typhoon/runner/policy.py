@@ -1,0 +1,94 @@
+"""What a study is to the one study loop (:func:`typhoon.runner.study.run_study`): a :class:`StudyPolicy`.
+
+The loop asks a policy for the cells of its next look, runs them, and asks again until it has none; then the
+policy makes what it makes of them (tables, notebooks, a report) and says its answer. A policy owns its study's
+report and its answer: the loop, the report and the README ask it, never what kind of study a folder holds.
+The policies: :class:`typhoon.runner.grid.FixedGrid` (a profile's grid), :class:`typhoon.runner.sequential_grid.
+SequentialDesign` (a profile's sequential design) and the KL studies' parts (:mod:`typhoon.runner.kl_studies`).
+
+Three methods make a policy (:meth:`StudyPolicy.cells`, :meth:`~StudyPolicy.next_look`, :meth:`~StudyPolicy.finish`);
+the others have the plain study's answer and are written where a study differs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import pandas as pd
+
+from typhoon import paths
+from typhoon.runner import progress
+from typhoon.runner.cells import Cell, cell_row, kind_of
+
+
+class StudyPolicy(ABC):
+    """A study as the loop runs it (see the module docstring).
+
+    ``configs``: every run config the study may train (what the worker count and the GPUs' memory are chosen
+    for); ``profile``: the profile whose folder this is (its manifest names it), None for a study with no
+    profile (the KL studies); ``plan``: the estimate made before the cells, kept in the manifest;
+    ``title`` and ``log_name``: what the log calls the study, and its file in the output folder.
+    """
+
+    configs: list = []
+    profile: str | None = None
+    plan: dict | None = None
+    title = "study"
+    log_name = "study.log"
+
+    @abstractmethod
+    def cells(self, out_dir: Path) -> list[Cell]:
+        """Every cell of the study as it stands (done or not): the stop's summary counts them."""
+
+    @abstractmethod
+    def next_look(self, out_dir: Path, log: progress.RunLog) -> list[Cell]:
+        """The cells the next look runs; none when the study is done."""
+
+    @abstractmethod
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: progress.RunLog, run: dict) -> Path | None:
+        """After the last look: what the study makes of its cells (``run``: started, wall_s, command, code);
+        the report's path, if it writes one."""
+
+    def preflight(self) -> None:  # noqa: B027 - a hook: most studies have nothing to check
+        """Check, before anything is written, what the cells will need (data, backbones)."""
+
+    def prepare(self, out_dir: Path, log: progress.RunLog, commit_records: bool) -> None:  # noqa: B027 - a hook
+        """Under the folder's lock, before the first look (copy reusable records, refuse mixed numerics)."""
+
+    def before_cells(self, out_dir: Path, workers: int, log: progress.RunLog) -> None:  # noqa: B027 - a hook
+        """After the log's first line, before the first look (an estimate of the whole study)."""
+
+    def describe(self, out_dir: Path) -> str:
+        every = self.cells(out_dir)
+        done = sum(kind_of(cell).is_done(cell, out_dir) for cell in every)
+        return f"{len(every)} cells ({len(every) - done} to run, {done} complete already)"
+
+    def done_before(self, out_dir: Path, todo: list[Cell]) -> int:
+        """How many cells of the look's scope were complete already (the progress line counts them)."""
+        return 0
+
+    def go_on(self, ran: pd.DataFrame, log: progress.RunLog) -> bool:
+        """Whether the study goes on after a look (a failed cell is recorded; the others still run)."""
+        return True
+
+    def status_table(self, cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
+        """Every cell's status row: those that ran, and the others as ``skipped``."""
+        ran = {row["record_path"]: row for row in cells.to_dict("records")}
+        rows = [ran.get(cell.path) or cell_row(cell, "skipped") for cell in self.cells(out_dir)]
+        return pd.DataFrame(rows, columns=cells.columns if len(cells.columns) else None)
+
+    def standing(self, out_dir: Path) -> str | None:
+        """Where the study stands, in words, when it is stopped between looks (None: nothing to add)."""
+        return None
+
+    def answer(self, out_dir: Path) -> list[str]:
+        """The study's answer, in sentences, at its end."""
+        return []
+
+    def after(self, out_dir: Path, report: Path | None) -> list[str]:
+        """Lines said after the summary (the comparison with a reference run)."""
+        return []
+
+    def commit_message(self, out_dir: Path) -> str:
+        return f"{paths.shown(out_dir)}: tables, figures, notebooks and report"
