@@ -270,3 +270,22 @@ def test_the_committed_smoke_run_against_a_run_of_another_vendor(tmp_path):
     assert comparison.cells["largest_difference"].max() == pytest.approx(1e-6, rel=0.01)
     summary = comparison.summary()
     assert "WARNING" not in summary and "agrees within 1e-5 on every metric" in summary
+
+
+def test_a_reference_with_one_seed_has_no_sd_and_says_so(tmp_path):
+    """One seed per strategy: no seed-to-seed sd. The cell is empty (never "nan"), the note says why, and the
+    margin is the study's 0.01."""
+    one_seed = {key: value for key, value in REF.items() if key[1] == 0}
+    ref, run = make_run(tmp_path / "ref", one_seed), make_run(tmp_path / "run", one_seed)
+    comparison = reference.compare_with_reference(run, ref)
+    margins = comparison.margins.iloc[0]
+    assert math.isnan(margins["reference_seed_sd"]) and margins["margin"] == 0.01
+    assert "one seed per strategy: no sd" in margins["note"]
+    shown = comparison.margins_table()
+    assert shown["reference_seed_sd"].tolist() == [""] and shown["margin"].tolist() == ["0.0100"]
+    assert "nan" not in shown.to_string().lower()
+    # with seeds: the sd to 4 digits, and the note says which of sd and 0.01 the margin is
+    shown = reference.compare_with_reference(make_run(tmp_path / "run3", REF), make_run(tmp_path / "ref3", REF)).margins_table()
+    pooled = math.sqrt((np.var([0.85, 0.84, 0.86], ddof=1) + np.var([0.845, 0.850, 0.848], ddof=1)) / 2)
+    assert pooled < 0.01 and shown["reference_seed_sd"].tolist() == [f"{pooled:.4f}"]
+    assert shown["note"].tolist() == ["the study's 0.01 (above the sd)"] and shown["margin"].tolist() == ["0.0100"]

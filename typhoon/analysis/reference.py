@@ -208,15 +208,20 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
 def agreement_margins(ref: pd.DataFrame) -> pd.DataFrame:
     """Per task × backbone: the margin within which this run's mean counts as agreeing with the
     reference's: the reference's seed-to-seed sd of the dev metric, pooled over its strategies (the root
-    of the mean within-strategy variance), and never below :data:`MIN_MARGIN`."""
+    of the mean within-strategy variance), and never below :data:`MIN_MARGIN`. Where no strategy has two seeds
+    there is no sd (NaN, an empty cell in the CSV and in :meth:`ReferenceComparison.margins_table`) and ``note``
+    says so; the margin is then :data:`MIN_MARGIN`."""
     ok = ref[ref["status"].astype(str) == "ok"]
     rows = []
     for (task, backbone), group in ok.groupby(["task", "backbone"]):
         variances = group.groupby("strategy")["primary_value"].var(ddof=1).dropna()
-        pooled = float(np.sqrt(variances.mean())) if len(variances) else math.nan
-        margin = max(MIN_MARGIN, pooled) if math.isfinite(pooled) else MIN_MARGIN
-        rows.append(dict(task=task, backbone=backbone, reference_seed_sd=pooled, margin=margin))
-    return pd.DataFrame(rows, columns=["task", "backbone", "reference_seed_sd", "margin"])
+        pooled = float(np.sqrt(variances.mean())) if len(variances) else None
+        margin = max(MIN_MARGIN, pooled) if pooled is not None else MIN_MARGIN
+        note = (f"one seed per strategy: no sd; the margin is the study's {MIN_MARGIN}" if pooled is None
+                else f"the study's {MIN_MARGIN} (above the sd)" if margin > pooled else "the sd")
+        rows.append(dict(task=task, backbone=backbone, reference_seed_sd=math.nan if pooled is None else pooled,
+                         margin=margin, note=note))
+    return pd.DataFrame(rows, columns=["task", "backbone", "reference_seed_sd", "margin", "note"])
 
 
 def paired_interval(differences: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
@@ -297,6 +302,14 @@ class ReferenceComparison:
     conclusions: pd.DataFrame
     # per side ("this run", "the reference"): the RunConfig fields its records predate, at their defaults
     read_at_default: dict = field(default_factory=dict)
+
+    def margins_table(self) -> pd.DataFrame:
+        """The margins as a reader sees them: numbers to 4 digits, an empty cell where there is no sd (one seed
+        per strategy), which ``note`` says."""
+        shown = self.margins.copy()
+        for column in ("reference_seed_sd", "margin"):
+            shown[column] = [f"{v:.4f}" if math.isfinite(v) else "" for v in shown[column]]
+        return shown
 
     def numerics_lines(self) -> list[str]:
         """What the cells' numerics say: where they differ from the reference's, whether every number agrees
