@@ -107,6 +107,44 @@ def test_run_help_lists_every_strategy_parameter(capsys):
             assert f"    {param.name} ({param.type.__name__}, default {param.default!r}): {param.doc}" in text
 
 
+def _options(parser, command=()):
+    """Every option of every subcommand, as (command, option strings, action), help flags left out."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*command, name))
+        elif not isinstance(action, argparse._HelpAction):
+            yield " ".join(command), "/".join(action.option_strings) or action.dest, action
+
+
+def test_every_option_of_every_command_has_help_that_names_its_default():
+    """An option without help (`run --seed`) or whose default goes unsaid (`reproduce --profile`, cpu) leaves a
+    newcomer guessing; a flag (store_true) or an option that defaults to nothing has no default to say."""
+    from typhoon.cli import build_parser
+
+    options = list(_options(build_parser()))
+    assert len(options) > 40 and {"run", "reproduce", "data fetch"} <= {command for command, _, _ in options}
+    silent = [f"{command} {name}" for command, name, action in options if not (action.help or "").strip()]
+    assert not silent, f"options without help: {silent}"
+    unsaid = [f"{command} {name} (default {action.default!r})" for command, name, action in options
+              if action.default not in (None, False, [], ()) and "default" not in action.help.lower()
+              or action.default not in (None, False, [], ()) and str(action.default) not in action.help]
+    assert not unsaid, f"options whose help does not say their default: {unsaid}"
+
+
+def test_reproduce_help_says_the_profile_defaults_to_cpu_and_run_help_says_what_seed_is(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: cpu, the main job)" in text
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--seed SEED the cell's seed" in text and "(default 0)" in text
+
+
 def test_profiles_listing(capsys):
     assert main(["profiles"]) == 0
     listing = capsys.readouterr().out

@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backbone", help="registry name, local folder or hub id (default: the profile's first backbone)")
     run.add_argument("--strategy", default="random",
                      help=" | ".join(strategy_names()) + " | MODULE:CLASS, a strategy in a file of your own "
-                     "(docs/extending.md; with --help its parameters are listed below)")
-    run.add_argument("--seed", type=int, default=0)
+                     "(docs/extending.md; with --help its parameters are listed below); default: random")
+    run.add_argument("--seed", type=int, default=0, help="the cell's seed: data order, masks, new weights (default 0)")
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from (default cpu: the main job's settings)")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     rep = sub.add_parser("reproduce", help="run a profile's grid (cells in worker processes), then its walkthrough and analysis notebooks")
-    rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
+    rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())} (default: cpu, the main job)")
     rep.add_argument("--out", help="output folder; default: <repo>/outputs/<profile> (a reference run: results/<profile>)")
     rep.add_argument("--workers", type=int, help="cells run at once, each in its own process "
                      "(default: the profile's `workers`; on CPU they share the cores)")
@@ -128,13 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     design = sub.add_parser("decisive-design", help="print the pre-registered sequential design of a profile "
                             "(comparisons, margins, looks, boundaries, cap, simulated power)")
-    design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+    design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table (default: decisive)")
     design.set_defaults(func=_decisive_design)
 
     tables = sub.add_parser("decisive-tables", help="re-analyse a sequential study's records without training: "
                             "rewrite its stats/, results.csv, looks figure, notebook 50 and report.html; print the verdicts")
     tables.add_argument("out", help="the study's output folder, e.g. results/decisive")
-    tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+    tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table (default: decisive)")
     tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
     tables.set_defaults(func=_decisive_tables)
 
