@@ -18,7 +18,7 @@ from pathlib import Path
 from typhoon import machine
 from typhoon.config import RunConfig, allowed_of, get_profile, load_profiles, parse_overrides, resolve
 from typhoon.masking import ignored_parameters, plugins, strategy_help, strategy_names
-from typhoon.names import check_backbone, check_task
+from typhoon.names import canonical_task, check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
     absolute_path_variables,
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "from the states in --out")
     kl_original.add_argument("--out", default="results/kl_original", help="the study's folder (default results/kl_original)")
     kl_original.add_argument("--row", action="append", help="rows: run only this row (repeatable; default: all)")
-    kl_original.add_argument("--tasks", nargs="+", choices=("mrpc", "cola"), help="tasks (default mrpc cola)")
+    kl_original.add_argument("--tasks", nargs="+", help="tasks: mrpc, cola (default both)")
     kl_original.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     kl_original.add_argument("--epochs", type=int, default=1,
                              help="curve: advance the runs round robin until each has this many MLM epochs (default 1)")
@@ -183,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 # The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
 USER_ERRORS = (ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError)
+
+
+def said(note: str | None) -> None:
+    """A line on stderr about how an input was read (``task 'MRPC' read as 'mrpc'``); nothing for None."""
+    if note:
+        print(f"typhoon: {note}", file=sys.stderr)
 
 
 def refused(problem: Exception | str) -> int:
@@ -330,9 +336,9 @@ def check_input(args: argparse.Namespace) -> None:
         given = dict(item.split("=", 1) for item in args.set or [] if "=" in item)
         given = {key.strip(): value.strip() for key, value in given.items()}
         for task in filter(None, [getattr(args, "task", None), given.get("task")]):
-            check_task(task)  # before the profile: "unknown task" says more than "bad run config"
+            said(check_task(task))  # before the profile: "unknown task" says more than "bad run config"
         for backbone in filter(None, [getattr(args, "backbone", None), given.get("backbone")]):
-            check_backbone(backbone)
+            said(check_backbone(backbone))
         overrides = parse_overrides(args.set, named)  # loads a strategy of your own (it may import torch)
         for key in ignored_parameters(map(plugins.known, named), overrides):
             print(f"typhoon: warning: --set {key}: ignored, no strategy named here takes it ({', '.join(named)})", file=sys.stderr)
@@ -373,6 +379,9 @@ def check_input(args: argparse.Namespace) -> None:
 
         for name in args.row or []:
             row_named(name)
+        for i, task in enumerate(args.tasks or []):  # the study's tasks, in any case
+            said(check_task(task, among=("mrpc", "cola")))
+            args.tasks[i] = canonical_task(task)
         for seed in args.seeds or []:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
@@ -395,7 +404,7 @@ def check_input(args: argparse.Namespace) -> None:
     elif args.command == "data":
         if (args.task is None) == (args.task_flag is None):
             raise ValueError("data fetch: name one task, as `data fetch rte` or `data fetch --task rte`")
-        check_task(args.task or args.task_flag)
+        said(check_task(args.task or args.task_flag))
     elif args.command == "check-report":
         from typhoon.report import report_page  # light: the browser starts in check_page
 
