@@ -143,7 +143,7 @@ class FixedGrid:
             return None
 
         def on_notebook(name: str) -> None:  # a sign of life between the grid and the report
-            print(f"analysis: {name}", flush=True)
+            progress.say(f"analysis: {name}")  # from the notebooks' threads: whole lines, never two merged
             log.write(f"analysis: {name}")
 
         try:
