@@ -158,7 +158,7 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
                 if not policy.go_on(ran, log):
                     break
             report = policy.finish(out_dir, cells, log, dict(started=started, wall_s=time.perf_counter() - clock,
-                                                             command=command, code=code))
+                                                             command=command, code=code, clock=clock))
         except BaseException as err:
             ended = stopped(err, out_dir, policy.configs, log, lambda: policy.standing(out_dir))
             outcome = (f"stopped by {ended.signal_name}" if isinstance(ended, stop.Interrupted)
