@@ -222,9 +222,14 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
             failures.append(err)
             return err.executed if err.executed.is_file() else None
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))  # each notebook is its own kernel process
+    try:
         futures = [pool.submit(execute, nb, extra, name) for nb, extra, name in pairs]
         futures += [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
+        pool.shutdown(wait=True)
+    except BaseException:  # a stop: the notebooks not started yet never start
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     executed = [executed_copy(future.result) for future in futures]
     after = [i + 1 for i, path in enumerate(executed) if path is not None and path.name == "20_statistics.ipynb"]
     executed.insert(after[0] if after else len(executed), executed_copy(lambda: execute(REFERENCE_NOTEBOOK)))
