@@ -12,6 +12,7 @@ import torch
 from typhoon.config import get_profile, resolve
 from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking.saliency_source import SaliencySource
+from typhoon.records import run_record
 from typhoon.runner import cell_work, cells, estimate, step_timing, study
 from typhoon.training import flops
 
@@ -236,6 +237,7 @@ def test_the_estimate_calibrates_in_a_worker_process_started_as_the_grids(tmp_pa
 def _measured(configs, seconds=1.0):
     """What run_calibration returns for one process: a price per cell, the kinds, the start cost."""
     cells = {c.relative_dir().as_posix(): {"warmup_s": 0.0, "mlm_s": seconds, "ft_s": seconds, "eval_s": 0.5,
+                                          "mlm_steps": 12, "ft_steps": 12,
                                           "setup_s": 0.5} for c in configs}
     return [{"cells": cells, "kinds": [{"precision": "fp32", "precision_reason": "requested", "attention": "eager",
                                         "dropout": "fast", "device": "cpu", "threads": 1, "peak_s": 0.5}],
@@ -301,3 +303,34 @@ def test_a_cell_with_a_resume_state_is_priced_for_what_is_left(tmp_path):
     assert left["resumes_after"] == "ft1" and left["mlm_s"] == 0.0
     assert left["ft_s"] == pytest.approx(200.0) and left["total_s"] == pytest.approx(215.0)
     assert estimate.left_to_run(parts, "mlm", config)["total_s"] == pytest.approx(315.0)
+
+
+def test_the_kept_calibration_is_keyed_by_commit_software_and_workers(tmp_path, monkeypatch):
+    """Issue 64: a fresh clone's estimate reused another checkout's calibration. The key holds what decides the
+    timings: another commit, another torch or another worker count (same threads, same processes) is another
+    key; the same ones find it, and say at which commit it was made."""
+    from typhoon.runner import calibration_cache as cache
+
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path))
+    grid_configs = get_profile("smoke").grid()
+    software = {"commit": "a" * 40, "code": "0.1.0+aaaa", "torch": "2.13.0+cpu", "python": "3.11.7"}
+    real_software_key = cache.software_key
+    monkeypatch.setattr(cache, "software_key", lambda: dict(software))
+    cache.save("smoke", grid_configs, 1, 2, _measured(grid_configs), calibration_s=40.0, workers=2)
+    found = cache.load("smoke", grid_configs, 1, 2, workers=2)
+    assert found is not None and found.commit == "a" * 40
+    assert cache.load("smoke", grid_configs, 1, 2, workers=3) is None  # 3 workers, 2 calibration processes
+    for field, other in (("commit", "b" * 40), ("torch", "2.12.1+cpu"), ("code", "0.1.0+bbbb")):
+        monkeypatch.setattr(cache, "software_key", lambda field=field, other=other: {**software, field: other})
+        assert cache.load("smoke", grid_configs, 1, 2, workers=2) is None, field
+    # the real key: this checkout's commit (as git says it), the torch this process runs
+    import subprocess
+
+    from conftest import REPO
+
+    monkeypatch.setattr(cache, "software_key", real_software_key)
+    key = cache.timing_key("smoke", 1, 2)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert key["workers"] == 2 and key["threads"] == 1 and key["torch"] == torch.__version__
+    assert key["commit"] == (head or None)
+
