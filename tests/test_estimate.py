@@ -334,3 +334,53 @@ def test_the_kept_calibration_is_keyed_by_commit_software_and_workers(tmp_path, 
     assert key["workers"] == 2 and key["threads"] == 1 and key["torch"] == torch.__version__
     assert key["commit"] == (head or None)
 
+
+def test_a_resume_prices_what_is_left_from_its_own_estimate_without_calibrating(tmp_path, monkeypatch, capsys):
+    """Issue 64: after Ctrl-C the rerun spent 34 s calibrating the one cell left (18 s of work): fewer cells meant
+    fewer calibration processes and another cache key. The grid's own estimate, kept in its folder's manifest with
+    the stopped invocation, prices the cells still to run: no calibration, the same prices, the resumed cell's
+    saved part left out. Another worker count or other settings calibrate again."""
+    from typhoon.records import provenance
+    from typhoon.records.run_record import resume_state_path
+
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "cache"))
+    configs = get_profile("smoke").grid()[:3]
+    out = tmp_path / "out"
+    calls = []
+
+    def fake_calibration(todo, threads, processes, device=None, expected_s=None):
+        calls.append(len(todo))
+        return _measured(todo) * processes
+
+    monkeypatch.setattr(estimate, "run_calibration", fake_calibration)
+    first = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False)
+    provenance.record_stopped_invocation(out, "smoke", provenance.now(), 60.0, ["reproduce"], "stopped by SIGINT",
+                                         estimate=first.to_dict())
+    # the stop: the first cell finished, the second saved its MLM phase, the third never started
+    run_record.write_record(out / configs[0].relative_dir(), configs[0],
+                            {"status": "ok", "final": {"dev_f1": 0.8}, "epochs": [], "device": "cpu"})
+    state = resume_state_path(out / configs[1].relative_dir())
+    torch.save({"boundary": "mlm"}, state)
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "empty-cache"))  # not the calibration cache's doing
+    capsys.readouterr()
+    again = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False)
+    assert calls == [3]  # calibrated once, for the whole grid
+    said = capsys.readouterr().out
+    assert "2 cell(s) left, priced from this grid's own estimate" in said and "no calibration" in said
+    second, third = (c.relative_dir().as_posix() for c in configs[1:])
+    assert again.cells_todo == [second, third]
+    # by hand: MLM 1 s, fine-tuning 1 s, eval 0.5 s, set-up 0.5 s; the second cell saved its MLM phase
+    assert again.per_cell[third]["total_s"] == pytest.approx(3.0) == first.per_cell[third]["total_s"]
+    assert again.per_cell[second]["total_s"] == pytest.approx(2.0)
+    assert again.per_cell[second]["resumes_after"] == "mlm" and "priced by this grid's own estimate" in again.text()
+    # a second resume of the same grid finds the whole price again, not the part left last time
+    provenance.record_stopped_invocation(out, "smoke", provenance.now(), 5.0, ["reproduce"], "stopped by SIGINT",
+                                         estimate=again.to_dict())
+    state.unlink()
+    assert estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False).per_cell[second]["total_s"] == \
+        pytest.approx(3.0)
+    assert calls == [3]
+    estimate.estimate_grid("smoke", configs, out, workers=1, analysis=False)  # another worker count
+    assert calls == [3, 2]
+    estimate.estimate_grid("smoke", get_profile("smoke").grid({"p": 0.2})[:3], out, workers=2, analysis=False)
+    assert calls == [3, 2, 3]  # other settings: the kept prices are not theirs (the first cell's record is of p=0.15)
