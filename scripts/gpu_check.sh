@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Issue 50's GPU check, one command on a GPU machine with no network, in at most about 9.5 minutes of the device
-# (caps: tier 100 s, update cost 2 x 30 s, step trial 60 s, estimate 80 s, grid 240 s, plus the install; under the
-# device tool's 600 s per command):
+# Issue 50's GPU check, one command on a GPU machine with no network, in at most about 9.5 minutes of the GPU
+# (caps: tier 100 s, update cost 2 x 30 s, step trial 60 s, estimate 80 s, grid 240 s, plus the install; each cap
+# an environment variable below, so that it fits a batch job's time limit):
 #
 #   scripts/gpu_check.sh [DIR]          # from the repository root; DIR defaults to .device
 #
 # DIR holds wheels/ (*.whl, installed with --target into $CHECK_DIR/site, first on PYTHONPATH; torch is never
 # among them) and, optionally, site/ (put on PYTHONPATH too: the tokenizer stand-in below). Two ways to make it:
 #
-# - The lent machine of this workplace (the `device` tool: Python 3.12 with torch, transformers, pandas, scipy,
-#   pytest ... already there, a 64 MiB limit on what travels): `.venv/bin/python scripts/device_bundle.py
-#   prepare` writes .device/ with the wheels of only what that image lacks (41, about 16 MB) and the embedded
-#   MiniLM's tokenizer without its weights, leaves results/ and the shipped weights out of the working tree,
-#   and prints the call; `scripts/device_bundle.py restore` afterwards.
+# - A GPU machine whose Python already has torch, transformers, pandas, scipy, pytest ... (a typical GPU image)
+#   and a limit on what can be copied to it: `.venv/bin/python scripts/device_bundle.py prepare --max-mib 64
+#   --python 3.12` writes .device/ with the wheels of only what such an image lacks (41, about 16 MB) and the
+#   embedded MiniLM's tokenizer without its weights, leaves results/ and the shipped weights out of the working
+#   tree, and says what to run there; copy the working tree with .device/, run this script, copy its results
+#   back, and `scripts/device_bundle.py restore` here afterwards.
 # - Any machine whose Python has torch (a CUDA build) and none of this project's other packages:
 #   `scripts/gpu_check.sh --download DIR` (on a machine with PyPI; scripts/device_bundle.py download) writes
 #   DIR/wheels/requirements.txt, every `name==version` of requirements/runtime.txt whose marker holds for CPython
@@ -36,9 +37,8 @@
 #      cells done when the cap stopped it), SM busy %, Typhoon's MLM step against random's, the estimate
 #      against the actual time.
 # Everything goes to CHECK_DIR (default /tmp/typhoon-gpu-check): the grid's folder and seven files, *.txt and
-# *.log, the table printed last and saved as targets.txt. (Not $OUT: on the device tool that is the folder
-# that comes back, at most 8 files.) Exit status: 0 every step ran (the table says which targets are met),
-# 1 a step failed, 2 bad input.
+# *.log, the table printed last and saved as targets.txt: the files to copy back. Exit status: 0 every step ran
+# (the table says which targets are met), 1 a step failed, 2 bad input.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

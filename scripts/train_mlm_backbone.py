@@ -284,7 +284,7 @@ def train(recipe: Recipe, work: Path) -> None:
 def write_run_summary(work: Path, recipe: Recipe, data: dict, started: float) -> None:
     atomic_write_text(work / "run.json", json.dumps(
         {"recipe": asdict(recipe), "machine": machine_line(machine()), "train_rows": len(data["train"]),
-         "held_out_rows": len(data["held_out"]), "wall_s_this_session": round(time.time() - started)}, indent=1))
+         "held_out_rows": len(data["held_out"]), "wall_s_this_run": round(time.time() - started)}, indent=1))
 
 
 def write_curve(path: Path, curve: list[dict]) -> None:

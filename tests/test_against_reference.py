@@ -11,9 +11,15 @@ from scipy import stats as scipy_stats
 
 from typhoon.analysis import reference
 
-AMX = {"precision": "bf16", "device": "cpu", "attention": "eager", "dropout": "fast",
-       "hardware": {"cpu": {"avx512f": True, "avx512_bf16": True, "amx_bf16": True}}}
-AVX2 = {"precision": "fp32", "device": "cpu", "attention": "eager", "dropout": "fast", "hardware": {"cpu": {"avx2": True}}}
+TORCH = {"versions": {"torch": "2.13.0+cpu"}}
+AMX = {"precision": "bf16", "device": "cpu", "attention": "eager", "dropout": "fast", **TORCH,
+       "hardware": {"cpu": {"avx512f": True, "avx512_bf16": True, "amx_bf16": True, "model": "Intel(R) Xeon(R) Platinum"}}}
+AVX2 = {"precision": "fp32", "device": "cpu", "attention": "eager", "dropout": "fast", **TORCH,
+        "hardware": {"cpu": {"avx2": True, "model": "AMD EPYC 7B12"}}}
+# one kernel family (fp32 AVX-512 products), two vendors: the issue's Intel Xeon against the reference's AMD EPYC
+AVX512_INTEL = {"precision": "fp32", "device": "cpu", "attention": "eager", "dropout": "fast", **TORCH,
+                "hardware": {"cpu": {"avx2": True, "avx512f": True, "model": "Intel(R) Xeon(R) Processor"}}}
+AVX512_AMD = {**AVX512_INTEL, "hardware": {"cpu": {"avx2": True, "avx512f": True, "model": "AMD EPYC"}}}
 
 
 def make_run(folder, values: dict, numerics=AMX, loss="split,step,loss\ntrain,1,7.0\n", backbone="minilm-l6"):
@@ -165,3 +171,121 @@ def test_the_reference_of_a_run_is_the_committed_run_of_its_profile_and_backbone
     assert reference.reference_for("cpu", adapted) is None  # refreshing the reference itself
     # a run with no table yet is matched by the profile's own backbones (minilm-l6-mlm)
     assert reference.reference_for("cpu", tmp_path / "outputs" / "empty") == adapted
+
+
+def test_the_cpu_vendor_is_read_off_the_model_name():
+    from typhoon.machine import cpu_vendor
+
+    assert cpu_vendor("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz") == "Intel"
+    assert cpu_vendor("AMD EPYC 9B14") == "AMD" and cpu_vendor("AMD EPYC") == "AMD"
+    assert cpu_vendor("Neoverse-N1") == "Arm" and cpu_vendor("") == "unknown" and cpu_vendor(None) == "unknown"
+
+
+LOSS = "step,epoch,split,loss\n1,1,train,7.0\n2,1,train,6.5\n"
+LOSS_MOVED = "step,epoch,split,loss\n1,1,train,7.000007\n2,1,train,6.5\n"  # 1e-6 of 7.0: another summation order
+
+
+def test_another_vendor_of_one_kernel_family_agrees_within_the_tolerance_with_no_warning(tmp_path):
+    """The issue's false alarm: the same fp32 AVX-512 kernels on an Intel and on an AMD CPU, every dev metric
+    equal, the MLM losses 1e-6 apart. Not the same numerics (no bit-identity expected), so no warning; every
+    number within 1e-5, said so."""
+    ref = make_run(tmp_path / "ref", REF, numerics=AVX512_AMD, loss=LOSS)
+    run = make_run(tmp_path / "run", REF, numerics=AVX512_INTEL, loss=LOSS_MOVED)
+    comparison = reference.compare_with_reference(run, ref)
+    assert set(comparison.cells["status"]) == {reference.WITHIN_TOLERANCE}
+    assert not comparison.cells["same_numerics"].any()
+    assert comparison.cells["largest_difference"].to_numpy() == pytest.approx(0.000007 / 7.0)  # relative: 1e-6
+    assert "Intel cpu (avx512)" in comparison.cells["run_numerics"].iloc[0]
+    assert "AMD cpu (avx512)" in comparison.cells["reference_numerics"].iloc[0]
+    summary = comparison.summary()
+    assert "WARNING" not in summary and "agrees within 1e-5 on every metric" in summary, summary
+    assert "largest difference 1.0e-06" in summary
+
+
+def test_the_same_vendor_kernels_precision_and_torch_must_be_bit_identical(tmp_path):
+    """The same CPU vendor and kernels, precision and torch build: the 1e-6 is a warning. Another torch build
+    alone makes them other numerics again."""
+    ref = make_run(tmp_path / "ref", REF, numerics=AVX512_INTEL, loss=LOSS)
+    run = make_run(tmp_path / "run", REF, numerics=AVX512_INTEL, loss=LOSS_MOVED)
+    comparison = reference.compare_with_reference(run, ref)
+    assert set(comparison.cells["status"]) == {reference.SAME_NUMERICS_DIFFER}
+    assert "WARNING" in comparison.summary()
+    other_torch = make_run(tmp_path / "torch", REF, numerics={**AVX512_INTEL, "versions": {"torch": "2.12.1+cpu"}},
+                           loss=LOSS_MOVED)
+    comparison = reference.compare_with_reference(other_torch, ref)
+    assert set(comparison.cells["status"]) == {reference.WITHIN_TOLERANCE}
+    assert "torch 2.12.1+cpu" in comparison.summary() and "WARNING" not in comparison.summary()
+
+
+def test_other_numerics_beyond_the_tolerance_are_said_with_the_largest_difference(tmp_path):
+    ref = make_run(tmp_path / "ref", REF, numerics=AVX512_AMD, loss=LOSS)
+    run = make_run(tmp_path / "run", {**REF, ("random", 0): 0.86}, numerics=AVX512_INTEL, loss=LOSS)
+    comparison = reference.compare_with_reference(run, ref)
+    cells = comparison.cells.set_index(["strategy", "seed"])
+    assert cells.loc[("random", 0), "status"] == reference.OTHER_NUMERICS
+    assert cells.loc[("random", 0), "largest_difference"] == pytest.approx(0.01)  # dev F1 0.86 against 0.85
+    assert cells.loc[("random", 1), "status"] == reference.IDENTICAL  # equal bits are equal, whatever ran them
+    summary = comparison.summary()
+    assert "1 cell(s) of other numerics: 0 agree within 1e-5" in summary and "largest 1.0e-02" in summary, summary
+
+
+def test_an_older_reference_reads_the_fields_it_lacks_at_their_defaults_said_once(tmp_path):
+    """results/smoke's config.json predates `budget`, `ema_start` and `unseen`: it still compares, and the
+    summary says once which fields were read at which defaults (the defaults the docs give them)."""
+    from typhoon.config import resolve
+
+    ref = make_run(tmp_path / "ref", REF)
+    run = make_run(tmp_path / "run", REF)
+    for folder, drop in ((ref, ("budget", "ema_start", "unseen")), (run, ())):
+        for (strategy, seed) in REF:
+            config = resolve("smoke", dict(task="mrpc", backbone="minilm-l6", strategy=strategy, seed=seed)).to_dict()
+            record = folder / f"runs/mrpc/minilm-l6/{strategy}/seed{seed}/config.json"
+            record.write_text(json.dumps({k: v for k, v in config.items() if k not in drop}))
+    summary = reference.compare_with_reference(run, ref).summary()
+    assert summary.count("predate") == 1, summary
+    assert ("the reference's records predate field(s) budget, ema_start, unseen: read at their defaults "
+            "(budget=non_special, ema_start=first_sighting, unseen=neutral)") in summary
+
+
+def test_the_committed_smoke_run_against_a_run_of_another_vendor(tmp_path):
+    """The committed results/smoke (an AMD EPYC, fp32 AVX-512) against the same records said to come from an
+    Intel Xeon, with their MLM losses moved by 1e-6 of their value: within the tolerance, no warning."""
+    import shutil
+
+    from conftest import REPO
+
+    ref = REPO / "results" / "smoke"
+    run = tmp_path / "run"
+    shutil.copytree(ref, run, ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "setup"))
+    for metrics_file in sorted(run.glob("runs/*/*/*/*/metrics.json")):
+        metrics = json.loads(metrics_file.read_text())
+        assert "AMD" in metrics["hardware"]["cpu"]["model"]
+        metrics["hardware"]["cpu"]["model"] = "Intel(R) Xeon(R) Processor"
+        metrics_file.write_text(json.dumps(metrics))
+        loss = pd.read_csv(metrics_file.parent / "mlm_loss.csv")
+        loss["loss"] *= 1 + 1e-6
+        loss.to_csv(metrics_file.parent / "mlm_loss.csv", index=False)
+    comparison = reference.compare_with_reference(run, ref)
+    assert set(comparison.cells["status"]) == {reference.WITHIN_TOLERANCE}
+    assert comparison.cells["largest_difference"].max() == pytest.approx(1e-6, rel=0.01)
+    summary = comparison.summary()
+    assert "WARNING" not in summary and "agrees within 1e-5 on every metric" in summary
+
+
+def test_a_reference_with_one_seed_has_no_sd_and_says_so(tmp_path):
+    """One seed per strategy: no seed-to-seed sd. The cell is empty (never "nan"), the note says why, and the
+    margin is the study's 0.01."""
+    one_seed = {key: value for key, value in REF.items() if key[1] == 0}
+    ref, run = make_run(tmp_path / "ref", one_seed), make_run(tmp_path / "run", one_seed)
+    comparison = reference.compare_with_reference(run, ref)
+    margins = comparison.margins.iloc[0]
+    assert math.isnan(margins["reference_seed_sd"]) and margins["margin"] == 0.01
+    assert "one seed per strategy: no sd" in margins["note"]
+    shown = comparison.margins_table()
+    assert shown["reference_seed_sd"].tolist() == [""] and shown["margin"].tolist() == ["0.0100"]
+    assert "nan" not in shown.to_string().lower()
+    # with seeds: the sd to 4 digits, and the note says which of sd and 0.01 the margin is
+    shown = reference.compare_with_reference(make_run(tmp_path / "run3", REF), make_run(tmp_path / "ref3", REF)).margins_table()
+    pooled = math.sqrt((np.var([0.85, 0.84, 0.86], ddof=1) + np.var([0.845, 0.850, 0.848], ddof=1)) / 2)
+    assert pooled < 0.01 and shown["reference_seed_sd"].tolist() == [f"{pooled:.4f}"]
+    assert shown["note"].tolist() == ["the study's 0.01 (above the sd)"] and shown["margin"].tolist() == ["0.0100"]

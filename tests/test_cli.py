@@ -107,6 +107,44 @@ def test_run_help_lists_every_strategy_parameter(capsys):
             assert f"    {param.name} ({param.type.__name__}, default {param.default!r}): {param.doc}" in text
 
 
+def _options(parser, command=()):
+    """Every option of every subcommand, as (command, option strings, action), help flags left out."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*command, name))
+        elif not isinstance(action, argparse._HelpAction):
+            yield " ".join(command), "/".join(action.option_strings) or action.dest, action
+
+
+def test_every_option_of_every_command_has_help_that_names_its_default():
+    """An option without help (`run --seed`) or whose default goes unsaid (`reproduce --profile`, cpu) leaves a
+    newcomer guessing; a flag (store_true) or an option that defaults to nothing has no default to say."""
+    from typhoon.cli import build_parser
+
+    options = list(_options(build_parser()))
+    assert len(options) > 40 and {"run", "reproduce", "data fetch"} <= {command for command, _, _ in options}
+    silent = [f"{command} {name}" for command, name, action in options if not (action.help or "").strip()]
+    assert not silent, f"options without help: {silent}"
+    unsaid = [f"{command} {name} (default {action.default!r})" for command, name, action in options
+              if action.default not in (None, False, [], ()) and "default" not in action.help.lower()
+              or action.default not in (None, False, [], ()) and str(action.default) not in action.help]
+    assert not unsaid, f"options whose help does not say their default: {unsaid}"
+
+
+def test_reproduce_help_says_the_profile_defaults_to_cpu_and_run_help_says_what_seed_is(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: cpu, the main job)" in text
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--seed SEED the cell's seed" in text and "(default 0)" in text
+
+
 def test_profiles_listing(capsys):
     assert main(["profiles"]) == 0
     listing = capsys.readouterr().out
@@ -126,3 +164,46 @@ def test_a_walkthrough_with_a_bad_parameter_says_which(tmp_path, parameters, mes
                                    parameters={"out_dir": str(tmp_path / "out"), **parameters},
                                    kernel_name="python3", progress_bar=False)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, line, read", [
+    (["run", "--task", "MRPC", "--backbone", "tiny-random", "--profile", "smoke"], "task 'MRPC' read as 'mrpc'",
+     ("task", "mrpc")),
+    (["run", "--task", "SST-2", "--backbone", "tiny-random", "--profile", "smoke"], "task 'SST-2' read as 'sst2'",
+     ("task", "sst2")),
+    (["run", "--task", "mrpc", "--backbone", "Tiny-Random", "--profile", "smoke"],
+     "backbone 'Tiny-Random' read as 'tiny-random'", None),
+    (["reproduce", "--profile", "smoke", "--set", "task=CoLA", "--estimate"], "task 'CoLA' read as 'cola'", None),
+    (["kl-original", "rows", "--tasks", "MRPC", "cola"], "task 'MRPC' read as 'mrpc'", ("tasks", ["mrpc", "cola"])),
+    (["data", "fetch", "RTE"], "task 'RTE' read as 'rte'", None),
+], ids=["run-task", "run-alias", "run-backbone", "reproduce-set", "kl-original", "data-fetch"])
+def test_a_name_in_another_case_is_accepted_with_one_line_that_says_how_it_was_read(capsys, tmp_path, argv, line,
+                                                                                     read):
+    import time
+
+    from typhoon.cli import build_parser, check_input
+
+    args = build_parser().parse_args([*argv, *(["--out", str(tmp_path / "out")] if argv[0] != "data" else [])])
+    started = time.perf_counter()
+    check_input(args)
+    assert time.perf_counter() - started < 2.0
+    err = capsys.readouterr().err
+    assert err.count("read as") == 1 and f"typhoon: {line}\n" in err, err
+    if read is not None:
+        assert getattr(args, read[0]) == read[1] or task_of_the_run(args) == read[1]
+    assert not (tmp_path / "out").exists()
+
+
+def task_of_the_run(args) -> str:
+    from typhoon.config import resolve
+
+    return resolve(args.profile, dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)).task
+
+
+def test_a_name_as_the_registry_writes_it_says_nothing_and_the_study_tasks_are_checked(capsys, tmp_path):
+    from typhoon.cli import build_parser, check_input
+
+    check_input(build_parser().parse_args([*RUN, "--out", str(tmp_path / "out")]))
+    assert "read as" not in capsys.readouterr().err
+    assert main(["kl-original", "rows", "--tasks", "rte", "--out", str(tmp_path / "kl")]) == 2
+    assert "task 'rte' is not one of this command's tasks; choose from ['mrpc', 'cola']" in capsys.readouterr().err

@@ -1,5 +1,6 @@
-"""scripts/device_bundle.py: what it sends to the lent GPU machine, checked against hand-counted bytes in a
-throwaway git repository, the lock's own entries, and the embedded MiniLM package's tokenizer."""
+"""scripts/device_bundle.py: what it prepares for an offline GPU machine with a limit on what can be copied to it,
+checked against hand-counted bytes in a throwaway git repository, the lock's own entries, and the embedded MiniLM
+package's tokenizer."""
 
 from __future__ import annotations
 
@@ -53,15 +54,19 @@ def test_what_travels_is_counted_and_leaving_behind_removes_it_from_disk_only(re
 
 
 def test_size_refuses_a_tree_over_the_limit_naming_what_to_do(repo, monkeypatch, capsys):
-    monkeypatch.setattr(device_bundle, "LIMIT_MIB", 10_000 / 2**20)  # 10,000 bytes: over before, under after
     monkeypatch.setattr(device_bundle, "REPO", repo)
+    limit = str(10_000 / 2**20)  # --max-mib of 10,000 bytes: over before leaving results/ behind, under after
     started = time.perf_counter()
-    assert device_bundle.main(["size"]) == 2
+    assert device_bundle.main(["size", "--max-mib", limit]) == 2
     assert time.perf_counter() - started < 2
-    assert "over the device's" in capsys.readouterr().err
+    assert "over the limit of 0.00953674 MiB (--max-mib): run prepare first" in capsys.readouterr().err
+    assert device_bundle.main(["size"]) == 0  # 13,516 bytes are under the default 64 MiB
+    assert "to copy: 0.0 MiB (limit 64)" in capsys.readouterr().out
     device_bundle.leave_behind(repo)
-    assert device_bundle.main(["size"]) == 0
-    assert "would travel: 0.0 MiB" in capsys.readouterr().out
+    assert device_bundle.main(["size", "--max-mib", limit]) == 0
+    assert "to copy: 0.0 MiB" in capsys.readouterr().out
+    assert device_bundle.main(["size", "--max-mib", "0"]) == 2
+    assert "--max-mib must be above 0, got 0" in capsys.readouterr().err
     assert device_bundle.main(["download"]) == 2
     assert "download needs a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as bad:

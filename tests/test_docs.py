@@ -257,3 +257,30 @@ def test_the_name_check_fails_on_a_name_that_went_away():
     assert missing_dotted_name("typhoon.config.RunConfig") is None
     assert missing_dotted_name("typhoon.config.resolve_everything") == "typhoon.config defines no resolve_everything"
     assert missing_dotted_name("typhoon.nonexistent_module") == "typhoon defines no nonexistent_module"
+
+
+# Words of the place where the bundle is built, not of a user's: the machines it lends, their tool and its output
+# folder. Written split here, so that this file does not match itself.
+LENT = "len" + "t"
+BUILT_ON = re.compile("|".join([rf"\b{LENT} (?:GPU|machine|node|image)", rf"the {LENT}\b", "`device`" + " tool", "device" + " tool",
+                                "this " + "workplace", "KINDS" + r"\.md", r"\bthis session'?s?\b",
+                                r"\bthe session'?s\b", r"\bprevious session\b", r"\bthe sessions\b",
+                                r"\bmany sessions\b"]), re.I)
+OUT_FOLDER = re.compile(r"\$" + r"OUT\b")  # that place's folder of results (a script's own $out is no such thing)
+
+
+def test_no_page_script_or_test_speaks_of_the_machines_the_bundle_was_built_on():
+    """A user reads a page that speaks of the machine of a working session, or of a GPU lent by a tool of the
+    place where the bundle was built, as something they lack: the README, the docs, the scripts, the package, the
+    tests, the benchmarks and the notebooks speak of the user's own machines (a GPU machine with no network and
+    a size limit, say)."""
+    roots = [REPO / "README.md", REPO / "Makefile", *(REPO / name for name in ("docs", "scripts", "typhoon", "tests",
+                                                                            "benchmarks", "notebooks"))]
+    files = [path for root in roots for path in ([root] if root.is_file() else sorted(root.rglob("*")))
+             if path.is_file() and path.suffix in (".md", ".py", ".sh", ".toml", ".ipynb", "")
+             and "glue_data" not in path.parts and "__pycache__" not in path.parts]
+    assert len(files) > 100
+    found = [f"{path.relative_to(REPO)}:{n}: {match.group(0)}" for path in files
+             for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+             for match in [BUILT_ON.search(line) or OUT_FOLDER.search(line)] if match]
+    assert not found, "\n".join(found)

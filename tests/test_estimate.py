@@ -12,6 +12,7 @@ import torch
 from typhoon.config import get_profile, resolve
 from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking.saliency_source import SaliencySource
+from typhoon.records import run_record
 from typhoon.runner import cell_work, cells, estimate, step_timing, study
 from typhoon.training import flops
 
@@ -236,6 +237,7 @@ def test_the_estimate_calibrates_in_a_worker_process_started_as_the_grids(tmp_pa
 def _measured(configs, seconds=1.0):
     """What run_calibration returns for one process: a price per cell, the kinds, the start cost."""
     cells = {c.relative_dir().as_posix(): {"warmup_s": 0.0, "mlm_s": seconds, "ft_s": seconds, "eval_s": 0.5,
+                                          "mlm_steps": 12, "ft_steps": 12,
                                           "setup_s": 0.5} for c in configs}
     return [{"cells": cells, "kinds": [{"precision": "fp32", "precision_reason": "requested", "attention": "eager",
                                         "dropout": "fast", "device": "cpu", "threads": 1, "peak_s": 0.5}],
@@ -301,3 +303,84 @@ def test_a_cell_with_a_resume_state_is_priced_for_what_is_left(tmp_path):
     assert left["resumes_after"] == "ft1" and left["mlm_s"] == 0.0
     assert left["ft_s"] == pytest.approx(200.0) and left["total_s"] == pytest.approx(215.0)
     assert estimate.left_to_run(parts, "mlm", config)["total_s"] == pytest.approx(315.0)
+
+
+def test_the_kept_calibration_is_keyed_by_commit_software_and_workers(tmp_path, monkeypatch):
+    """Issue 64: a fresh clone's estimate reused another checkout's calibration. The key holds what decides the
+    timings: another commit, another torch or another worker count (same threads, same processes) is another
+    key; the same ones find it, and say at which commit it was made."""
+    from typhoon.runner import calibration_cache as cache
+
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path))
+    grid_configs = get_profile("smoke").grid()
+    software = {"commit": "a" * 40, "code": "0.1.0+aaaa", "torch": "2.13.0+cpu", "python": "3.11.7"}
+    real_software_key = cache.software_key
+    monkeypatch.setattr(cache, "software_key", lambda: dict(software))
+    cache.save("smoke", grid_configs, 1, 2, _measured(grid_configs), calibration_s=40.0, workers=2)
+    found = cache.load("smoke", grid_configs, 1, 2, workers=2)
+    assert found is not None and found.commit == "a" * 40
+    assert cache.load("smoke", grid_configs, 1, 2, workers=3) is None  # 3 workers, 2 calibration processes
+    for field, other in (("commit", "b" * 40), ("torch", "2.12.1+cpu"), ("code", "0.1.0+bbbb")):
+        monkeypatch.setattr(cache, "software_key", lambda field=field, other=other: {**software, field: other})
+        assert cache.load("smoke", grid_configs, 1, 2, workers=2) is None, field
+    # the real key: this checkout's commit (as git says it), the torch this process runs
+    import subprocess
+
+    from conftest import REPO
+
+    monkeypatch.setattr(cache, "software_key", real_software_key)
+    key = cache.timing_key("smoke", 1, 2)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert key["workers"] == 2 and key["threads"] == 1 and key["torch"] == torch.__version__
+    assert key["commit"] == (head or None)
+
+
+def test_a_resume_prices_what_is_left_from_its_own_estimate_without_calibrating(tmp_path, monkeypatch, capsys):
+    """Issue 64: after Ctrl-C the rerun spent 34 s calibrating the one cell left (18 s of work): fewer cells meant
+    fewer calibration processes and another cache key. The grid's own estimate, kept in its folder's manifest with
+    the stopped invocation, prices the cells still to run: no calibration, the same prices, the resumed cell's
+    saved part left out. Another worker count or other settings calibrate again."""
+    from typhoon.records import provenance
+    from typhoon.records.run_record import resume_state_path
+
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "cache"))
+    configs = get_profile("smoke").grid()[:3]
+    out = tmp_path / "out"
+    calls = []
+
+    def fake_calibration(todo, threads, processes, device=None, expected_s=None):
+        calls.append(len(todo))
+        return _measured(todo) * processes
+
+    monkeypatch.setattr(estimate, "run_calibration", fake_calibration)
+    first = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False)
+    provenance.record_stopped_invocation(out, "smoke", provenance.now(), 60.0, ["reproduce"], "stopped by SIGINT",
+                                         estimate=first.to_dict())
+    # the stop: the first cell finished, the second saved its MLM phase, the third never started
+    run_record.write_record(out / configs[0].relative_dir(), configs[0],
+                            {"status": "ok", "final": {"dev_f1": 0.8}, "epochs": [], "device": "cpu"})
+    state = resume_state_path(out / configs[1].relative_dir())
+    torch.save({"boundary": "mlm"}, state)
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "empty-cache"))  # not the calibration cache's doing
+    capsys.readouterr()
+    again = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False)
+    assert calls == [3]  # calibrated once, for the whole grid
+    said = capsys.readouterr().out
+    assert "2 cell(s) left, priced from this grid's own estimate" in said and "no calibration" in said
+    second, third = (c.relative_dir().as_posix() for c in configs[1:])
+    assert again.cells_todo == [second, third]
+    # by hand: MLM 1 s, fine-tuning 1 s, eval 0.5 s, set-up 0.5 s; the second cell saved its MLM phase
+    assert again.per_cell[third]["total_s"] == pytest.approx(3.0) == first.per_cell[third]["total_s"]
+    assert again.per_cell[second]["total_s"] == pytest.approx(2.0)
+    assert again.per_cell[second]["resumes_after"] == "mlm" and "priced by this grid's own estimate" in again.text()
+    # a second resume of the same grid finds the whole price again, not the part left last time
+    provenance.record_stopped_invocation(out, "smoke", provenance.now(), 5.0, ["reproduce"], "stopped by SIGINT",
+                                         estimate=again.to_dict())
+    state.unlink()
+    assert estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False).per_cell[second]["total_s"] == \
+        pytest.approx(3.0)
+    assert calls == [3]
+    estimate.estimate_grid("smoke", configs, out, workers=1, analysis=False)  # another worker count
+    assert calls == [3, 2]
+    estimate.estimate_grid("smoke", get_profile("smoke").grid({"p": 0.2})[:3], out, workers=2, analysis=False)
+    assert calls == [3, 2, 3]  # other settings: the kept prices are not theirs (the first cell's record is of p=0.15)

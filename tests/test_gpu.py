@@ -127,8 +127,8 @@ def test_an_mlm_step_makes_no_host_sync(cuda, strategy):
 
 def smoke_without_minilm(folder) -> tuple[str, int]:
     """A profiles file holding ``gpu-smoke``: the smoke profile without its extra cells (the minilm-l6 one), so that
-    a GPU machine needs only the tokenizer, not the MiniLM's weights (the lent machine gets at most 64 MiB of
-    this checkout: scripts/device_bundle.py). Returns the file's path and the number of cells."""
+    a GPU machine needs only the tokenizer, not the MiniLM's weights (an offline GPU machine may take only so much
+    of this checkout: scripts/device_bundle.py prepare --max-mib). Returns the file's path and the number of cells."""
     from typhoon.config import get_profile
 
     smoke = get_profile("smoke")

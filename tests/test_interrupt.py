@@ -341,3 +341,90 @@ def test_a_kernel_ended_by_a_stop_is_not_reported_dead(caplog):
         said = [record.getMessage() for record in caplog.records]
         assert ("Kernel died while waiting for execute reply." in said) is not stopped
         caplog.clear()
+
+
+def _in_flight(out: Path, stem: str = "") -> list[Path]:
+    return sorted((out / "notebooks").glob(f".{stem}*.tmp-*")) if (out / "notebooks").is_dir() else []
+
+
+def _wait_for(proc, ready, what: str, timeout: float = 240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the command ended before {what}: {output(proc)[-3000:]}"
+        if ready():
+            return
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"never reached {what} in {timeout} s: {output(proc)[-3000:]}")
+
+
+@pytest.mark.slow  # runs `python -m typhoon reproduce` three times into its analysis notebooks and signals it
+def test_a_stop_at_any_moment_of_the_analysis_leaves_no_temp_notebook(tmp_path):
+    """Issue 64: Ctrl-C while `20_statistics` ran left `notebooks/.20_statistics.tmp-<pid>-<n>.ipynb`. The
+    smoke grid's cells are complete (the committed results/smoke records), so each reproduce goes straight to
+    its notebooks; SIGINT as the first one is announced (no kernel yet), inside a notebook being executed (its
+    temp file there), and inside 20_statistics. After each: exit 130 and no temp file anywhere. A temp notebook
+    that an older stop left (a dead writer's pid) is removed by the rerun."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(REPO / "results" / "smoke" / "runs", out / "runs")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = out / "notebooks" / f".20_statistics.tmp-{dead.pid}-7.ipynb"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    argv = ["reproduce", "--profile", "smoke", "--out", str(out), "--no-estimate"]
+    moments = {
+        "the first notebook announced": lambda proc: "analysis: " in output(proc),
+        "a notebook executing": lambda proc: any(p != stale for p in _in_flight(out)),
+        "inside 20_statistics": lambda proc: bool(_in_flight(out, "20_statistics")) and not stale.exists(),
+    }
+    for moment, ready in moments.items():
+        proc = start(argv, tmp_path)
+        _wait_for(proc, lambda ready=ready, proc=proc: ready(proc), moment)
+        if moment == "a notebook executing":
+            time.sleep(2.0)  # its kernel started, cells running
+        code, seconds, children = stop_and_time(proc, signal.SIGINT, timeout=60)
+        text = output(proc)
+        assert code == 130, f"{moment}: {text[-3000:]}"
+        assert not stale.exists(), f"{moment}: the rerun kept an older stop's temp notebook"
+        assert leftovers(out) == [], f"{moment}: {leftovers(out)}"
+        assert not list((REPO / "notebooks").glob(".*.tmp-*")), moment
+        assert not alive(children), f"{moment}: a kernel outlived the batch"
+        assert "stopped by SIGINT" in text and "Traceback" not in text, text[-3000:]
+        print(f"{moment}: SIGINT to exit {seconds:.1f} s")
+
+
+def test_a_temp_file_a_stop_leaves_behind_is_removed_as_the_process_ends(tmp_path):
+    """A notebook's thread still waiting on its killed kernel when the stopped command exits never reaches its own
+    clean-up: the temp file it registered is removed by the exit (stop.remove_temp_files, which _exit calls)."""
+    waiting = tmp_path / ".20_statistics.tmp-1-2.ipynb"
+    done = tmp_path / ".00_setup.tmp-1-3.ipynb"
+    with stop.temp_file(done):
+        done.write_text("{}")
+    done_block = stop.temp_file(waiting)
+    done_block.__enter__()
+    try:
+        waiting.write_text("{}")  # papermill wrote it; the kernel is killed; the thread hangs
+        assert stop.remove_temp_files() == [waiting]
+        assert not waiting.exists() and done.exists()  # a file whose block ended is its writer's (renamed or kept)
+    finally:
+        done_block.__exit__(None, None, None)
+    assert stop.remove_temp_files() == []
+
+
+def test_no_notebook_starts_after_a_stop(tmp_path, monkeypatch):
+    """A notebook queued behind the others when the stop came never starts: no kernel, no temp file."""
+    import papermill
+
+    from typhoon.runner import notebooks
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a kernel started after the stop"))
+    stop.request_stop()
+    try:
+        with pytest.raises(stop.Interrupted):
+            notebooks.execute_notebook(REPO / "notebooks" / "20_statistics.ipynb", tmp_path / "20_statistics.ipynb", {})
+    finally:
+        stop.clear_stop()
+    assert list(tmp_path.iterdir()) == []

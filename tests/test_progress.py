@@ -3,6 +3,9 @@ batch prints from it with and without a terminal, and the reproduce log's lines.
 
 import io
 import json
+import sys
+import threading
+import time
 
 from typhoon import atomic
 from typhoon.config import resolve
@@ -149,3 +152,54 @@ def test_run_log_lines(tmp_path):
     assert lines[3] == "    ValueError: boom"
     assert lines[4].endswith("cell ok: runs/mrpc/tiny-random/random/seed0 (2.0 s), resumed after fine-tuning epoch 1")
     assert len(lines) == 5
+
+
+class SlowLog:
+    """A log file that is not a terminal, whose every write takes a moment: two threads that write a line in two
+    parts (text, then newline) interleave in it as they would on a loaded machine."""
+
+    def __init__(self):
+        self.text, self.lock = "", threading.Lock()
+
+    def write(self, part: str) -> int:
+        time.sleep(0.002)
+        with self.lock:
+            self.text += part
+        return len(part)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _announce_at_once(announce, names):
+    barrier = threading.Barrier(len(names))
+
+    def one(name):
+        barrier.wait()
+        announce(f"analysis: {name}")
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_notebook_lines_from_threads_end_each_with_a_newline_in_a_log(monkeypatch):
+    """The issue's log: 'analysis: 00_setup.ipynbanalysis: 01_masking_walkthrough.ipynb'. print() writes the
+    text and the newline apart, so two notebooks' threads merge their lines (shown first, on the same log);
+    progress.say, which the grid's and reanalyse's notebook announcements use, writes whole lines."""
+    from typhoon.runner import progress
+
+    names = [f"{i:02d}_notebook.ipynb" for i in range(6)]
+    merged = SlowLog()
+    _announce_at_once(lambda line: print(line, file=merged), names)
+    assert sorted(merged.text.splitlines()) != sorted(f"analysis: {n}" for n in names)  # the failure it fixes
+
+    log = SlowLog()
+    monkeypatch.setattr(sys, "stdout", log)
+    _announce_at_once(progress.say, names)
+    assert log.text.endswith("\n") and sorted(log.text.splitlines()) == sorted(f"analysis: {n}" for n in names)

@@ -26,7 +26,7 @@ from typhoon.config import (
     resolve,
 )
 from typhoon.masking import ignored_parameters, plugins, strategy_help, strategy_names
-from typhoon.names import check_backbone, check_task
+from typhoon.names import canonical_task, check_backbone, check_task
 from typhoon.paths import (
     OutputPathError,
     absolute_path_variables,
@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backbone", help="registry name, local folder or hub id (default: the profile's first backbone)")
     run.add_argument("--strategy", default="random",
                      help=" | ".join(strategy_names()) + " | MODULE:CLASS, a strategy in a file of your own "
-                     "(docs/extending.md; with --help its parameters are listed below)")
-    run.add_argument("--seed", type=int, default=0)
+                     "(docs/extending.md; with --help its parameters are listed below); default: random")
+    run.add_argument("--seed", type=int, default=0, help="the cell's seed: data order, masks, new weights (default 0)")
     run.add_argument("--profile", default="cpu", help="profile whose settings the run starts from (default cpu: the main job's settings)")
     run.add_argument("--out", help="output folder (records land in <out>/runs/...); default: <repo>/outputs/<profile>")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     rep = sub.add_parser("reproduce", help="run a profile's grid (cells in worker processes), then its walkthrough and analysis notebooks")
-    rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())}")
+    rep.add_argument("--profile", default="cpu", help=f"one of {sorted(load_profiles())} (default: cpu, the main job)")
     rep.add_argument("--out", help="output folder; default: <repo>/outputs/<profile> (a reference run: results/<profile>)")
     add_executor_arguments(rep)
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a RunConfig field in every cell")
@@ -116,13 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     design = sub.add_parser("decisive-design", help="print the pre-registered sequential design of a profile "
                             "(comparisons, margins, looks, boundaries, cap, simulated power)")
-    design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+    design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table (default: decisive)")
     design.set_defaults(func=_decisive_design)
 
     tables = sub.add_parser("decisive-tables", help="re-analyse a sequential study's records without training: "
                             "rewrite its stats/, results.csv, looks figure, notebook 50 and report.html; print the verdicts")
     tables.add_argument("out", help="the study's output folder, e.g. results/decisive")
-    tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table")
+    tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table (default: decisive)")
     tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
     tables.set_defaults(func=_decisive_tables)
 
@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "from the states in --out")
     kl_original.add_argument("--out", default="results/kl_original", help="the study's folder (default results/kl_original)")
     kl_original.add_argument("--row", action="append", help="rows: run only this row (repeatable; default: all)")
-    kl_original.add_argument("--tasks", nargs="+", choices=("mrpc", "cola"), help="tasks (default mrpc cola)")
+    kl_original.add_argument("--tasks", nargs="+", help="tasks: mrpc, cola (default both)")
     kl_original.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     kl_original.add_argument("--epochs", type=int, default=1,
                              help="curve: advance every run, an epoch per look, until each has this many MLM epochs "
@@ -206,6 +206,12 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
 
 # The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
 USER_ERRORS = (ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError)
+
+
+def said(note: str | None) -> None:
+    """A line on stderr about how an input was read (``task 'MRPC' read as 'mrpc'``); nothing for None."""
+    if note:
+        print(f"typhoon: {note}", file=sys.stderr)
 
 
 def refused(problem: Exception | str) -> int:
@@ -352,9 +358,9 @@ def check_input(args: argparse.Namespace) -> None:
         given = dict(item.split("=", 1) for item in args.set or [] if "=" in item)
         given = {key.strip(): value.strip() for key, value in given.items()}
         for task in filter(None, [getattr(args, "task", None), given.get("task")]):
-            check_task(task)  # before the profile: "unknown task" says more than "bad run config"
+            said(check_task(task))  # before the profile: "unknown task" says more than "bad run config"
         for backbone in filter(None, [getattr(args, "backbone", None), given.get("backbone")]):
-            check_backbone(backbone)
+            said(check_backbone(backbone))
         overrides = parse_overrides(args.set, named)  # loads a strategy of your own (it may import torch)
         for key in ignored_parameters(map(plugins.known, named), overrides):
             print(f"typhoon: warning: --set {key}: ignored, no strategy named here takes it ({', '.join(named)})", file=sys.stderr)
@@ -402,6 +408,9 @@ def check_input(args: argparse.Namespace) -> None:
 
         for name in args.row or []:
             row_named(name)
+        for i, task in enumerate(args.tasks or []):  # the study's tasks, in any case
+            said(check_task(task, among=("mrpc", "cola")))
+            args.tasks[i] = canonical_task(task)
         for seed in args.seeds or []:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         if args.part == "finetune":
@@ -430,7 +439,7 @@ def check_input(args: argparse.Namespace) -> None:
     elif args.command == "data":
         if (args.task is None) == (args.task_flag is None):
             raise ValueError("data fetch: name one task, as `data fetch rte` or `data fetch --task rte`")
-        check_task(args.task or args.task_flag)
+        said(check_task(args.task or args.task_flag))
     elif args.command == "check-report":
         from typhoon.report import report_page  # light: the browser starts in check_page
 

@@ -72,6 +72,20 @@ def features_from_capability(capability: str) -> CpuFeatures:
                        source=f"torch capability {capability}")
 
 
+# The CPU vendors, by what their model names say. Two CPUs of one kernel family (AVX-512 products, say) but of
+# two vendors do not compute the same bits: oneDNN and MKL choose blockings and code paths per vendor and
+# model, so the sums of a matrix product come in another order.
+CPU_VENDORS = {"Intel": ("intel", "xeon", "core(tm)", "genuineintel"), "AMD": ("amd", "epyc", "ryzen", "authenticamd"),
+               "Arm": ("arm", "neoverse", "graviton", "cortex"), "Apple": ("apple",)}
+
+
+def cpu_vendor(model: str | None) -> str:
+    """The vendor a CPU model name says (``"Intel(R) Xeon(R) Processor"`` -> ``Intel``, ``"AMD EPYC"`` -> ``AMD``),
+    ``unknown`` when it names none (or there is no name: a record made before it stored one)."""
+    text = str(model or "").lower()
+    return next((vendor for vendor, words in CPU_VENDORS.items() if any(word in text for word in words)), "unknown")
+
+
 @functools.cache
 def cpu_features(cpuinfo: Path = CPUINFO) -> CpuFeatures:
     """This CPU's features, from ``cpuinfo`` when it is readable, else from torch's dispatch capability."""

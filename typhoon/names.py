@@ -123,25 +123,38 @@ def canonical_task(task: str) -> str:
     return key
 
 
-def check_task(task: str) -> None:
-    """ValueError naming ``task`` and the choices when it is no GLUE task."""
-    canonical_task(task)
+def read_as(kind: str, given: str, canonical: str) -> str | None:
+    """The line that says a name given in another form (another case, an alias) was read as the registry's:
+    ``task 'MRPC' read as 'mrpc'``; None when it was given as the registry writes it."""
+    return None if given == canonical else f"{kind} {given!r} read as {canonical!r}"
 
 
-def check_backbone(name: str) -> None:
+def check_task(task: str, among: tuple[str, ...] | None = None) -> str | None:
+    """ValueError naming ``task`` and the choices when it is no GLUE task (or none of ``among``, where a command
+    takes only those); else the line that says how a name in another case or an alias was read
+    (:func:`read_as`), None when it is the registry's name."""
+    canonical = canonical_task(task)
+    if among is not None and canonical not in among:
+        raise ValueError(f"task {task!r} is not one of this command's tasks; choose from {list(among)}")
+    return read_as("task", task, canonical)
+
+
+def check_backbone(name: str) -> str | None:
     """ValueError / FileNotFoundError for a backbone that is neither a registry name, a hub id ("org/name")
-    nor a local folder -- what ``models.load_backbone`` refuses first, before it imports anything."""
+    nor a local folder -- what ``models.load_backbone`` refuses first, before it imports anything. A registry
+    name in another case is read in lower case: the line that says so is returned (else None)."""
     key = str(name).strip()
     local = Path(key).expanduser()
     if key.lower() in BACKBONES:
-        return
+        return read_as("backbone", name, key.lower())
     if local.is_dir():
         check_checkpoint_folder(local)
-        return
+        return None
     if local.is_absolute() or key.startswith((".", "~")):
         raise FileNotFoundError(f"backbone folder not found: {local}")
     if "/" not in key:
         raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}, a local folder or a hub id")
+    return None
 
 
 # the weights a checkpoint folder may hold (transformers' save_pretrained: one file, or shards and their index)

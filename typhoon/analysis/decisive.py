@@ -424,7 +424,7 @@ def verdict_counts(verdicts: pd.DataFrame) -> list[str]:
 
 def where_it_stands(results: pd.DataFrame, study: StudyDesign) -> str:
     """Where a study stopped: the looks analysed, what the next look still needs, and the verdicts so far
-    (what a stopped ``reproduce`` and a session's closing line say)."""
+    (what a stopped ``reproduce`` says, and ``decisive-tables``)."""
     history, verdicts = analyse(results, study)
     done = sorted({int(n) for n in history["n_seeds"]}) if len(history) else []
     plan = plan_next_look(results, study)

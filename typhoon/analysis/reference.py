@@ -4,9 +4,11 @@ of the same profile and backbone (:func:`reference_for`). This is the question a
 Three levels, each a tidy table (written to ``stats/reference_*.csv`` by notebook ``25_reference``):
 
 1. **Per cell** (:func:`compare_cells`): the dev metric here and in the reference, and whether the record is
-   bit-identical to the reference's. Bit-identity is expected only where the numerics match
-   (:class:`typhoon.records.run_numerics.Numerics` ``key``: precision, device kind, matrix-product, attention and dropout
-   kernels); elsewhere the table gives the difference.
+   bit-identical to the reference's. Bit-identity is expected only where what decides the bits matches
+   (:class:`typhoon.records.run_numerics.BitSource`: precision, device kind, the CPU's vendor and kernel family,
+   the attention and dropout kernels, the torch build); elsewhere every number the record computed (dev metrics,
+   training and MLM losses) is compared within :data:`TOLERANCE`, and the table gives the largest difference.
+   Records made before a RunConfig field existed read it at its default (:func:`fields_read_at_default`).
 2. **Per task × backbone × strategy** (:func:`compare_means`): whether this run's mean agrees with the
    reference's within the seed-to-seed noise. The criterion, stated before the data: the paired
    difference by seed (this run − reference) has a 90 % t interval (TOST at 5 %) inside ±margin ->
@@ -21,9 +23,10 @@ Three levels, each a tidy table (written to ``stats/reference_*.csv`` by noteboo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +35,20 @@ from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
 from typhoon.analysis import paper_claims, run_summary, stats_tables
-from typhoon.config import get_profile
-from typhoon.records import RUN_KEYS, numerics_of_metrics, read_json
+from typhoon.config import FIELD_TYPES, PLUGIN_FIELDS, RunConfig, get_profile
+from typhoon.records import RUN_KEYS, bit_source_of_metrics, read_json
 
 MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.DEFAULT_MARGIN)
 ALPHA = 0.05  # TOST at 5 %: the 90 % interval
 AGREES, DISAGREES, NOT_DECIDED = "agrees", "disagrees", "not decided"
+# Two records of other numerics (another CPU vendor, kernel family, precision or torch build) agree when every
+# number they computed is within this of the other's: the dev metrics and losses, the difference taken relative to
+# the value where that is above 1 (an MLM loss of 10 nats), absolute below. Another summation order moves an fp32
+# loss by about 1e-6; a real change of the computation moves a dev metric by a whole example (1e-3 and more).
+TOLERANCE = 1e-5
+TOLERANCE_TEXT = "1e-5"
 IDENTICAL, SAME_NUMERICS_DIFFER, OTHER_NUMERICS = "bit-identical", "differs (same numerics)", "differs (other numerics)"
+WITHIN_TOLERANCE = f"within {TOLERANCE_TEXT} (other numerics)"
 # other numerics, yet the same dev metric to the last bit: "differs" would be read as "the number differs"
 EQUAL_VALUE_OTHER_NUMERICS = "equal value, other numerics"
 MISSING_HERE, MISSING_IN_REFERENCE, NOT_OK = "missing here", "missing in reference", "not ok"
@@ -103,6 +113,45 @@ def _record(folder: Path, record_path: str) -> tuple[dict | None, bytes | None]:
     return read_json(run_dir / "metrics.json"), loss.read_bytes() if loss.is_file() else None
 
 
+def _numbers(metrics: dict, loss: bytes | None) -> dict[str, float]:
+    """Every number a record computed, by name: the final and per-epoch dev metrics and training loss, and
+    each row of its MLM loss curve."""
+    final, epochs = _computed_numbers(metrics)
+    found = {f"final {k}": v for k, v in (final or {}).items()}
+    found |= {f"epoch {e.get('epoch', i)} {k}": v for i, e in enumerate(epochs) for k, v in e.items() if k != "epoch"}
+    if loss:
+        import io
+
+        curve = pd.read_csv(io.BytesIO(loss))
+        keys = [c for c in curve.columns if c != "loss"]
+        found |= {"mlm " + " ".join(str(r[k]) for k in keys): r["loss"] for r in curve.to_dict("records")}
+    return {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def largest_difference(a: dict, a_loss: bytes | None, b: dict, b_loss: bytes | None) -> float:
+    """The largest difference between two records' computed numbers (:func:`_numbers`), relative to ``b``'s
+    value where it is above 1 in size; infinite when one computed a number the other lacks (another epoch
+    count, another loss curve)."""
+    here, there = _numbers(a, a_loss), _numbers(b, b_loss)
+    if here.keys() != there.keys():
+        return math.inf
+    gaps = [abs(here[k] - there[k]) / max(1.0, abs(there[k])) for k in here]
+    return max(gaps, default=0.0) if all(map(math.isfinite, gaps)) else math.inf
+
+
+def fields_read_at_default(folder: Path, record_paths) -> dict[str, object]:
+    """The RunConfig fields that the records' ``config.json`` lack (written before the field existed), each with
+    the default it is read at (``RunConfig.from_dict``: a record ran with the default of a field it predates)."""
+    missing: set[str] = set()
+    for record_path in record_paths:
+        stored = read_json(Path(folder) / record_path / "config.json")
+        if isinstance(stored, dict):
+            missing |= set(FIELD_TYPES) - set(PLUGIN_FIELDS) - set(stored)
+    declared = {f.name: f for f in dataclasses.fields(RunConfig)}
+    return {name: declared[name].default if declared[name].default is not dataclasses.MISSING
+            else declared[name].default_factory() for name in sorted(missing)}
+
+
 def _computed_numbers(metrics: dict) -> tuple:
     """What a record computed (not how long it took): the final dev metrics and, per epoch, the dev
     metrics and the training loss."""
@@ -117,9 +166,11 @@ def _same_numbers(a: dict, b: dict) -> bool:
 
 
 def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.DataFrame:
-    """One row per cell of either run: the dev metric here and in the reference, their numerics, and the
-    status (bit-identical / differs with the same numerics / differs with other numerics / the same dev metric
-    with other numerics, whose record differs elsewhere, e.g. its loss curve / missing)."""
+    """One row per cell of either run: the dev metric here and in the reference, what decided their bits
+    (:class:`typhoon.records.run_numerics.BitSource`), the largest difference of any number they computed
+    (:func:`largest_difference`) and the status: bit-identical / differs with the same numerics (a warning:
+    these should be equal) / within :data:`TOLERANCE` with other numerics / the same dev metric with other
+    numerics, whose record differs beyond it elsewhere / differs with other numerics / missing."""
     run, ref = read_results(Path(run_dir)), read_results(Path(ref_dir))
     merged = run.merge(ref, on=RUN_KEYS, how="outer", suffixes=("_run", "_ref"), indicator=True)
     rows = []
@@ -130,10 +181,11 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
         row["difference"] = row["run_value"] - row["reference_value"]
         run_m, run_loss = (_record(run_dir, r["record_path_run"]) if r["_merge"] != "right_only" else (None, None))
         ref_m, ref_loss = (_record(ref_dir, r["record_path_ref"]) if r["_merge"] != "left_only" else (None, None))
-        numerics = [numerics_of_metrics(m).key if m and m.get("status") == "ok" else None
-                    for m in (run_m, ref_m)]
-        row["run_numerics"], row["reference_numerics"] = numerics
-        row["same_numerics"] = numerics[0] is not None and numerics[0] == numerics[1]
+        sources = [bit_source_of_metrics(m) if m and m.get("status") == "ok" else None for m in (run_m, ref_m)]
+        row["run_numerics"], row["reference_numerics"] = (source.label if source else None for source in sources)
+        row["same_numerics"] = None not in sources and sources[0].same_bits_expected(sources[1])
+        row["largest_difference"] = (largest_difference(run_m, run_loss, ref_m, ref_loss) if None not in sources
+                                     else math.nan)
         row["reused_from"] = (run_m or {}).get("reused_from", {}).get("record") if run_m else None
         if r["_merge"] == "right_only":
             row["status"] = MISSING_HERE
@@ -145,9 +197,10 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
             row["status"] = IDENTICAL
         else:
             row["status"] = (SAME_NUMERICS_DIFFER if row["same_numerics"]
+                             else WITHIN_TOLERANCE if row["largest_difference"] <= TOLERANCE
                              else EQUAL_VALUE_OTHER_NUMERICS if row["difference"] == 0 else OTHER_NUMERICS)
         rows.append(row)
-    columns = [*RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status",
+    columns = [*RUN_KEYS, "metric", "run_value", "reference_value", "difference", "status", "largest_difference",
                "same_numerics", "run_numerics", "reference_numerics", "reused_from"]
     return pd.DataFrame(rows, columns=columns).sort_values(RUN_KEYS).reset_index(drop=True)
 
@@ -155,15 +208,20 @@ def compare_cells(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> pd.
 def agreement_margins(ref: pd.DataFrame) -> pd.DataFrame:
     """Per task × backbone: the margin within which this run's mean counts as agreeing with the
     reference's: the reference's seed-to-seed sd of the dev metric, pooled over its strategies (the root
-    of the mean within-strategy variance), and never below :data:`MIN_MARGIN`."""
+    of the mean within-strategy variance), and never below :data:`MIN_MARGIN`. Where no strategy has two seeds
+    there is no sd (NaN, an empty cell in the CSV and in :meth:`ReferenceComparison.margins_table`) and ``note``
+    says so; the margin is then :data:`MIN_MARGIN`."""
     ok = ref[ref["status"].astype(str) == "ok"]
     rows = []
     for (task, backbone), group in ok.groupby(["task", "backbone"]):
         variances = group.groupby("strategy")["primary_value"].var(ddof=1).dropna()
-        pooled = float(np.sqrt(variances.mean())) if len(variances) else math.nan
-        margin = max(MIN_MARGIN, pooled) if math.isfinite(pooled) else MIN_MARGIN
-        rows.append(dict(task=task, backbone=backbone, reference_seed_sd=pooled, margin=margin))
-    return pd.DataFrame(rows, columns=["task", "backbone", "reference_seed_sd", "margin"])
+        pooled = float(np.sqrt(variances.mean())) if len(variances) else None
+        margin = max(MIN_MARGIN, pooled) if pooled is not None else MIN_MARGIN
+        note = (f"one seed per strategy: no sd; the margin is the study's {MIN_MARGIN}" if pooled is None
+                else f"the study's {MIN_MARGIN} (above the sd)" if margin > pooled else "the sd")
+        rows.append(dict(task=task, backbone=backbone, reference_seed_sd=math.nan if pooled is None else pooled,
+                         margin=margin, note=note))
+    return pd.DataFrame(rows, columns=["task", "backbone", "reference_seed_sd", "margin", "note"])
 
 
 def paired_interval(differences: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
@@ -242,14 +300,51 @@ class ReferenceComparison:
     margins: pd.DataFrame
     means: pd.DataFrame
     conclusions: pd.DataFrame
+    # per side ("this run", "the reference"): the RunConfig fields its records predate, at their defaults
+    read_at_default: dict = field(default_factory=dict)
+
+    def margins_table(self) -> pd.DataFrame:
+        """The margins as a reader sees them: numbers to 4 digits, an empty cell where there is no sd (one seed
+        per strategy), which ``note`` says."""
+        shown = self.margins.copy()
+        for column in ("reference_seed_sd", "margin"):
+            shown[column] = [f"{v:.4f}" if math.isfinite(v) else "" for v in shown[column]]
+        return shown
+
+    def numerics_lines(self) -> list[str]:
+        """What the cells' numerics say: where they differ from the reference's, whether every number agrees
+        within :data:`TOLERANCE`; where they match and the bits do not, a warning."""
+        lines = []
+        other = self.cells[self.cells["status"].isin([WITHIN_TOLERANCE, EQUAL_VALUE_OTHER_NUMERICS, OTHER_NUMERICS])]
+        if len(other):
+            pairs = other.groupby(["run_numerics", "reference_numerics"]).size()
+            (here, there), _ = next(iter(pairs.items()))
+            more = f" (and {len(pairs) - 1} other pairing(s): reference_cells.csv)" if len(pairs) > 1 else ""
+            lines.append(f"  numerics: this run {here}; the reference {there}{more}: bit-identity is not "
+                         "expected, each cell's numbers are compared within a tolerance")
+            largest = float(other["largest_difference"].max())
+            if largest <= TOLERANCE:
+                lines.append(f"  {len(other)} cell(s) of other numerics: each agrees within {TOLERANCE_TEXT} on every "
+                             f"metric and loss (largest difference {largest:.1e})")
+            else:
+                within = int((other["largest_difference"] <= TOLERANCE).sum())
+                lines.append(f"  {len(other)} cell(s) of other numerics: {within} agree within {TOLERANCE_TEXT} on every "
+                             f"metric and loss, {len(other) - within} differ by more (largest {largest:.1e}); the "
+                             "means below judge them against the seed-to-seed noise")
+        if (self.cells["status"] == SAME_NUMERICS_DIFFER).any():
+            lines.append("  WARNING: some cells ran with the reference's numerics (CPU vendor and kernels, precision, "
+                         "torch build) but are not bit-identical")
+        for side, fields in self.read_at_default.items():
+            if fields:
+                lines.append(f"  {side}'s records predate field(s) {', '.join(fields)}: read at their defaults ("
+                             + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")")
+        return lines
 
     def summary(self) -> str:
-        """A few lines for the end of ``reproduce``: cells, means, conclusions."""
+        """A few lines for the end of ``reproduce``: cells, their numerics, means, conclusions."""
         status = self.cells["status"].value_counts().to_dict()
         lines = [f"your run against the reference ({paths.shown(self.ref_dir)}):",
-                 "  cells: " + ", ".join(f"{n} {s}" for s, n in sorted(status.items()))]
-        if (self.cells["status"] == SAME_NUMERICS_DIFFER).any():
-            lines.append("  WARNING: some cells ran with the reference's numerics but are not bit-identical")
+                 "  cells: " + ", ".join(f"{n} {s}" for s, n in sorted(status.items())), *self.numerics_lines()]
         if len(self.means):
             counts = self.means["verdict"].value_counts().to_dict()
             lines.append("  means (paired by seed, 90 % CI inside ±margin = agrees): "
@@ -284,9 +379,13 @@ def compare_with_reference(run_dir: str | os.PathLike, ref_dir: str | os.PathLik
     """All three comparisons of ``run_dir`` (a finished reproduce) with the reference run ``ref_dir``."""
     run_dir, ref_dir = Path(run_dir).resolve(), Path(ref_dir).resolve()
     cells = compare_cells(run_dir, ref_dir)
-    margins = agreement_margins(read_results(ref_dir))
+    ref = read_results(ref_dir)
+    margins = agreement_margins(ref)
+    read_at_default = {side: fields_read_at_default(folder, table["record_path"].dropna())
+                       for side, folder, table in (("this run", run_dir, read_results(run_dir)),
+                                                   ("the reference", ref_dir, ref))}
     return ReferenceComparison(run_dir, ref_dir, cells, margins, compare_means(cells, margins),
-                               compare_conclusions(run_dir, ref_dir))
+                               compare_conclusions(run_dir, ref_dir), read_at_default)
 
 
 def plot_against_reference(comparison: ReferenceComparison, out_path: str | os.PathLike) -> list[Path]:

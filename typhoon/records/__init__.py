@@ -21,7 +21,7 @@ _HOMES = {
                      "why_incomplete", "write_record"], "run_record"),
     **dict.fromkeys(["collect_results", "result_row", "status_row"], "result_rows"),
     **dict.fromkeys(["finished_record_of", "reuse_equal_records", "reuse_record"], "reuse"),
-    **dict.fromkeys(["Numerics", "numerics_of_metrics", "numerics_of_run", "record_numerics",
+    **dict.fromkeys(["BitSource", "Numerics", "bit_source_of_metrics", "numerics_of_metrics", "numerics_of_run", "record_numerics",
                      "record_numerics_detail", "results_numerics"], "run_numerics"),
     **dict.fromkeys(["check_git_repo", "commit_cell", "commit_paths", "git_state", "invocation", "invocations",
                      "now", "read_manifest", "record_stopped_invocation", "trained_at_line", "write_manifest"],

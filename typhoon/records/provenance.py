@@ -139,8 +139,10 @@ def invocations(manifest: dict) -> list[dict]:
 
 def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
                    numerics_counts: dict[str, int], cells, code: dict | None = None,
-                   estimate: dict | None = None) -> dict:
-    """Write ``<out_dir>/MANIFEST.json`` for a ``reproduce`` that started at ``started`` and took ``wall_s``.
+                   estimate: dict | None = None, grid_wall_s: float | None = None) -> dict:
+    """Write ``<out_dir>/MANIFEST.json`` for a ``reproduce`` that started at ``started`` and took ``wall_s``
+    so far: the whole of it (cells, tables, notebooks and report) at the last write, after the analysis;
+    ``grid_wall_s``, where given, the cells' part alone (from the start to the results table).
 
     ``code``: :func:`git_state` taken when the invocation started (committing records moves HEAD on);
     None takes it now. ``estimate``: the invocation's estimate (:mod:`typhoon.runner.estimate`), kept beside its
@@ -166,6 +168,7 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
         "started": started,
         "finished": now(),
         "wall_s": round(wall_s, 1),
+        **({"grid_wall_s": round(grid_wall_s, 1)} if grid_wall_s is not None else {}),
         "outcome": "finished",
         "cells": {str(k): int(v) for k, v in status.items()},
         "runs_ok": int(len(ok)),

@@ -1,5 +1,6 @@
 """The numerics a run computed in (precision, device, attention and dropout kernels, the CPU kernel family),
-read from its record or made from a run's resolved choices. What a config will run in on this machine, and the
+read from its record or made from a run's resolved choices, and what beyond them decides a record's bits (the
+CPU's vendor, the torch build: :class:`BitSource`). What a config will run in on this machine, and the
 check that a grid's records share one numerics, are :mod:`typhoon.training.device_settings`'s."""
 
 from __future__ import annotations
@@ -93,6 +94,43 @@ def numerics_of_metrics(metrics: dict) -> Numerics:
     cpu = (metrics.get("hardware") or {}).get("cpu")
     return Numerics(precision, device, kernel_family(precision, device, cpu),
                     str(metrics.get("attention") or "unknown"), str(metrics.get("dropout") or "unknown"))
+
+
+@dataclass(frozen=True)
+class BitSource:
+    """What decides a record's bits: its :class:`Numerics` (precision, device kind, kernel family, attention and
+    dropout kernels), the CPU's vendor and the torch build. Two records can be expected bit-identical only
+    where all of these match: an Intel and an AMD CPU of one kernel family (both AVX-512, say) run other
+    oneDNN / MKL code paths, and another torch build other kernels, so their sums come in another order and
+    their numbers differ in the last bits. ``unknown`` (an older record that did not store it) never matches."""
+
+    numerics: Numerics
+    vendor: str  # machine.cpu_vendor of the record's CPU model; "" off the CPU (the kernels name the GPU)
+    torch: str  # the torch version and build, e.g. "2.13.0+cpu"
+
+    @property
+    def label(self) -> str:
+        """``"fp32 on AMD cpu (avx512), torch 2.13.0+cpu, eager attention, fast dropout"``."""
+        n = self.numerics
+        where = f"{self.vendor} {n.device}" if self.vendor else n.device
+        return (f"{n.precision} on {where} ({n.kernels}), torch {self.torch}, {n.attention} attention, "
+                f"{n.dropout} dropout")
+
+    @property
+    def known(self) -> bool:
+        return "unknown" not in (self.vendor, self.torch, self.numerics.kernels, self.numerics.precision)
+
+    def same_bits_expected(self, other: BitSource) -> bool:
+        """Whether a record of ``other`` should equal one of these bit for bit: every part known and equal."""
+        return self.known and other.known and self == other
+
+
+def bit_source_of_metrics(metrics: dict) -> BitSource:
+    """What decided a record's bits, from its ``metrics.json`` (:class:`BitSource`)."""
+    found = numerics_of_metrics(metrics)
+    cpu = (metrics.get("hardware") or {}).get("cpu") or {}
+    vendor = machine.cpu_vendor(cpu.get("model")) if found.device == "cpu" else ""
+    return BitSource(found, vendor, str((metrics.get("versions") or {}).get("torch") or "unknown"))
 
 
 def record_numerics(run_dir: Path) -> str | None:

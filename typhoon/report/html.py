@@ -299,8 +299,9 @@ def untestable_html(out_dir: Path) -> str:
 
 def wall_time(manifest: dict, now: datetime | None = None) -> str:
     """The header's wall time. The report is rendered at the end of a ``reproduce``, after the manifest's
-    first write (before the analysis, whose ``wall_s`` leaves the analysis out and is ~0 when every cell
-    was complete already): so the time is from its ``started`` to now, grid and analysis, and says so."""
+    first write (before the analysis, whose ``wall_s`` is the grid's part so far and is ~0 when every cell
+    was complete already; the last write, after the report, holds the whole): so the time is from its
+    ``started`` to now, grid and analysis, and says so."""
     now = now or datetime.now(UTC)
     started = manifest.get("started")
     if started:

@@ -38,6 +38,11 @@ The grid's wall time is the cells' times list-scheduled over the workers in grid
 each free worker takes the next cell), each worker starting after its start-up, plus the analysis. Only cells
 without a complete record count. ``benchmarks/bench_estimate.py`` compares an estimate with the real grid.
 
+A resumed grid reuses its own estimate (:func:`folder_estimate`): the one its last invocation made, kept in the
+folder's ``MANIFEST.json``, when it was made here with the same code, software, workers and threads, priced every
+cell still to run with the same settings and is younger than the calibration cache's age limit. Fewer cells
+left would otherwise mean fewer calibration processes, another cache key, and a calibration longer than the cells.
+
 This module imports no torch at the top: the CLI imports it for ``--help``.
 """
 
@@ -48,7 +53,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from typhoon import machine
+from typhoon import machine, paths
 from typhoon.config import RunConfig
 from typhoon.runner import calibration_cache
 from typhoon.runner.cells import saved_boundary
@@ -96,6 +101,9 @@ class GridEstimate:
     how: str  # how the rates were measured (concurrency)
     kinds: list = field(default_factory=list)
     quick_analysis: bool = True
+    timing_key: str = ""  # calibration_cache.key_digest of what decides the timings (the grid's workers, not processes)
+    made_at: float = 0.0  # time.time() of the calibration the prices come from
+    reused_from: str = ""  # where the prices came from when not calibrated now: said in the text
     # The share of their cores the calibration processes got while timing steps (CPU time / (wall x
     # threads)): below 1 when other jobs share the machine. The estimate is at that load; on idle cores
     # (the machine to the grid alone) it would be about ``core_share`` times as long (on a CPU).
@@ -114,6 +122,7 @@ class GridEstimate:
                  f"({self.cells_total - len(self.cells_todo)} complete), {self.workers} at once"
                  + (f", {self.threads} thread(s) each" if self.threads else ""),
                  f"  kernels: {self.kernels}",
+                 f"  priced by {self.reused_from}" if self.reused_from else
                  f"  calibrated in {self.calibration_s:.0f} s: {self.how}",
                  f"  per worker, once: start, imports and the matmul peak {self.worker_start_s:.1f} s"]
         for path in self.cells_todo[:max_cells]:
@@ -234,6 +243,30 @@ def calibrate_in_worker(configs: list[dict], threads: int | None) -> dict:
     return {**measured, "calibration_started": started, "calibration_finished": time.perf_counter()}
 
 
+def config_digest(config: RunConfig) -> str:
+    """A short hash of a cell's resolved settings: a kept price is for the same settings only."""
+    import hashlib
+
+    return hashlib.sha256(config.to_json().encode()).hexdigest()[:12]
+
+
+def folder_estimate(out_dir: Path, key: str, todo: list[RunConfig], now: float | None = None) -> dict | None:
+    """The estimate the folder's last invocation made (``MANIFEST.json``, finished or stopped), when it can price
+    this resume: made with the same timing key (:func:`typhoon.runner.calibration_cache.timing_key`), every cell of
+    ``todo`` priced with the same settings, younger than the cache's age limit. None otherwise."""
+    from typhoon.records import invocations, read_manifest
+
+    manifest = read_manifest(out_dir) or {}
+    made = [run["estimate"] for run in invocations(manifest) if isinstance(run.get("estimate"), dict)]
+    if not made:
+        return None
+    plan = made[-1]
+    age = (time.time() if now is None else now) - float(plan.get("made_at", 0))
+    priced = plan.get("per_cell", {})
+    fits = all(priced.get(c.relative_dir().as_posix(), {}).get("config") == config_digest(c) for c in todo)
+    return plan if plan.get("timing_key") == key and fits and 0 <= age < calibration_cache.MAX_AGE_S else None
+
+
 def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers: int, *, analysis: bool = True,
                   quick_analysis: bool = True) -> GridEstimate:
     """Calibrate on this machine and estimate the grid's wall time (see the module docstring)."""
@@ -246,18 +279,34 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     # on GPUs the workers of one device, sharing it; on the CPU every worker, sharing the cores
     processes = max(1, min(workers // len(gpus) if gpus else workers, len(todo)))
     device = gpus[0] if gpus else None
-    per_cell, kinds, kernels, start_s = {}, [], "nothing to run", 0.0
-    if todo:
-        cached = calibration_cache.load(profile, todo, threads, processes)
+    key = calibration_cache.key_digest(calibration_cache.timing_key(profile, threads, workers))
+    per_cell, kinds, kernels, start_s, made_at, reused_from = {}, [], "nothing to run", 0.0, time.time(), ""
+    own = folder_estimate(out_dir, key, todo) if todo else None
+    if own is not None:  # a resume: this grid was priced here minutes ago, with this code, workers and threads
+        kinds, start_s, made_at = own["kinds"], own["worker_start_s"], own["made_at"]
+        for config in todo:
+            parts = dict(own["per_cell"][config.relative_dir().as_posix()])
+            parts["mlm_s"], parts["ft_s"] = parts.pop("priced_mlm_s", parts["mlm_s"]), parts.pop("priced_ft_s", parts["ft_s"])
+            parts.pop("resumes_after", None)
+            per_cell[config.relative_dir().as_posix()] = {**parts, "total_s": cell_total_s(parts)}
+        reused_from = (f"this grid's own estimate, made {duration(time.time() - made_at)} ago ({paths.MANIFEST}: same "
+                       f"code, machine, {workers} worker(s) x {threads or 'all'} thread(s))")
+        print(f"estimate: {len(todo)} cell(s) left, {reused_from.replace('this grid', 'priced from this grid')}: "
+              "no calibration", flush=True)
+    elif todo:
+        cached = calibration_cache.load(profile, todo, threads, processes, workers=workers)
         if cached is not None:  # a restart: the cells were priced here minutes ago, with this code
-            results = cached.results
-            print(f"estimate: the calibration made {duration(cached.age_s)} ago on this machine is reused (same "
-                  f"code, profile, cells and threads; kept {duration(calibration_cache.MAX_AGE_S)}; it took "
-                  f"{duration(cached.calibration_s)})", flush=True)
+            results, made_at = cached.results, time.time() - cached.age_s
+            reused_from = (f"the calibration made {duration(cached.age_s)} ago on this machine"
+                           f"{' at commit ' + cached.commit[:7] if cached.commit else ''} (same code, torch, profile, "
+                           f"cells, {workers} worker(s) x {threads or 'all'} thread(s); kept "
+                           f"{duration(calibration_cache.MAX_AGE_S)}; it took {duration(cached.calibration_s)})")
+            print(f"estimate: {reused_from} is reused", flush=True)
         else:
             last = calibration_cache.last_duration(profile, threads, processes)
             results = run_calibration(todo, threads, processes, device, expected_s=last)
-            calibration_cache.save(profile, todo, threads, processes, results, time.perf_counter() - started)
+            calibration_cache.save(profile, todo, threads, processes, results, time.perf_counter() - started,
+                                   workers=workers)
         kinds = results[0]["kinds"]
         # a worker's start and imports, and the matmul peak it measures once (its first cell)
         start_s = sum(r["start_s"] for r in results) / len(results) + kinds[0]["peak_s"]
@@ -266,6 +315,7 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
                      for k, v in first_cell.items()}
             parts["total_s"] = cell_total_s(parts)
             per_cell[path] = parts
+    if kinds:
         first = kinds[0]
         kernels = (f"{first['precision']} ({first['precision_reason']}), {first['attention']} attention, "
                    f"{first['dropout']} dropout on {first['device']}, {first['threads']} thread(s) per cell")
@@ -273,25 +323,30 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     for config in todo:  # a cell with a resume state goes on from it: its saved part costs nothing again
         parts = per_cell.get(config.relative_dir().as_posix())
         if parts is not None:
-            parts.update(left_to_run(parts, saved_boundary(config, out_dir), config))
+            parts["config"] = config_digest(config)
+            left = left_to_run(parts, saved_boundary(config, out_dir), config)
+            if left:  # the whole price kept beside what is left, for the next resume of this grid
+                parts.update(priced_mlm_s=parts["mlm_s"], priced_ft_s=parts["ft_s"], **left)
     grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers, start_s)
     analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) + REFERENCE_NOTEBOOK_S if analysis else 0.0
     how = (f"{processes} calibration process(es) at once{' on one GPU' if gpus else ''}, as the grid runs its cells, each timing "
            f"{MIN_SAMPLE_BATCHES}-{SAMPLE_BATCHES} batches per phase twice (cold, warm) per kind of cell")
+    if own is not None:
+        share = float(own.get("core_share", 1.0))
+    else:
+        share = (sum(r["core_share"] for r in results) / len(results)) if todo and not gpus else 1.0
     return GridEstimate(profile=profile, cells_total=len(configs), cells_todo=paths_todo, workers=workers,
                         threads=threads, kernels=kernels, per_cell=per_cell, worker_start_s=start_s,
                         analysis_s=analysis_s, grid_s=grid_s, total_s=grid_s + analysis_s,
-                        calibration_s=time.perf_counter() - started, how=how, kinds=kinds,
-                        quick_analysis=bool(quick_analysis),
-                        core_share=(sum(r["core_share"] for r in results) / len(results)) if todo and not gpus else 1.0,
-                        cores=machine.usable_cores())
+                        calibration_s=time.perf_counter() - started, how=own["how"] if own else how, kinds=kinds,
+                        quick_analysis=bool(quick_analysis), timing_key=key, made_at=made_at, reused_from=reused_from,
+                        core_share=share, cores=machine.usable_cores())
 
 
 def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
                   overrides: dict | None = None, analysis: bool = True) -> GridEstimate:
     """``reproduce --estimate``: the estimate of a profile's grid into ``out_dir`` (default: the profile's
     folder), without running anything or writing into the folder."""
-    from typhoon import paths
     from typhoon.config import get_profile
     from typhoon.runner.workers import choose_workers
 

@@ -13,6 +13,7 @@ reference run of the profile.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -130,16 +131,17 @@ class FixedGrid(StudyPolicy):
         atomic.atomic_write_csv(out_dir / "results.csv", collect_results(out_dir, self.configs))
         status = self.status_table(cells, out_dir)
 
-        def manifest(table: pd.DataFrame) -> None:
-            write_manifest(out_dir, self.spec.name, run["started"], run["wall_s"], run["command"],
-                           self.numerics, table, run["code"], estimate=self.plan)
+        def manifest(table: pd.DataFrame) -> None:  # wall_s: the whole reproduce so far; the cells' part apart
+            whole = time.perf_counter() - run["clock"] if "clock" in run else run["wall_s"]
+            write_manifest(out_dir, self.spec.name, run["started"], whole, run["command"],
+                           self.numerics, table, run["code"], estimate=self.plan, grid_wall_s=run["wall_s"])
 
         manifest(status)
         if not self.analysis:
             return None
 
         def on_notebook(name: str) -> None:  # a sign of life between the grid and the report
-            print(f"analysis: {name}", flush=True)
+            progress.say(f"analysis: {name}")  # from the notebooks' threads: whole lines, never two merged
             log.write(f"analysis: {name}")
 
         try:
@@ -207,9 +209,14 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
             failures.append(err)
             return err.executed if err.executed.is_file() else None
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each notebook is its own kernel process
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))  # each notebook is its own kernel process
+    try:
         futures = [pool.submit(execute, nb, extra, name) for nb, extra, name in pairs]
         futures += [pool.submit(execute, nb) for nb in ANALYSIS_NOTEBOOKS]
+        pool.shutdown(wait=True)
+    except BaseException:  # a stop: the notebooks not started yet never start
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     executed = [executed_copy(future.result) for future in futures]
     after = [i + 1 for i, path in enumerate(executed) if path is not None and path.name == "20_statistics.ipynb"]
     executed.insert(after[0] if after else len(executed), executed_copy(lambda: execute(REFERENCE_NOTEBOOK)))

@@ -107,16 +107,19 @@ def execute_notebook(source: Path, target: Path, parameters: dict) -> None:
     import papermill
 
     paths.absolute_path_variables()  # the kernel starts in the notebook's folder and inherits them
+    if stop.stopping():  # queued before a stop: no kernel starts after it, no temp file is made
+        raise stop.Interrupted()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{time.monotonic_ns()}.ipynb")
-    try:
-        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, cwd=str(source.parent),
-                                   **PAPERMILL_OPTIONS)
-    finally:
-        if tmp.exists() and stop.stopping():
-            tmp.unlink()  # a stopped notebook is no result: the rerun executes it again
-        elif tmp.exists():
-            os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
+    with stop.temp_file(tmp):  # a stop that ends the process while this thread still waits removes it
+        try:
+            papermill.execute_notebook(str(source), str(tmp), parameters=parameters, cwd=str(source.parent),
+                                       **PAPERMILL_OPTIONS)
+        finally:
+            if tmp.exists() and stop.stopping():
+                tmp.unlink()  # a stopped notebook is no result: the rerun executes it again
+            elif tmp.exists():
+                os.replace(tmp, target)  # executed (or failed-at-a-cell) copy, for reading the traceback
 
 
 class NotebookFailed(RuntimeError):

@@ -128,7 +128,20 @@ class GridMonitor:
             self.bar.close()
 
     def _print(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        say(line, self.stream)
+
+
+_SAY = threading.Lock()
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """Print one whole line, from any thread. ``print`` writes the text and its newline as two writes, so two
+    notebooks' threads announcing themselves at once merge their lines in a log that is not a terminal
+    (``analysis: 00_setup.ipynbanalysis: 01_...``): here the line and its newline are one write, under a lock."""
+    stream = stream if stream is not None else sys.stdout
+    with _SAY:
+        stream.write(line + "\n")
+        stream.flush()
 
 
 class RunLog:

@@ -19,6 +19,7 @@ import pandas as pd
 from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
 from typhoon.records import output_folder_lock, read_manifest
+from typhoon.runner import progress
 from typhoon.runner.grid import run_analysis
 from typhoon.runner.notebooks import notebooks_dir
 
@@ -67,7 +68,7 @@ def reanalyse(out_dir: str | Path) -> Path:
             shutil.rmtree(out_dir / stale, ignore_errors=True)
         if not spec.design:
             return run_analysis(out_dir, notebooks_dir(), spec.analysis, spec.name,
-                                on_notebook=lambda name: print(f"analysis: {name}", flush=True), configs=configs,
+                                on_notebook=lambda name: progress.say(f"analysis: {name}"), configs=configs,
                                 workers=min(2, machine.usable_cores()))
     rewrite_tables_and_report(spec.name, out_dir)  # its tables are part of its analysis; it takes the lock itself
     return out_dir / "report.html"

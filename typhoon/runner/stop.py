@@ -36,6 +36,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 KILL_GRACE_S = 3.0  # how long a kernel gets to exit on SIGTERM before SIGKILL
 
 _stop = threading.Event()
+# Temp files being written by this process's threads (a notebook's executed copy, :func:`temp_file`): a stop
+# removes them as the process ends, even when the thread writing one is still waiting on a killed kernel.
+_temp_files: set[Path] = set()
+_temp_lock = threading.Lock()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -82,6 +86,32 @@ def remove_empty_folders(folder: Path, stop_at: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+@contextlib.contextmanager
+def temp_file(path: Path):
+    """For the block, ``path`` is a temp file this process writes (``.<name>.tmp-<pid>-<n>``): a stop removes it
+    when the process ends (:func:`remove_temp_files`), whatever the thread writing it is doing then. A notebook's
+    thread may still wait on its killed kernel when the stopped command exits, and papermill writes the executed
+    copy once more as its kernel dies: the thread's own clean-up would never run."""
+    path = Path(path)
+    with _temp_lock:
+        _temp_files.add(path)
+    try:
+        yield path
+    finally:
+        with _temp_lock:
+            _temp_files.discard(path)
+
+
+def remove_temp_files() -> list[Path]:
+    """Remove the temp files of :func:`temp_file` blocks still open (after a stop); returns those removed."""
+    with _temp_lock:
+        found = list(_temp_files)
+    removed = [path for path in found if path.exists()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return removed
 
 
 @contextlib.contextmanager
@@ -270,6 +300,7 @@ def exit_stopped(code: int, join_s: float = 2.0) -> None:
 def _exit(code: int) -> None:
     import logging
 
+    remove_temp_files()  # the last moment: no thread of this process writes after it
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

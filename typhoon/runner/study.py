@@ -182,7 +182,7 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
                 if not policy.go_on(ran, log):
                     break
             report = policy.finish(out_dir, cells, log, dict(started=started, wall_s=time.perf_counter() - clock,
-                                                             command=command, code=code))
+                                                             command=command, code=code, clock=clock))
         except BaseException as err:
             ended = stopped(err, out_dir, policy, log)
             outcome = (f"stopped by {ended.signal_name}" if isinstance(ended, stop.Interrupted)
