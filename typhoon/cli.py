@@ -416,7 +416,7 @@ def check_input(args: argparse.Namespace) -> None:
         if args.part == "finetune":
             check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
         if args.part == "curve":
-            from typhoon.runner.kl_runs import check_curve  # light: the curve's run.json and resume notes
+            from typhoon.runner import check_curve  # light: the curve's run.json and resume notes
 
             check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS)
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)

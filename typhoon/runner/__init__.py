@@ -18,6 +18,7 @@ _HOMES = {
                      "resume_command", "stop_on_signals"], "stop"),
     **dict.fromkeys(["ReproduceOptions", "execution_overrides", "run_on_cluster", "run_policy"], "options"),
     **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),
+    **dict.fromkeys(["check_curve"], "kl_runs"),
 }
 # Modules other stages use whole: their names read qualified (``kl_studies.write_tables``), or one of them is the
 # module's own name (``reanalyse.reanalyse``).
