@@ -3,6 +3,7 @@ Results block regenerated from the committed reference run (it must agree with t
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -16,8 +17,12 @@ from typhoon.analysis import pairwise, paper_claims, run_summary, schedule_study
 from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.records import schema
 from typhoon.report import results_readme
+from typhoon.report.study_pages import pages_of
 
 STRATEGIES = ("typhoon", "random", "whole_word")
+
+
+CLAIMS, SCHEDULES, SEQUENTIAL = (pages_of(name) for name in ("claims", "schedules", "sequential"))
 
 
 def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl=PAPER_KL_NATS_PER_TOKEN,
@@ -62,6 +67,8 @@ def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl
                                "seed": [s for _, s in runs], "p": 0.15, "delta": 0.4, "calibration": "minmax",
                                "kl_to_uniform": kl * np.exp(rng.normal(0, 0.1, len(runs)))})
     states.to_csv(out / "stats" / "budget_states.csv", index=False)
+    if not (out / "MANIFEST.json").exists():  # a reproduce's folder names its profile (results-readme reads it)
+        (out / "MANIFEST.json").write_text(json.dumps({"profile": profile}))
     return paper_claims.read_tables(out)
 
 
@@ -147,17 +154,17 @@ def test_readme_block_is_rewritten_in_place(tmp_path):
     make_output(tmp_path / "ref")
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n## Results\n\n{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n\n## After\n")
-    assert results_readme.update_readme(tmp_path / "ref", readme, check=True)
+    assert results_readme.update_readme(tmp_path / "ref", readme, check=True, pages=CLAIMS)
     assert "old" in readme.read_text()  # check: nothing written
-    assert results_readme.update_readme(tmp_path / "ref", readme)
+    assert results_readme.update_readme(tmp_path / "ref", readme, pages=CLAIMS)
     text = readme.read_text()
     assert text.startswith("# x\n\n## Results\n\n") and text.endswith("\n\n## After\n") and "old" not in text
     assert "(ref/figures/paired_differences.png)" not in text  # no figure in this folder: no broken link
     assert "[`ref/report.html`](ref/report.html)" in text
-    assert not results_readme.update_readme(tmp_path / "ref", readme)  # up to date now
+    assert not results_readme.update_readme(tmp_path / "ref", readme, pages=CLAIMS)  # up to date now
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="has no block for"):
-        results_readme.update_readme(tmp_path / "ref", readme)
+        results_readme.update_readme(tmp_path / "ref", readme, pages=CLAIMS)
 
 
 def test_a_reference_run_with_its_own_markers_updates_its_own_block(tmp_path):
@@ -169,10 +176,10 @@ def test_a_reference_run_with_its_own_markers_updates_its_own_block(tmp_path):
     assert (begin, end) == ("<!-- results:cpu-mlm:begin -->", "<!-- results:cpu-mlm:end -->")
     readme = tmp_path / "results.md"
     readme.write_text(f"{results_readme.README_BEGIN}\nold cpu\n{results_readme.README_END}\n{begin}\nold mlm\n{end}\n")
-    assert results_readme.update_readme(tmp_path / "cpu-mlm", readme)
+    assert results_readme.update_readme(tmp_path / "cpu-mlm", readme, pages=CLAIMS)
     text = readme.read_text()
     assert "old cpu" in text and "old mlm" not in text and "(`cpu-mlm/`)" in text.split(begin)[1]
-    assert results_readme.update_readme(tmp_path / "cpu", readme)
+    assert results_readme.update_readme(tmp_path / "cpu", readme, pages=CLAIMS)
     text = readme.read_text()
     assert "old cpu" not in text and text.count("(`cpu/`)") == 1 and text.index("(`cpu/`)") < text.index(begin)
 
@@ -192,12 +199,12 @@ def test_a_folder_of_reused_records_names_the_cpus_its_records_were_trained_on(t
         (run_dir / "metrics.json").write_text(json.dumps({"status": "ok", "hardware": {"cpu": cpu}}))
     (out / "MANIFEST.json").write_text(json.dumps({"profile": "cpu", "machine": {
         "cpu": "Intel Xeon", "cores": 1, "cpu_features": ["avx2"], "memory_gib": 24.0}}))
-    block = results_readme.readme_block(out, tmp_path / "results.md")
+    block = results_readme.readme_block(out, tmp_path / "results.md", CLAIMS)
     assert ("records trained on Intel Xeon (avx2, amx_bf16, amx_tile); records trained on AMD EPYC "
             "(avx2, avx512f, avx512_bf16); tables made on Intel Xeon, 1 core (avx2); 24 GiB") in block
     (out / "MANIFEST.json").write_text(json.dumps({"profile": "cpu", "cells": {"ok": 18}, "machine": {
         "cpu": "Intel Xeon", "cores": 2, "cpu_features": ["avx2"]}}))
-    block = results_readme.readme_block(out, tmp_path / "results.md")
+    block = results_readme.readme_block(out, tmp_path / "results.md", CLAIMS)
     assert "trained on Intel Xeon, 2 cores (avx2)" in block and "records trained on" not in block
 
 
@@ -210,7 +217,7 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
         pytest.skip("no committed reference run in results/cpu yet (made last, by "
                     "`python -m typhoon reproduce --profile cpu --out results/cpu`)")
     readme = REPO / results_readme.RESULTS_PAGE
-    assert results_readme.readme_block_in(readme) == results_readme.readme_block(reference, readme), \
+    assert results_readme.readme_block_in(readme) == results_readme.readme_block(reference, readme, CLAIMS), \
         "docs/results.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
@@ -222,7 +229,8 @@ def test_the_results_page_block_of_the_mlm_reference_run_agrees_with_it():
         pytest.skip("no committed cpu reference run on minilm-l6-mlm yet (results/cpu-mlm)")
     readme = REPO / results_readme.RESULTS_PAGE
     begin, end = results_readme.own_markers(reference)
-    assert results_readme.readme_block_in(readme, begin, end) == results_readme.readme_block(reference, readme), \
+    assert results_readme.readme_block_in(readme, begin, end) == \
+        results_readme.readme_block(reference, readme, CLAIMS), \
         "docs/results.md's cpu-mlm block is out of date: run `python -m typhoon results-readme results/cpu-mlm`"
 
 
@@ -238,11 +246,11 @@ def sequential_folder(out):
     return out
 
 
-def rewritten_block(study, readme, begin: str, end: str) -> tuple[str, list[list[str]]]:
+def rewritten_block(study, readme, begin: str, end: str, pages) -> tuple[str, list[list[str]]]:
     """``study``'s block written into a README that holds a cpu Results block and an outdated block between
     ``begin`` and ``end``: the new block (the cpu block untouched) and its table rows split into cells."""
     readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n{begin}\nold\n{end}\n")
-    assert results_readme.update_readme(study, readme)
+    assert results_readme.update_readme(study, readme, pages=pages)
     text = readme.read_text()
     assert "\ncpu\n" in text and "old" not in text  # the other block untouched
     block = results_readme.readme_block_in(readme, begin, end)
@@ -265,7 +273,7 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
         ["0 1 2", "a (amx) vs b (avx512_bf16)", 10, -0.03, 0.02, "continue"]
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
     readme = tmp_path / "README.md"
-    block, rows = rewritten_block(study, readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
+    block, rows = rewritten_block(study, readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END, SEQUENTIAL)
     header = next(line for line in block.splitlines() if line.startswith("| task")).strip("| ").split(" | ")
     rows = [dict(zip(header, [r[0][2:], *r[1:-1], r[-1][:-2]], strict=True)) for r in rows]
     assert [(r["task"], r["comparison"], int(r["seeds"]), r["verdict"]) for r in rows] == \
@@ -283,7 +291,7 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     assert "decisive_looks.png" not in block  # no figure in this folder: no broken link
     readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n")
     with pytest.raises(ValueError, match="has no block for"):
-        results_readme.update_readme(study, readme)
+        results_readme.update_readme(study, readme, pages=SEQUENTIAL)
 
 
 @pytest.mark.results
@@ -299,7 +307,7 @@ def test_the_readme_decisive_blocks_agree_with_the_committed_studies(folder, mar
     readme = REPO / results_readme.RESULTS_PAGE
     block = results_readme.readme_block_in(readme, *markers)
     assert block is not None, f"docs/results.md has no {markers[0]} block"
-    assert block == results_readme.readme_block(study, readme), \
+    assert block == results_readme.readme_block(study, readme, SEQUENTIAL), \
         f"docs/results.md's {folder} block is out of date: run `python -m typhoon results-readme results/{folder}`"
 
 
@@ -317,7 +325,8 @@ def test_a_design_planned_per_comparison_names_the_comparisons_its_cap_leaves_sh
     verdicts["verdict"], verdicts["next_look_seeds"] = "continue", 6.0
     verdicts["power_at_cap"], verdicts["power_sd"], verdicts["power_sd_seeds"] = 0.9, 0.01, 3
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
-    block, _ = rewritten_block(study, tmp_path / "README.md", results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)
+    block, _ = rewritten_block(study, tmp_path / "README.md", results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END,
+                               SEQUENTIAL)
     a, b = design.iloc[2], design.iloc[7]
     assert block.splitlines()[1].startswith("**The decisive study so far**")
     assert (f"at the planning sds, one per comparison (`stats/design.csv`), {len(design) - 2} of {len(design)} "
@@ -346,12 +355,12 @@ def test_a_schedules_grid_gets_its_own_block_with_its_comparisons(tmp_path):
     study = schedule_folder(tmp_path / "study")
     table = schedule_study.read_table(study)
     readme = tmp_path / "README.md"
-    block, rows = rewritten_block(study, readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END)
+    block, rows = rewritten_block(study, readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END, SCHEDULES)
     assert [(r[0][2:], r[1], r[2], r[6]) for r in rows] == \
         [(t.task, t.strategy, f"{t.schedule} − fixed", t.outcome) for t in table.itertuples()]
     assert f"**{schedule_study.headline(table)}**" in block and "seen in 4 of 4" in block
     assert "schedules_vs_fixed.png" not in block  # no figure in this folder: no broken link
-    assert not results_readme.update_readme(study, readme)  # regenerated: nothing changes
+    assert not results_readme.update_readme(study, readme, pages=SCHEDULES)  # regenerated: nothing changes
 
 
 @pytest.mark.results
@@ -362,7 +371,7 @@ def test_the_readme_schedules_block_agrees_with_the_committed_study():
         pytest.skip("no committed schedules grid in results/schedules yet")
     readme = REPO / results_readme.RESULTS_PAGE
     block = results_readme.readme_block_in(readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END)
-    assert block == results_readme.readme_block(study, readme), \
+    assert block == results_readme.readme_block(study, readme, SCHEDULES), \
         "docs/results.md's schedules block is out of date: run `python -m typhoon results-readme results/schedules`"
 
 

@@ -105,7 +105,7 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
     calls = []
     monkeypatch.setattr(grid, "execute_for", lambda out_dir, nb_dir, name, params, target=None:
                         calls.append((target or name, params)) or out_dir / "notebooks" / (target or name))
-    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed: out_dir / "report.html")
+    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed, pages: out_dir / "report.html")
     smoke = get_profile("smoke")
     grid.run_analysis(tmp_path, tmp_path, smoke.analysis, configs=smoke.grid())
     pairs = ["10_walkthrough-mrpc-tiny-random.ipynb", "10_walkthrough-mrpc-minilm-l6.ipynb"]
@@ -211,7 +211,7 @@ def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(mo
 
     reported = []
     monkeypatch.setattr(grid, "execute_for", fake_execute)
-    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed:
+    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed, pages:
                         reported.append((notebooks, failed)) or out_dir / "report.html")
     with pytest.raises(RuntimeError, match="no notebook's error"):  # raised as it was, after all finished
         grid.run_analysis(tmp_path, tmp_path, {}, workers=2)

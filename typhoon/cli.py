@@ -508,9 +508,10 @@ def _results_readme(args: argparse.Namespace) -> int:
     """``typhoon results-readme``: a study's block of docs/results.md (or README's answer table) rewritten
     or, with --check, checked (exit 1 when out of date)."""
     from typhoon.report import update_answer, update_readme
+    from typhoon.runner import study_pages_of
 
     changed = (update_answer(args.readme, check=args.check) if args.answer
-               else update_readme(args.reference, args.readme, check=args.check))
+               else update_readme(args.reference, args.readme, check=args.check, pages=study_pages_of(args.reference)))
     block = "README answer table" if args.answer else "results block"
     print(f"{block} {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
     return 1 if args.check and changed else 0

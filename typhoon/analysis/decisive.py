@@ -448,11 +448,6 @@ def answer(verdicts: pd.DataFrame) -> list[str]:
     return sentences
 
 
-def is_sequential_study(out_dir: str | Path) -> bool:
-    """Whether ``out_dir`` holds a sequential study's tables (``stats/design.csv`` and ``stats/verdicts.csv``)."""
-    return all((Path(out_dir) / "stats" / f"{name}.csv").is_file() for name in ("design", "verdicts"))
-
-
 def read_outputs(out_dir: str | Path) -> dict[str, pd.DataFrame]:
     """The tables :func:`write_outputs` wrote under ``<out_dir>/stats`` (FileNotFoundError naming a missing one)."""
     stats_dir = Path(out_dir) / "stats"

@@ -18,6 +18,7 @@ _HOMES = {
     **dict.fromkeys(["plot_kl_curve"], "masking_figures"),
     **dict.fromkeys(["render_report"], "html"),
     **dict.fromkeys(["update_answer", "update_readme"], "results_readme"),
+    **dict.fromkeys(["StudyPages", "pages_of"], "study_pages"),
 }
 __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_face(__name__, _HOMES)

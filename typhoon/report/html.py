@@ -425,9 +425,10 @@ def runs_html(results) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = None, failed: list[str] = ()) -> str:
+def build_report(out_dir: Path, notebooks: list[Path], profile: str | None, failed: list[str], pages) -> str:
     """The report page (HTML text) for the output folder ``out_dir`` and its executed ``notebooks``; ``failed``:
-    a line per notebook that raised in a cell, said at the top."""
+    a line per notebook that raised in a cell, said at the top; ``pages``: what the study puts in its Summary,
+    as its policy says (a :class:`typhoon.report.study_pages.StudyPages`)."""
     out_dir = Path(out_dir).resolve()
     title, header, pipeline_check = header_html(out_dir, profile)
     if failed:
@@ -436,16 +437,7 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
                    + ". Its section shows the traceback at that cell; the other sections are complete.</div>")
     banner = ('<div class="banner">Pipeline check: the numbers in this section come from a pipeline-check profile '
               "(random weights or a few hundred examples) and are not findings.</div>") if pipeline_check else ""
-    from typhoon.analysis.decisive import is_sequential_study
-    from typhoon.analysis.schedule_study import is_schedule_study
-
-    # what the folder is about leads: a sequential study's verdicts, a schedules grid's comparisons, or the paper's claims
-    if is_sequential_study(out_dir):
-        (first, second), summary = ("The verdicts", "Numerics by seed"), sequential_findings_html(out_dir)
-    elif is_schedule_study(out_dir):
-        (first, second), summary = ("Schedules against fixed", "Headline table"), schedule_findings_html(out_dir)
-    else:
-        (first, second), summary = ("The paper’s claims", "Headline table"), findings_html(out_dir)
+    (first, second), summary = pages.titles, pages.summary_html(out_dir)  # what the study leads with
     sections, toc = [], [f'<li><a href="#summary">Summary</a><ol><li><a href="#claims">{first}</a></li>'
                          f'<li><a href="#headline-table">{second}</a></li>'
                          '<li><a href="#runs">The runs</a></li></ol></li>']
@@ -469,8 +461,10 @@ def build_report(out_dir: Path, notebooks: list[Path], profile: str | None = Non
     ])
 
 
-def render_report(out_dir: Path, notebooks: list[Path], profile: str | None = None, failed: list[str] = ()) -> Path:
-    """Write ``<out_dir>/report.html`` (atomically) and return its path."""
+def render_report(out_dir: Path, notebooks: list[Path], profile: str | None, failed: list[str] = (), *,
+                  pages) -> Path:
+    """Write ``<out_dir>/report.html`` (atomically) and return its path; ``pages``: the study's
+    (:class:`typhoon.report.study_pages.StudyPages`, as its policy says)."""
     target = Path(out_dir) / "report.html"
-    atomic_write_text(target, build_report(out_dir, notebooks, profile, failed))
+    atomic_write_text(target, build_report(out_dir, notebooks, profile, failed, pages))
     return target

@@ -332,18 +332,14 @@ def _record_cpus(tables: Tables) -> list[str]:
     return list(lines)
 
 
-def _markers(out_dir: str | os.PathLike, page: Path) -> tuple[str, str, Callable[..., str]]:
+def _markers(out_dir: str | os.PathLike, page: Path, pages) -> tuple[str, str, Callable[..., str]]:
     """The markers of the folder's block on ``page`` (its own where the page has them) and the function that
-    writes it."""
-    if schedule_study.is_schedule_study(out_dir):
-        return SCHEDULES_BEGIN, SCHEDULES_END, schedules_markdown
-    kind, shared, markdown = (("decisive", (DECISIVE_BEGIN, DECISIVE_END), decisive_markdown)
-                              if decisive.is_sequential_study(out_dir) else
-                              ("results", (README_BEGIN, README_END), results_markdown))
-    begin, end = own_markers(out_dir, kind)
-    if page.is_file() and begin in page.read_text(encoding="utf-8"):
-        return begin, end, markdown
-    return *shared, markdown
+    writes it, as the study's ``pages`` say (a :class:`typhoon.report.study_pages.StudyPages`)."""
+    if pages.own_kind is not None:
+        begin, end = own_markers(out_dir, pages.own_kind)
+        if page.is_file() and begin in page.read_text(encoding="utf-8"):
+            return begin, end, pages.markdown
+    return *pages.markers, pages.markdown
 
 
 MIXED_MARK = "†"  # an answer-table verdict that rests on seeds whose arms ran on different kernel families
@@ -424,22 +420,22 @@ def _rewrite_block(page: Path, begin: str, end: str, block: str, check: bool, wh
     return new != text
 
 
-def readme_block(out_dir: str | os.PathLike, readme: Path) -> str:
-    """The marked block as it belongs in ``readme`` (markers included): the decisive block for a sequential
-    study's folder, the schedules block for a schedules grid's, else the Results block of a reference run."""
-    begin, end, markdown = _markers(out_dir, readme)
+def readme_block(out_dir: str | os.PathLike, readme: Path, pages) -> str:
+    """The marked block as it belongs in ``readme`` (markers included), as the study's ``pages`` say: the
+    decisive block of a sequential study, the schedules block of a schedules grid, the Results block of a
+    reference run."""
+    begin, end, markdown = _markers(out_dir, readme, pages)
     return f"{begin}\n{markdown(out_dir, readme.parent)}\n{end}"
 
 
-def update_readme(out_dir: str | os.PathLike, readme: str | os.PathLike | None = None, check: bool = False) -> bool:
+def update_readme(out_dir: str | os.PathLike, readme: str | os.PathLike | None = None, check: bool = False, *,
+                  pages) -> bool:
     """Rewrite the block of ``out_dir`` in ``readme`` (default: the results page :data:`RESULTS_PAGE`) from its
-    tables: between :data:`DECISIVE_BEGIN` and :data:`DECISIVE_END` for a sequential study,
-    :data:`SCHEDULES_BEGIN` and :data:`SCHEDULES_END` for a schedules grid, else between the folder's own
-    markers (:func:`own_markers`) where the page has them, or :data:`README_BEGIN` and :data:`README_END`;
-    returns whether it changed (``check``: do not write)."""
+    tables, between the markers its study's ``pages`` name (:mod:`typhoon.report.study_pages`: the folder's own
+    where the page has them); returns whether it changed (``check``: do not write)."""
     readme = Path(readme) if readme else paths.repo_root() / RESULTS_PAGE
-    begin, end, _ = _markers(out_dir, readme)
-    return _rewrite_block(readme, begin, end, readme_block(out_dir, readme), check, paths.shown(Path(out_dir)))
+    begin, end, _ = _markers(out_dir, readme, pages)
+    return _rewrite_block(readme, begin, end, readme_block(out_dir, readme, pages), check, paths.shown(Path(out_dir)))
 
 
 def readme_block_in(readme: Path, begin: str = README_BEGIN, end: str = README_END) -> str | None:

@@ -25,7 +25,7 @@ from typhoon import atomic, machine, paths
 from typhoon.analysis import compare_with_reference, no_reference_note, reference_for
 from typhoon.config import Profile
 from typhoon.records import collect_results, reuse_equal_records, why_incomplete, write_manifest
-from typhoon.report import render_report
+from typhoon.report import StudyPages, pages_of, render_report
 from typhoon.runner import progress
 from typhoon.runner.cells import Cell, cell_is_done
 from typhoon.runner.notebooks import (
@@ -73,6 +73,7 @@ class FixedGrid(StudyPolicy):
         self.profile = spec.name
         self.allow_mixed_precision = allow_mixed_precision
         self.configs = spec.grid(overrides)  # every cell resolved and validated, once
+        self.pages = grid_pages(self.configs)
         self.reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
         check_analysis_settings(spec.analysis, spec.name)
         notebooks_dir()  # the notebooks are there
@@ -146,7 +147,7 @@ class FixedGrid(StudyPolicy):
 
         try:
             report = run_analysis(out_dir, notebooks_dir(), self.spec.analysis, self.spec.name, on_notebook,
-                                  self.configs, workers=min(self.workers, machine.usable_cores()))
+                                  self.configs, pages=self.pages, workers=min(self.workers, machine.usable_cores()))
             log.write(f"analysis ok: report {report}")
         except Exception as err:
             if as_file_system_error(err) is not None:
@@ -173,9 +174,15 @@ class FixedGrid(StudyPolicy):
         return [line for line in [against_reference(self.spec.name, out_dir)] if line] if report else []
 
 
+def grid_pages(configs: list) -> StudyPages:
+    """What a plain grid puts in its report and on the results page: a grid of mask schedules its schedules'
+    comparisons with the fixed rate, any other the paper's claims (:mod:`typhoon.report.study_pages`)."""
+    return pages_of("schedules" if any(config.schedule != "fixed" for config in configs) else "claims")
+
+
 def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, profile: str | None = None,
                  on_notebook: Callable[[str], None] | None = None, configs: list | None = None,
-                 workers: int = 2) -> Path:
+                 workers: int = 2, pages: StudyPages | None = None) -> Path:
     """Execute the notebooks on the collected results and render the HTML report.
 
     First one walkthrough per backbone × task of ``configs`` (:func:`typhoon.runner.notebooks.pair_notebooks`),
@@ -220,7 +227,7 @@ def run_analysis(out_dir: Path, nb_dir: Path, settings: dict | None = None, prof
     executed = [executed_copy(future.result) for future in futures]
     after = [i + 1 for i, path in enumerate(executed) if path is not None and path.name == "20_statistics.ipynb"]
     executed.insert(after[0] if after else len(executed), executed_copy(lambda: execute(REFERENCE_NOTEBOOK)))
-    report = render_report(out_dir, [path for path in executed if path is not None], profile,
+    report = render_report(out_dir, [path for path in executed if path is not None], profile, pages=pages,
                            failed=[str(err) for err in failures])
     if failures:
         raise AnalysisFailed(failures, report)

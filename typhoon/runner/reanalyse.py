@@ -20,7 +20,7 @@ from typhoon import machine, paths
 from typhoon.config import RunConfig, get_profile
 from typhoon.records import output_folder_lock, read_manifest
 from typhoon.runner import progress
-from typhoon.runner.grid import run_analysis
+from typhoon.runner.grid import grid_pages, run_analysis
 from typhoon.runner.notebooks import notebooks_dir
 
 # What the engine before worker processes wrote per cell; the walkthroughs replace them.
@@ -35,6 +35,15 @@ def study_profile(out_dir: Path) -> str:
     if not manifest.get("profile"):
         raise ValueError(f"{paths.shown(out_dir / paths.MANIFEST)} names no profile")
     return manifest["profile"]
+
+
+def study_pages_of(out_dir: str | Path):
+    """What the study in ``out_dir`` puts on the results page, as the policy of its profile says (a sequential
+    design's verdicts, a schedules grid's comparisons, a reference run's claims): ``results-readme`` asks it."""
+    from typhoon.report import pages_of
+
+    spec = get_profile(study_profile(Path(out_dir)))
+    return pages_of("sequential") if spec.design else grid_pages(spec.grid())
 
 
 def recorded_configs(out_dir: Path) -> list[RunConfig]:
@@ -67,7 +76,7 @@ def reanalyse(out_dir: str | Path) -> Path:
         for stale in PER_CELL_OUTPUTS:
             shutil.rmtree(out_dir / stale, ignore_errors=True)
         if not spec.design:
-            return run_analysis(out_dir, notebooks_dir(), spec.analysis, spec.name,
+            return run_analysis(out_dir, notebooks_dir(), spec.analysis, spec.name, pages=grid_pages(configs),
                                 on_notebook=lambda name: progress.say(f"analysis: {name}"), configs=configs,
                                 workers=min(2, machine.usable_cores()))
     rewrite_tables_and_report(spec.name, out_dir)  # its tables are part of its analysis; it takes the lock itself

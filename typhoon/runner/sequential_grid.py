@@ -24,7 +24,7 @@ from typhoon.records import (
     record_numerics_detail,
     write_manifest,
 )
-from typhoon.report import render_report
+from typhoon.report import pages_of, render_report
 from typhoon.runner import grid, notebooks, progress
 from typhoon.runner.cells import Cell
 from typhoon.runner.policy import StudyPolicy
@@ -38,7 +38,7 @@ def write_report(out_dir: Path, profile: str, configs: list | None = None, nb_di
     executed = [notebooks.execute_for(out_dir, nb_dir, decisive.NOTEBOOK, {"out_dir": str(out_dir), "profile": profile})]
     executed += [notebooks.execute_for(out_dir, nb_dir, nb.name, {"out_dir": str(out_dir), "profile": profile, **params},
                                        name) for nb, params, name in notebooks.pair_notebooks(done)]
-    return render_report(out_dir, executed, profile)
+    return render_report(out_dir, executed, profile, pages=pages_of("sequential"))
 
 
 def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = True) -> list[str]:
@@ -80,6 +80,7 @@ class SequentialDesign(StudyPolicy):
 
     def __init__(self, spec: Profile, overrides: dict | None = None, *, analysis: bool = True, reuse: bool = True):
         self.spec, self.analysis, self.reuse, self.profile = spec, analysis, reuse, spec.name
+        self.pages = pages_of("sequential")
         self.study = decisive.study_design(spec)
         self.grid = decisive.grid_configs(spec, overrides)  # every cell resolved and validated, once
         self.configs = list(self.grid.values())
