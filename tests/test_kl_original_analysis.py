@@ -1,4 +1,4 @@
-"""The kl-original study's tables (typhoon/analysis/kl_original.py) against independent references: the
+"""The kl-original study's tables (typhoon/analysis/kl/: rows, curve, finetune, original_report) against independent references: the
 per-token Bernoulli KL written out by hand, scipy's t intervals and paired t test, a Monte Carlo of the TOST
 for its power, and hand-built curves."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from typhoon.analysis import kl_original as ko
+from typhoon.analysis import kl as ko
 from typhoon.analysis import paired
 from typhoon.analysis.significance import tost_paired
 from typhoon.cli import main

@@ -273,7 +273,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _kl_original(args: argparse.Namespace) -> int:
     """``typhoon kl-original <part>``: the part's missing runs, in ``--out``; ``table``: the study's tables."""
-    from typhoon.analysis.kl_original_design import SEEDS, TASKS
+    from typhoon.analysis.kl.original_design import SEEDS, TASKS
     from typhoon.runner import kl_original
 
     out, tasks, seeds = Path(args.out), tuple(args.tasks or TASKS), tuple(args.seeds or SEEDS)
@@ -296,7 +296,7 @@ def _kl_gap(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not args.table_only:
         run_study(out, args.cause, seeds=args.seeds or SEEDS)
-    from typhoon.analysis import kl_gap_table
+    from typhoon.analysis.kl import kl_gap_table
     from typhoon.atomic import atomic_write_csv, atomic_write_text
 
     table = kl_gap_table(out)
@@ -361,7 +361,7 @@ def check_input(args: argparse.Namespace) -> None:
             check_can_write(out_dir)
             check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
     elif args.command == "kl-gap":
-        from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
+        from typhoon.analysis.kl.gap_causes import cause_named  # light: the causes are RunConfig changes
 
         for name in args.cause or []:
             cause_named(name)
@@ -369,7 +369,7 @@ def check_input(args: argparse.Namespace) -> None:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         check_can_write(args.out)
     elif args.command == "kl-original":
-        from typhoon.analysis.kl_original_design import TASKS, check_finetune_seeds, row_named
+        from typhoon.analysis.kl.original_design import TASKS, check_finetune_seeds, row_named
 
         for name in args.row or []:
             row_named(name)

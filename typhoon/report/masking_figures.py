@@ -104,7 +104,7 @@ def plot_prob_histogram(probs, p: float, out_path: str | os.PathLike, seen=None,
 @styled
 def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
                            paper_kl: float | None = None, title: str = "") -> list[Path]:
-    """Calibration sweep (``budget_spread.calibration_sweep``): KL to uniform, budget moved and max/min pi
+    """Calibration sweep (``kl.budget_spread.calibration_sweep``): KL to uniform, budget moved and max/min pi
     vs delta, one line per calibration (softmax, which has no band: a dash-dotted level per tau)."""
     require_plottable(sweep, ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"], "sweep")
     df = sweep.copy()
@@ -148,13 +148,13 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
 
 @styled
 def plot_kl_curve(curves: pd.DataFrame, out_path: str | os.PathLike, unit: str = "bernoulli") -> list[Path]:
-    """The kl-original curve (``kl_original.read_curves``): ``unit``'s KL after each MLM epoch, one line per
-    seed and a panel per task, log-log; each run's fitted power law (``kl_original.run_power_laws``) dashed out
-    to its planned end (dotted), and the paper's figure in that unit (``kl_original.paper_kl``) dashed in black."""
-    from typhoon.analysis import kl_original  # scipy: only when this figure is drawn
+    """The kl-original curve (``kl.read_curves``): ``unit``'s KL after each MLM epoch, one line per seed and a
+    panel per task, log-log; each run's fitted power law (``kl.run_power_laws``) dashed out to its planned end
+    (dotted), and the paper's figure in that unit (``kl.paper_kl``) dashed in black."""
+    from typhoon.analysis import kl  # scipy: only when this figure is drawn
 
     require_plottable(curves, ["task", "seed", "epoch", unit], "curve")
-    fits, paper_kl = kl_original.run_power_laws(curves, unit), kl_original.paper_kl(unit)
+    fits, paper_kl = kl.run_power_laws(curves, unit), kl.paper_kl(unit)
     tasks = list(dict.fromkeys(curves["task"].astype(str)))
     seeds = sorted(curves["seed"].unique())
     colours = dict(zip(seeds, colorblind(len(seeds)), strict=True))
@@ -222,7 +222,7 @@ def plot_budget_vs_difference(verdict: pd.DataFrame, out_path: str | os.PathLike
                               reference: str = "random") -> list[Path]:
     """Budget moved (TV to uniform masking) against the paired dev-metric difference to ``reference``
     (95 % CI), one panel per task: a point per typhoon-family strategy, coloured by strategy, shaped by
-    saliency source (``budget_spread.bottleneck_verdict``'s table)."""
+    saliency source (``bottleneck_verdict.bottleneck_verdict``'s table)."""
     require_plottable(verdict, ["task", "strategy", "saliency", "budget_moved", "diff", "ci_low", "ci_high"], "verdict")
     margin = verdict.attrs.get("margin") if margin is None else margin
     tasks = list(dict.fromkeys(verdict["task"]))

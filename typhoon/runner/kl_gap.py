@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from typhoon.analysis.kl_gap_causes import CAUSES, RUN_FILE, STATE_FILE, Cause, cause_named
+from typhoon.analysis.kl.gap_causes import CAUSES, RUN_FILE, STATE_FILE, Cause, cause_named
 from typhoon.atomic import staged_dir
 from typhoon.config import RunConfig, resolve
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from typhoon.analysis.kl_original_design import (
+from typhoon.analysis.kl.original_design import (
     ALL_2023,
     BACKBONE,
     CURVE_EPOCHS,
@@ -98,7 +98,7 @@ class _EpochDone(Exception):
 
 
 def _diagnostics(strategy, n_sequences: int) -> dict:
-    from typhoon.analysis import kl_definitions, rate_spread
+    from typhoon.analysis.kl import kl_definitions, rate_spread
 
     return {**kl_definitions(strategy.probs, strategy.counts, strategy.p, n_sequences),
             **rate_spread(strategy.probs, strategy.counts)}
@@ -201,7 +201,7 @@ def run_finetune(out: Path, tasks=TASKS, seeds=None, progress: bool = False) -> 
 def write_tables(out: Path) -> dict:
     """The study's tables and README (:func:`typhoon.analysis.kl_original.write_report`) and, once a curve run
     has landed, its figure of KL against MLM epochs (``kl_original.CURVE_FIGURE``). Returns the tables."""
-    from typhoon.analysis import kl_original
+    from typhoon.analysis import kl as kl_original
     from typhoon.report import plot_kl_curve
 
     tables = kl_original.write_report(out)
