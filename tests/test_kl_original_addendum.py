@@ -240,3 +240,13 @@ def test_the_fine_tuned_comparisons_match_scipy_and_flag_pairs_that_mix_numerics
     diff = (values["typhoon_2023"] - values["random_2023"])[:4]
     assert (without.n_pairs, without.seeds, without.mean_diff) == (4, "0 1 2 3", pytest.approx(diff.mean()))
     assert ("typhoon_2023 - random", "without mixed numerics") not in table.index  # no pair of it mixes
+
+
+def test_a_row_with_fewer_states_than_a_change_needs_is_not_decided_not_not_yet_run(addendum):
+    out, _ = addendum
+    for task, seed in KEYS[1:]:
+        shutil.rmtree(out / "states" / "numerics" / task / f"seed{seed}")
+    states = kl.read_row_states(out)
+    verdicts = kl.predictions(kl.rows_table(states), kl.rate_table(states), None).set_index("prediction")
+    assert verdicts.loc[6, "verdict"] == "not decided" and verdicts.loc[6, "evidence"].startswith("1 of 6 states")
+    assert "numerics" not in kl.rows_not_yet_run(states)

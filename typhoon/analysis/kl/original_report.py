@@ -269,9 +269,10 @@ def _addendum_section(tables: dict[str, pd.DataFrame], waiting: list[str]) -> li
         return lines + [f"Not yet run: {', '.join(ADDENDUM_AGAINST)}.\n"]
     shown = pd.DataFrame([{
         "row": r.row, "against": r.against, "n_states": r.n_states, "kl": r.kl,
-        "vs baseline": factor_text(r, bonferroni=True) if pd.notna(r.change) else "",
+        "vs baseline": factor_text(r, bonferroni=True) if pd.notna(r.change) else "fewer than two pairs yet",
         "vs baseline (Bonferroni)": r.direction_bonferroni if pd.notna(r.change) else "",
-        "vs against": factor_text(r, "against_", bonferroni=True) if pd.notna(r.against_change) else "",
+        "vs against": (factor_text(r, "against_", bonferroni=True) if pd.notna(r.against_change)
+                       else "fewer than two pairs yet"),
         "vs against (Bonferroni)": r.against_direction_bonferroni if pd.notna(r.against_change) else ""}
         for r in (s for _, s in mine.iterrows())])
     lines += ["Per-token Bernoulli KL (nats/token); each change is the geometric mean ratio over the paired (task, "

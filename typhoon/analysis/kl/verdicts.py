@@ -67,7 +67,7 @@ def predictions(rows: pd.DataFrame, rates: pd.DataFrame, curve: pd.DataFrame | N
     p_tok, p_q = _row_unit(rows, "p", "bernoulli"), _row_unit(rows, "p", "masked_distribution")
     claim = "p 0.3 raises the per-token Bernoulli KL ~2.4x and leaves KL(q||u) unchanged"
     if p_tok is None or pd.isna(p_tok.get("change")):
-        add(1, claim, NOT_YET_RUN, "")
+        add(1, claim, NOT_YET_RUN if p_tok is None else "not decided", "" if p_tok is None else "fewer than two pairs")
     else:
         in_ci = p_tok.change_ci_low <= 2.4 <= p_tok.change_ci_high
         tok = ("holds" if p_tok.direction == "raises" and in_ci else
@@ -98,7 +98,7 @@ def predictions(rows: pd.DataFrame, rates: pd.DataFrame, curve: pd.DataFrame | N
         r = _row_unit(rows, row, "bernoulli")
         claim = f"'{row}' alone moves the KL by less than 2x either way"
         if r is None or pd.isna(r.get("change")):
-            add(number, claim, NOT_YET_RUN, "")
+            add(number, claim, NOT_YET_RUN if r is None else "not decided", "" if r is None else "fewer than two pairs")
             continue
         add(number, claim, within_factor(r.change_ci_low, r.change_ci_high), f"Bernoulli {factor_text(r)}")
     original = rows[~rows["row"].isin(list(ADDENDUM_AGAINST)) & rows["unit"].isin(PER_TOKEN)]
@@ -122,8 +122,12 @@ def predictions(rows: pd.DataFrame, rates: pd.DataFrame, curve: pd.DataFrame | N
     for number, row, moved in ((6, "numerics", "fp32"), (7, "sampler", "random batches")):
         claim = f"{moved} ('{row}') moves the KL by less than 2x either way against '{ADDENDUM_AGAINST[row]}'"
         r = _row_unit(rows, row, "bernoulli")
-        if r is None or pd.isna(r.get("against_change")):
+        if r is None:
             add(number, claim, NOT_YET_RUN, "")
+            continue
+        if pd.isna(r.get("against_change")):
+            add(number, claim, "not decided", f"{r.n_states} of {REGISTERED_PAIRS} states so far: a change needs two "
+                f"pairs with '{ADDENDUM_AGAINST[row]}'")
             continue
         verdict = within_factor(r.against_change_ci_low_bonferroni, r.against_change_ci_high_bonferroni)
         partial = r.against_n_pairs < REGISTERED_PAIRS
