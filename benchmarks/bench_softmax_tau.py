@@ -21,7 +21,7 @@ import time
 import pandas as pd
 import torch
 
-from typhoon.analysis.budget_spread import calibration_sweep
+from typhoon.analysis.kl.budget_spread import calibration_sweep
 from typhoon.config import resolve
 from typhoon.masking.saliency_source import SaliencySource
 from typhoon.training import run as training_run

@@ -11,7 +11,9 @@ stages may use. Read from the AST of every module (function-level imports includ
   saliency``, ``from typhoon.masking import saliency``) instead of a name from its face
   (``from typhoon.masking import X``). A module the face lists in its ``__all__`` is one other stages may use
   whole (``plugins.load``): importing it, or a name from it, goes through the face. A name taken from a face
-  must be in its ``__all__``.
+  must be in its ``__all__``. A subpackage the face lists (``analysis.kl``) is a face of its own, read the same
+  way one level down: ``from typhoon.analysis.kl import rows_table`` goes through it, ``from
+  typhoon.analysis.kl.rows import rows_table`` around it.
 * **private names crossing a module**: a name with one leading underscore (not a dunder) taken from another
   module of the package: ``from .run_summary import _strategy_order``, or ``run_summary._metric_of`` on an
   imported module. A private *module* (``typhoon/_faults.py``) is the package's own: its modules may import
@@ -46,7 +48,7 @@ def module_files(package: Path) -> dict[str, Path]:
 
 
 def stage_of(module: str) -> str:
-    """``typhoon.analysis.kl_gap`` -> ``analysis``; ``typhoon.config`` -> ``config``; ``typhoon`` -> ``__init__``."""
+    """``typhoon.analysis.kl.gap`` -> ``analysis``; ``typhoon.config`` -> ``config``; ``typhoon`` -> ``__init__``."""
     parts = module.split(".")[1:]
     return parts[0] if parts else "__init__"
 
@@ -93,6 +95,7 @@ def find_bypasses(package: Path = PACKAGE) -> list[str]:
     files = module_files(package)
     root = min(files, key=len)
     faces = {m for m in files if m.count(".") == 1 and files[m].name == "__init__.py"}  # the subpackages
+    packages = {m for m in files if files[m].name == "__init__.py"}  # a face at any depth
     exports: dict[str, set[str] | None] = {}
 
     def exported(face: str) -> set[str]:
@@ -113,13 +116,18 @@ def find_bypasses(package: Path = PACKAGE) -> list[str]:
                 face = f"{root}.{stage_of(target)}"
                 if face not in faces:
                     continue  # a top-level module is its own face
-                if target == face:
-                    if alias is not None and alias.name not in exported(face):
-                        found.append(f"{where}:{line}: {name} imports {face}.{alias.name}, not in the face's __all__")
-                    continue
-                if target == f"{face}.{target.split('.')[2]}" and target.split(".")[2] in exported(face):
-                    continue  # a module the face lists: used whole
-                found.append(f"{where}:{line}: {name} imports {target}")
+                # down from the stage's face: each step a module or subpackage the face above lists; a
+                # subpackage it lists is a face of its own, the next step read against it
+                for part in target.split(".")[face.count(".") + 1:]:
+                    if part not in exported(face) or f"{face}.{part}" not in files:
+                        break
+                    face = f"{face}.{part}"
+                    if face not in packages:
+                        break  # a module the face lists: used whole, and every name in it
+                if face != target:
+                    found.append(f"{where}:{line}: {name} imports {target}")
+                elif alias is not None and target == module and target in packages and alias.name not in exported(target):
+                    found.append(f"{where}:{line}: {name} imports {target}.{alias.name}, not in the face's __all__")
     return sorted(set(found), key=lambda f: (f.split(":")[0], int(f.split(":")[1]), f))
 
 

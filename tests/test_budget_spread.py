@@ -1,4 +1,4 @@
-"""Tests for typhoon.analysis.budget_spread (the budget-spread bottleneck) and the two analysis notebooks end to end."""
+"""Tests for typhoon.analysis.kl.budget_spread (the budget-spread bottleneck) and the two analysis notebooks end to end."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from notebook_here import run_notebook_here
 from scipy import stats as st
 
-from typhoon.analysis import bottleneck_verdict, budget_spread
+from typhoon.analysis import bottleneck_verdict
+from typhoon.analysis.kl import budget_spread
 from typhoon.masking import calibrate
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from conftest import REPO
 from scipy import stats as st
 
 from typhoon.analysis import pairwise, paper_claims, run_summary, schedule_study, stats_tables
-from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.records import schema
 from typhoon.report import results_readme
 from typhoon.report.study_pages import pages_of

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from typhoon.analysis import kl_gap_causes
-from typhoon.analysis.kl_gap import kl_gap_conclusion, kl_gap_display, kl_gap_table
+from typhoon.analysis.kl import gap_causes as kl_gap_causes
+from typhoon.analysis.kl.gap import kl_gap_conclusion, kl_gap_display, kl_gap_table
 from typhoon.masking import get_strategy, kl_to_uniform
 from typhoon.runner import kl_runs as kl_gap
 

@@ -1,4 +1,4 @@
-"""The kl-original study's tables (typhoon/analysis/kl_original.py) against independent references: the
+"""The kl-original study's tables (typhoon/analysis/kl/: rows, curve, finetune, original_report) against independent references: the
 per-token Bernoulli KL written out by hand, scipy's t intervals and paired t test, a Monte Carlo of the TOST
 for its power, and hand-built curves."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from typhoon.analysis import kl_original as ko
+from typhoon.analysis import kl as ko
 from typhoon.analysis import paired
 from typhoon.analysis.significance import tost_paired
 from typhoon.cli import main
@@ -90,7 +90,8 @@ def test_row_interval_and_paired_change_match_scipy(study):
     assert (r.change_ci_low, r.change_ci_high) == pytest.approx((math.exp(ci.low), math.exp(ci.high)))
     bonferroni = paired.confidence_interval(1 - 0.05 / 7)  # 7 rows beside the baseline
     assert r.change_ci_low_bonferroni == pytest.approx(math.exp(bonferroni.low))
-    assert r.direction == ("raises" if ci.low > 0 else "lowers" if ci.high < 0 else "leaves")
+    assert r.direction == ("raises" if ci.low > 0 else "lowers" if ci.high < 0
+                           else "leaves" if math.log(0.5) <= ci.low and ci.high <= math.log(2) else "not detected")
     assert r["reaches_7e-4"] == (low <= math.log(7e-4) <= high)
     assert math.isnan(table.loc[("baseline", "bernoulli"), "change"])  # no change of the baseline against itself
 
@@ -179,7 +180,7 @@ def test_curve_trend_slopes_and_interval_match_scipy_on_noisy_curves():
     low, high = st.t.interval(0.95, len(slopes) - 1, loc=slopes.mean(), scale=st.sem(slopes))
     assert r.slope == pytest.approx(slopes.mean(), rel=1e-10)
     assert (r.slope_ci_low, r.slope_ci_high) == pytest.approx((low, high), rel=1e-10)
-    assert r.trend == ("rises" if low > 0 else "falls" if high < 0 else "flat")
+    assert r.trend == ("rises" if low > 0 else "falls" if high < 0 else "not detected")
     ends = [fit.intercept + fit.slope * math.log(PLANNED[run[0]]) for run, fit in fits.items()]
     assert r.kl_end == pytest.approx(math.exp(np.mean(ends)), rel=1e-10)
 
@@ -205,7 +206,7 @@ def test_curve_trend_verdict_reads_the_extrapolated_interval_against_7e_4(level,
     spread = {("mrpc", 0): 1.0, ("mrpc", 1): 1.2, ("cola", 0): 1 / 1.2, ("cola", 1): 1.0}
     r = ko.curve_trend(_curves(lambda run, e: level * spread[run], EPOCHS_OF_RUN)).set_index("unit").loc["bernoulli"]
     assert r.kl_end_ci_low < level < r.kl_end_ci_high
-    assert r.trend == "flat" and r.slope == pytest.approx(0, abs=1e-12)
+    assert r.trend == "not detected" and r.slope == pytest.approx(0, abs=1e-12)
     assert r.verdict == verdict
 
 

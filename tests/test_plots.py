@@ -313,7 +313,7 @@ def test_the_saliency_scatter_is_one_image_in_the_svg_not_a_marker_per_type(tmp_
 def test_the_kl_curve_draws_each_run_and_its_power_law_to_the_planned_end(tmp_path, saved_figures):
     """kl-original's curve: one line per run through its epochs' KLs, and each run's fitted line reaching, at its
     task's planned end, exp(intercept + slope · log E) -- computed here by hand for an exact power law."""
-    from typhoon.analysis.kl_original_design import CURVE_EPOCHS
+    from typhoon.analysis.kl.original_design import CURVE_EPOCHS
 
     laws = {("mrpc", 0): (2e-4, -0.3), ("mrpc", 1): (1e-4, 0.2), ("cola", 0): (5e-5, 0.5)}
     curves = pd.DataFrame([{"task": task, "seed": seed, "epoch": e, "bernoulli": a * e ** b}

@@ -26,7 +26,10 @@ _spec = importlib.util.spec_from_file_location("stage_faces", REPO / "benchmarks
 stage_faces = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(stage_faces)
 
-FACES = sorted(f"typhoon.{path.parent.name}" for path in PACKAGE.glob("*/__init__.py"))
+# every stage's face, and the lazy faces one level down (analysis.kl: a package of a stage with a face of its own)
+FACES = sorted([f"typhoon.{path.parent.name}" for path in PACKAGE.glob("*/__init__.py")]
+               + [f"typhoon.{path.parent.parent.name}.{path.parent.name}" for path in PACKAGE.glob("*/*/__init__.py")
+                  if "lazy_face(" in path.read_text(encoding="utf-8")])
 HEAVY = ("torch", "transformers", "pandas", "numpy", "scipy", "matplotlib", "datasets", "evaluate")
 
 
@@ -71,7 +74,7 @@ def test_a_face_names_only_what_its_modules_define(face):
     imported, would shadow the name)."""
     module = importlib.import_module(face)
     homes = getattr(module, "_HOMES", {})
-    folder = PACKAGE / face.split(".")[1]
+    folder = PACKAGE.joinpath(*face.split(".")[1:])
     modules = {path.stem for path in folder.glob("*.py")} | {path.parent.name for path in folder.glob("*/__init__.py")}
     wrong = [f"{name}: {home}.py defines no {name}" for name, home in homes.items()
              if name not in top_level_names(folder / f"{home}.py")]
@@ -116,7 +119,9 @@ def test_a_name_is_read_through_the_face_from_its_module_each_time(monkeypatch):
 def test_the_checks_can_fail(tmp_path):
     """Planted in a package of two stages: imports of the other stage's internals (at module and function
     level, by name and by module), a name its face does not list, private names taken by import and by
-    attribute. Through the face, from a module it lists as used whole, and inside a stage: all allowed."""
+    attribute; around a face one level down (a subpackage the stage's face lists), and a name that face does not
+    list. Through the face, from a module it lists as used whole, through the nested face, and inside a stage: all
+    allowed."""
     name = f"planted_{tmp_path.name}"
     pkg = tmp_path / name
     (pkg / "low").mkdir(parents=True)
@@ -124,7 +129,12 @@ def test_the_checks_can_fail(tmp_path):
     (pkg / "__init__.py").write_text('"""A planted package."""\n')
     (pkg / "_secret.py").write_text("KEY = 1\n")
     (pkg / "low" / "__init__.py").write_text('"""The low stage."""\n\nfrom .inner import thing\n\n'
-                                           '__all__ = ["thing", "whole"]\n')
+                                           '__all__ = ["thing", "whole", "nest"]\n')
+    (pkg / "low" / "nest").mkdir()
+    (pkg / "low" / "nest" / "__init__.py").write_text('"""A face one level down."""\n\nlisted = 1\n\n'
+                                                    '__all__ = ["listed", "open"]\n')
+    (pkg / "low" / "nest" / "open.py").write_text("used = 1\n")
+    (pkg / "low" / "nest" / "closed.py").write_text("kept = 1\n")
     (pkg / "low" / "inner.py").write_text("thing = other = _hidden = 1\n")
     (pkg / "low" / "whole.py").write_text("from .inner import _hidden, other\n\nload = 1\n")
     (pkg / "high" / "__init__.py").write_text("")
@@ -134,7 +144,12 @@ def test_the_checks_can_fail(tmp_path):
     (pkg / "high" / "bad.py").write_text(
         f"from {name}.low.inner import other\nfrom {name}.low import inner\nfrom {name}.low import other as again\n\n"
         f"def f():\n    import {name}.low.inner\n    from {name}.low.inner import _hidden\n"
-        f"    seen = inner._hidden\n    return seen, {name}.low.inner._hidden\n")
+        f"    seen = inner._hidden\n    return seen, {name}.low.inner._hidden\n"
+        f"from {name}.low.nest.closed import kept\nfrom {name}.low.nest import closed\n"
+        f"from {name}.low.nest import unlisted\n")
+    (pkg / "high" / "nested_ok.py").write_text(
+        f"from {name}.low import nest\nfrom {name}.low.nest import listed, open\n"
+        f"from {name}.low.nest.open import used\nimport {name}.low.nest\n")
     try:
         bypasses = stage_faces.find_bypasses(pkg)  # imports the planted faces, to read their __all__
     finally:
@@ -146,8 +161,11 @@ def test_the_checks_can_fail(tmp_path):
         f"{name}.high.bad imports {name}.low.other, not in the face's __all__",
         f"{name}.high.bad imports {name}.low.inner",
         f"{name}.high.bad imports {name}.low.inner",
+        f"{name}.high.bad imports {name}.low.nest.closed",
+        f"{name}.high.bad imports {name}.low.nest.closed",
+        f"{name}.high.bad imports {name}.low.nest.unlisted, not in the face's __all__",
     ]
-    assert [int(line.split(":")[1]) for line in bypasses] == [1, 2, 3, 6, 7]
+    assert [int(line.split(":")[1]) for line in bypasses] == [1, 2, 3, 6, 7, 10, 11, 12]
     assert all(line.startswith(f"{name}/high/bad.py:") for line in bypasses)
     privates = stage_faces.find_private_crossings(pkg)
     assert [int(line.split(":")[1]) for line in privates] == [7, 8, 9, 1]

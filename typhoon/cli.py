@@ -303,7 +303,7 @@ def _run(args: argparse.Namespace) -> int:
 def _kl_original(args: argparse.Namespace) -> int:
     """``typhoon kl-original <part>``: the part's missing cells, through the study loop on the executor the flags
     name, in ``--out``; ``table``: the study's tables."""
-    from typhoon.analysis.kl_original_design import SEEDS, TASKS
+    from typhoon.analysis.kl.original_design import SEEDS, TASKS
     from typhoon.runner import kl_studies
 
     out, tasks, seeds = Path(args.out), tuple(args.tasks or TASKS), tuple(args.seeds or SEEDS)
@@ -396,7 +396,7 @@ def check_input(args: argparse.Namespace) -> None:
         if not (args.cluster or args.scheduler):  # else the cells run on other machines
             machine.check_device_visible(execution.device)
     if args.command == "kl-gap":
-        from typhoon.analysis.kl_gap_causes import cause_named  # light: the causes are RunConfig changes
+        from typhoon.analysis.kl.gap_causes import cause_named  # light: the causes are RunConfig changes
 
         for name in args.cause or []:
             cause_named(name)
@@ -404,7 +404,7 @@ def check_input(args: argparse.Namespace) -> None:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         check_can_write(args.out)
     elif args.command == "kl-original":
-        from typhoon.analysis.kl_original_design import SEEDS, TASKS, check_finetune_seeds, row_named
+        from typhoon.analysis.kl.original_design import SEEDS, TASKS, check_finetune_seeds, row_named
 
         for name in args.row or []:
             row_named(name)

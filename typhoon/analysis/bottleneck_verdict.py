@@ -2,7 +2,7 @@
 masking budget (rank, softmax, task-loss saliency) change the dev metric against random masking? One row
 per strategy with the difference, Holm, TOST at a margin stated before the run, the seeds needed, and a
 verdict in words (:func:`bottleneck_verdict`). The bottleneck itself is measured in
-:mod:`typhoon.analysis.budget_spread`."""
+:mod:`typhoon.analysis.kl.budget_spread`."""
 
 from __future__ import annotations
 

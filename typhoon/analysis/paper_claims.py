@@ -26,7 +26,7 @@ from scipy import stats as st
 
 from typhoon import paths
 from typhoon.analysis import pairwise, run_summary, significance
-from typhoon.analysis.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.analysis.verdict_text import not_significant_power
 from typhoon.records import RUN_KEYS
 

@@ -104,7 +104,7 @@ def plot_prob_histogram(probs, p: float, out_path: str | os.PathLike, seen=None,
 @styled
 def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
                            paper_kl: float | None = None, title: str = "") -> list[Path]:
-    """Calibration sweep (``budget_spread.calibration_sweep``): KL to uniform, budget moved and max/min pi
+    """Calibration sweep (``kl.budget_spread.calibration_sweep``): KL to uniform, budget moved and max/min pi
     vs delta, one line per calibration (softmax, which has no band: a dash-dotted level per tau)."""
     require_plottable(sweep, ["method", "delta", "tau", "kl_to_uniform", "budget_moved", "pi_ratio"], "sweep")
     df = sweep.copy()
@@ -148,23 +148,30 @@ def plot_calibration_sweep(sweep: pd.DataFrame, out_path: str | os.PathLike,
 
 @styled
 def plot_kl_curve(curves: pd.DataFrame, out_path: str | os.PathLike, unit: str = "bernoulli") -> list[Path]:
-    """The kl-original curve (``kl_original.read_curves``): ``unit``'s KL after each MLM epoch, one line per
-    seed and a panel per task, log-log; each run's fitted power law (``kl_original.run_power_laws``) dashed out
-    to its planned end (dotted), and the paper's figure in that unit (``kl_original.paper_kl``) dashed in black."""
-    from typhoon.analysis import kl_original  # scipy: only when this figure is drawn
+    """The kl-original curve (``kl.read_curves``): ``unit``'s KL after each MLM epoch, one line per seed and a
+    panel per task, log-log, read two ways where the curve has both: each epoch's end-of-epoch state (points,
+    registered) and the geometric mean of its trace snapshots (a thicker pale line, ``kl.TRACE_MEAN``;
+    supplementary); each run's fitted power law of the end-of-epoch reading (``kl.run_power_laws``) dashed out to
+    its planned end (dotted), and the paper's figure in that unit (``kl.paper_kl``) dashed in black."""
+    from typhoon.analysis import kl  # scipy: only when this figure is drawn
 
     require_plottable(curves, ["task", "seed", "epoch", unit], "curve")
-    fits, paper_kl = kl_original.run_power_laws(curves, unit), kl_original.paper_kl(unit)
+    fits, paper_kl = kl.run_power_laws(curves, unit), kl.paper_kl(unit)
     tasks = list(dict.fromkeys(curves["task"].astype(str)))
     seeds = sorted(curves["seed"].unique())
     colours = dict(zip(seeds, colorblind(len(seeds)), strict=True))
     fig = new_figure(MAX_WIDTH_IN, 3.4)
     axes = fig.subplots(1, len(tasks), squeeze=False, sharey=True)[0]
+    traced = f"{kl.TRACE_MEAN}{unit}"
     for ax, task in zip(axes, tasks, strict=True):
         runs = curves[curves["task"] == task]
         for seed, run in runs.groupby("seed", sort=True):
             run = run.sort_values("epoch")
-            ax.plot(run["epoch"], run[unit], "o-", ms=2.5, lw=1.0, color=colours[seed], label=f"seed {seed}")
+            ax.plot(run["epoch"], run[unit], "o-", ms=2.5, lw=0.7, color=colours[seed],
+                    label=f"seed {seed}: end of epoch")
+            if traced in run and run[traced].notna().any():
+                ax.plot(run["epoch"], run[traced], "-", lw=2.2, alpha=0.45, color=colours[seed],
+                        label=f"seed {seed}: trace mean")
         for fit in fits[fits["task"] == task].itertuples():
             epochs = np.geomspace(1, fit.planned_epochs, 50)
             ax.plot(epochs, np.exp(fit.intercept + fit.slope * np.log(epochs)), ls="--", lw=0.9,
@@ -180,8 +187,12 @@ def plot_kl_curve(curves: pd.DataFrame, out_path: str | os.PathLike, unit: str =
         ax.set_xlabel("MLM epoch")
     axes[0].set_ylabel(f"KL from uniform: {unit} (nats)")
     shared_legend(fig, axes, ncols=3)
+    both = traced in curves and curves[traced].notna().any()
     return save_figure(fig, out_path, f"The {unit} KL of Typhoon's calibrated masking from uniform masking after "
-                                      "each MLM epoch under the 2023 code's rules, one line per seed (log-log); "
+                                      "each MLM epoch under the 2023 code's rules, one line per seed (log-log): "
+                                      "points, the state at the epoch's end (registered)"
+                                      + ("; pale thick line, the geometric mean of the epoch's trace snapshots "
+                                         "(supplementary)" if both else "") + "; "
                                       "dashed, each run's least-squares power law over the epochs it reached, "
                                       "extended to the 2023 code's planned end (dotted): an extrapolation, not a "
                                       f"registered test. Black dashed: the paper's {paper_kl:g}.")
@@ -222,7 +233,7 @@ def plot_budget_vs_difference(verdict: pd.DataFrame, out_path: str | os.PathLike
                               reference: str = "random") -> list[Path]:
     """Budget moved (TV to uniform masking) against the paired dev-metric difference to ``reference``
     (95 % CI), one panel per task: a point per typhoon-family strategy, coloured by strategy, shaped by
-    saliency source (``budget_spread.bottleneck_verdict``'s table)."""
+    saliency source (``bottleneck_verdict.bottleneck_verdict``'s table)."""
     require_plottable(verdict, ["task", "strategy", "saliency", "budget_moved", "diff", "ci_low", "ci_high"], "verdict")
     margin = verdict.attrs.get("margin") if margin is None else margin
     tasks = list(dict.fromkeys(verdict["task"]))

@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from typhoon.analysis.kl_gap_causes import RUN_FILE, STATE_FILE
-from typhoon.analysis.kl_original_design import SNAPSHOT_EPOCHS, TRACE_EVERY
+from typhoon.analysis.kl.gap_causes import RUN_FILE, STATE_FILE
+from typhoon.analysis.kl.original_design import SNAPSHOT_EPOCHS, TRACE_EVERY
 from typhoon.atomic import atomic_write_csv, atomic_write_text, staged_dir
 from typhoon.config import RunConfig
 from typhoon.runner.cells import Cell, CellKind, cell_row, error_line
@@ -106,7 +106,7 @@ class KlState(CellKind):
 
 
 def _diagnostics(strategy, n_sequences: int) -> dict:
-    from typhoon.analysis import kl_definitions, rate_spread
+    from typhoon.analysis.kl import kl_definitions, rate_spread
 
     return {**kl_definitions(strategy.probs, strategy.counts, strategy.p, n_sequences),
             **rate_spread(strategy.probs, strategy.counts)}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typhoon.analysis.kl_gap_causes import Cause
-from typhoon.analysis.kl_original_design import (
+from typhoon.analysis.kl.gap_causes import Cause
+from typhoon.analysis.kl.original_design import (
     ALL_2023,
     BACKBONE,
     CURVE_EPOCHS,

@@ -1,6 +1,6 @@
 """The kl-original study's registered design (issue 49): the paper's 2023 code's calibration rules, one at a
 time and together, and its long MLM phase, measured against this package's Typhoon under every definition of
-the KL (:mod:`typhoon.analysis.kl_units`).
+the KL (:mod:`typhoon.analysis.kl.units`).
 
 The 2023 code is ``man2machine/cs324-final-project-2023`` (HEAD 20d17a2), class
 ``TyphoonMaskedLanguageModelTrainer`` of ``cs324_project/masking.py``. Where its rules differ from this
@@ -16,12 +16,13 @@ package's, each is a parameter of Typhoon (:mod:`typhoon.masking.params`: ``ema_
   80 on CoLA (``scripts/results/*/run_training_typhoon.ipynb``).
 
 Light (no torch, numpy or pandas): the command line checks names with it. The runs are
-:mod:`typhoon.runner.kl_original`'s, the tables :mod:`typhoon.analysis.kl_original`'s.
+:mod:`typhoon.runner.kl_studies`', the tables those of :mod:`typhoon.analysis.kl` (rows, curve, finetune,
+original_report).
 """
 
 from __future__ import annotations
 
-from typhoon.analysis.kl_gap_causes import Cause
+from typhoon.analysis.kl.gap_causes import Cause
 
 BACKBONE = "minilm-l6-mlm"  # the masked LM that models language (the paper's backbones were such models)
 PROFILE = "cpu"  # the baseline is this profile's Typhoon cell

@@ -1,7 +1,7 @@
 """The KL-gap study's registered design: its candidate causes (:data:`CAUSES`), each a change of the ``cpu``
 profile's Typhoon cell, the :data:`HYPOTHESIS` registered before any run, and the files of one state. Light
 (no torch, numpy or pandas): the command line checks a cause's name with it. The runs are
-:mod:`typhoon.runner.kl_gap`'s; the table is :mod:`typhoon.analysis.kl_gap`'s.
+:class:`typhoon.runner.kl_studies.KlGapCauses`'s; the table is :mod:`typhoon.analysis.kl.gap`'s.
 """
 
 from __future__ import annotations
