@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,13 +102,14 @@ def local_pool(workers: int) -> WorkerPool:
 
 
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
-              overrides: dict | None = None, analysis: bool = True, executor: CellExecutor | None = None,
+              configs: Sequence[RunConfig] | None = None, analysis: bool = True, executor: CellExecutor | None = None,
               allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True,
               reuse_from=(), estimate: bool = False) -> Summary:
     """Run a profile's study -- its grid, or its sequential design look by look -- then its analysis; resumable.
 
-    ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed RunConfig
-    values, ``config.parse_overrides``) apply to every cell. ``workers`` cells run at once (None: the profile's
+    ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``configs``: every cell of the
+    profile's grid as the caller resolved it once (``Profile.grid`` with the command line's ``--set``); None: the
+    profile's own grid. ``workers`` cells run at once (None: the profile's
     ``workers`` on a CPU; on GPUs as many per device as its free memory and the host's cores allow:
     :func:`typhoon.runner.workers.choose_workers`). ``executor``: where the cells run (default: a local pool of worker
     processes). ``commit_records``: git-commit each finished cell's record as it lands, then the tables. The rest
@@ -117,8 +119,12 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     from typhoon.runner.sequential_grid import SequentialDesign
 
     spec = get_profile(profile)
-    policy = (SequentialDesign(spec, overrides, analysis=analysis, reuse=reuse) if spec.design else
-              FixedGrid(spec, overrides, analysis=analysis, reuse=reuse, reuse_from=reuse_from,
+    configs = spec.grid() if configs is None else list(configs)
+    if {config.profile for config in configs} - {spec.name}:
+        raise ValueError(f"reproduce {spec.name!r} was given cells of profile(s) "
+                         f"{sorted({c.profile for c in configs} - {spec.name})}: give it the profile's own (Profile.grid)")
+    policy = (SequentialDesign(spec, configs, analysis=analysis, reuse=reuse) if spec.design else
+              FixedGrid(spec, configs, analysis=analysis, reuse=reuse, reuse_from=reuse_from,
                         allow_mixed_precision=allow_mixed_precision, estimate=estimate))
     workers, workers_note = choose_workers(workers, spec.workers, policy.configs)
     if workers_note:
