@@ -3,7 +3,7 @@ backbone come from, before any training.
 
 Each function returns a tidy table. Nothing here decides anything: the device, precision and kernels
 are what a run resolves ``auto`` to (:func:`typhoon.training.device_settings.resolve_settings`), the cores what :mod:`typhoon.runner.grid` shares out,
-the data what :func:`typhoon.data.glue_files.load_glue` reads, the backbones :data:`typhoon.models.backbones.BACKBONES`.
+the data what :func:`typhoon.data.glue_files.load_glue` reads, the backbones :data:`typhoon.names.BACKBONES`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _hub_cached(repo_id: str) -> bool:
 
 
 def backbone_report() -> pd.DataFrame:
-    """Every backbone of ``typhoon.models.backbones.BACKBONES``: source, whether it loads offline, and if it is available now.
+    """Every backbone of ``typhoon.names.BACKBONES``: source, whether it loads offline, and if it is available now.
 
     Nothing is loaded: a local folder must exist, a hub backbone must be in the Hugging Face cache
     (or the hub reachable when the run starts).

@@ -7,7 +7,7 @@ start per cell. One process per worker keeps the cells apart: a crash or an out-
 whose cell is recorded failed, and a new worker takes its place; the grid goes on.
 
 :class:`WorkerPool` is the local executor (:class:`typhoon.runner.executor.CellExecutor`): ``workers`` worker
-processes, each with its device and torch threads (:func:`typhoon.machine.worker_slots`: on the CPU the cores
+processes, each with its device and torch threads (:func:`slots_for`: on the CPU the cores
 shared out, on GPUs several workers per device), taking queued cells as they become free.
 
 Stopping: a worker runs in a session of its own, so a terminal's Ctrl-C reaches the batch only, which stops
@@ -241,7 +241,7 @@ def died_row(config: RunConfig, out_dir: Path, why: str, seconds: float) -> dict
 
 
 class WorkerPool(CellExecutor):
-    """The local executor: one :class:`WorkerProcess` per slot (:func:`typhoon.machine.worker_slots`), cells
+    """The local executor: one :class:`WorkerProcess` per slot (:func:`slots_for`), cells
     queued and handed to the first free worker in order."""
 
     def __init__(self, slots: list[Slot]):
