@@ -326,14 +326,33 @@ def test_the_visible_cuda_devices_are_the_driver_nodes_narrowed_by_cuda_visible_
     machine.check_device_visible("cuda", tmp_path)  # left to torch
 
 
+UNKNOWN_DEVICE_CASES = [
+    ["run", "--task", "mrpc", "--set", "device=gpu", "--out", "{out}"],
+    ["reproduce", "--profile", "smoke", "--set", "device=cuda0", "--out", "{out}"],
+    ["reproduce", "--profile", "smoke", "--set", "device=gpu", "--cluster", "slurm", "--job-script"],
+]
+
+
+@pytest.mark.parametrize("template", UNKNOWN_DEVICE_CASES, ids=[" ".join(t[:5]) for t in UNKNOWN_DEVICE_CASES])
+def test_a_device_that_is_none_of_the_allowed_values_is_refused_naming_them(template, tmp_path, capsys):
+    """Refused where the config is made (on a cluster too, where the device is not checked for being here)."""
+    assert main(_argv(template, tmp_path)) == 2
+    err = capsys.readouterr().err
+    given = template[4].partition("=")[2]
+    assert f"device must be one of ['auto', 'cpu', 'cuda', 'cuda:N', 'mps'], got '{given}'" in err, err
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == [], "a refused command must write nothing"
+
+
 @pytest.mark.slow  # a fresh interpreter: the time a new user waits, torch not imported
-def test_a_cuda_device_where_none_is_visible_is_refused_in_under_two_seconds(tmp_path):
+@pytest.mark.parametrize("device, message", [("cuda", "the devices visible are cpu"),
+                                             ("gpu", "device must be one of ['auto', 'cpu', 'cuda', 'cuda:N', 'mps']")])
+def test_a_cuda_device_where_none_is_visible_is_refused_in_under_two_seconds(tmp_path, device, message):
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", "device=cuda",
+    done = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", f"device={device}",
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, cwd=REPO,
                           timeout=60)
     seconds = time.perf_counter() - started
-    assert done.returncode == 2 and "the devices visible are cpu" in done.stderr, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and seconds < 2.0, (seconds, done.stderr)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2 and seconds < 2.0, (seconds, done.stderr)  # the value, the run
     assert not (tmp_path / "out").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -223,6 +224,37 @@ def test_span_parameters_reach_the_strategy_from_a_profile_and_the_cli():
 def test_an_alias_does_not_receive_the_parameter_it_fixes():
     assert "calibration" not in RunConfig(strategy="typhoon_rank").strategy_params()
     assert get_strategy("typhoon_rank", **RunConfig(strategy="typhoon_rank").strategy_params()).calibration == "rank"
+
+
+# --------------------------------------------------------------------------------------------------
+# A config is made valid and never changes
+
+
+def test_a_config_is_normalised_when_made_and_never_changes():
+    config = RunConfig(task="MRPC", strategy="typhoon_rank")
+    assert (config.task, config.calibration) == ("mrpc", "rank")  # the canonical name, the value the alias fixes
+    for field, value in (("p", 0.3), ("task", "cola"), ("device", "gpu")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(config, field, value)
+    assert (config.task, config.p, config.device) == ("mrpc", 0.15, "auto")
+    other = config.replace(p=0.3, task="CoLA")
+    assert (other.task, other.p, other.calibration) == ("cola", 0.3, "rank") and config.p == 0.15
+    with pytest.raises(ValueError, match="p must lie in"):
+        config.replace(p=1.5)  # another config, checked as every new one is
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:0", "cuda:12", "mps"])
+def test_a_device_is_auto_cpu_cuda_cuda_n_or_mps(device):
+    assert RunConfig(device=device).device == device
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:", "cuda:x", "cuda:-1", "CPU", "cpu0", "tpu", "cuda:0:1", ""])
+def test_any_other_device_is_refused_when_the_config_is_made_naming_the_allowed_ones(device):
+    allowed = r"device must be one of \['auto', 'cpu', 'cuda', 'cuda:N', 'mps'\], got "
+    with pytest.raises(ValueError, match=allowed + re.escape(repr(device))):
+        RunConfig(device=device)
+    with pytest.raises(ValueError, match=allowed):  # the same message on the way in from the command line
+        resolve("smoke", {"task": "mrpc"}, parse_overrides([f"device={device}"]))
 
 
 # --------------------------------------------------------------------------------------------------

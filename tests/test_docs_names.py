@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -301,3 +302,110 @@ def test_the_name_check_fails_on_names_that_moved(tmp_path):
     assert placement_problems(page) == ["`FAMILIES` in `typhoon/names.py`: typhoon/names.py does not define it"]
     assert name_problems(page) == ["`models.FAMILIES`: models.FAMILIES: no module of the package defines it "
                                    "(tried models)"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The package's own docstrings: a dotted name there must name what the package defines
+
+
+DOCSTRING_ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc|obj):`~?([^`<>\s]+)`")
+DOCSTRING_TICKED = re.compile(r"``([^`\s]+)``|(?<![`\w])`([^`\s]+)`(?![`\w])")
+# first parts of docstring spans that are other software's objects, named like something of the package
+DOCSTRING_NOT_OURS = {"client"}  # `client.run`: dask's Client.run
+
+
+def docstrings() -> list[tuple[str, int, str]]:
+    """(module, line, text) of every module, class and function docstring of the package."""
+    found = []
+    for module, path in sorted(modules().items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                text = ast.get_docstring(node, clean=False)
+                if text:
+                    found.append((module, getattr(node, "lineno", 1), text))
+    return found
+
+
+def docstring_spans(text: str) -> list[str]:
+    """The code names of a docstring: its Sphinx roles' targets (:func:`x.y`) and its ``x.y`` / `x.y` spans."""
+    roles = DOCSTRING_ROLE.findall(text)
+    ticked = [a or b for a, b in DOCSTRING_TICKED.findall(DOCSTRING_ROLE.sub(" ", text))]
+    return [re.sub(r"\((?:[^()]|\([^()]*\))*\)$", "", span).rstrip(".,;:") for span in roles + ticked]
+
+
+@functools.cache
+def top_level_names() -> set[str]:
+    """The functions and classes defined at the top of the package's modules (not the names they import)."""
+    return {node.name for path in modules().values() for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+
+
+def names_the_package(parts: list[str]) -> bool:
+    """Whether a dotted name reads as the package's: a module written from any of its trailing parts (`machine`,
+    `runner.stop`), a class of the package, or something (`pipeline.warm_up_task_model`) whose next part is a
+    function or class the package defines."""
+    tails = {".".join(m.split(".")[-k:]) for m in modules() for k in range(1, len(m.split(".")) + 1)}
+    if parts[0] in DOCSTRING_NOT_OURS | NOT_OURS:
+        return False
+    if any(".".join(parts[:k]) in tails for k in range(1, len(parts) + 1)) or parts[0] in classes():
+        return True
+    return parts[1] in top_level_names() and importlib.util.find_spec(parts[0]) is None  # not `pingouin.tost`
+
+
+def defines(module: str, rest: list[str]) -> bool:
+    """Whether `module` (dotted, below `typhoon`) or a module below it DEFINES ``rest`` -- an import is not a
+    definition, but a stage face hands on its names -- and a class there the member after it."""
+    if not rest:
+        return True
+    if f"{module}.{rest[0]}" in modules():
+        return defines(f"{module}.{rest[0]}", rest[1:])
+    path = modules()[module]
+    if rest[0] not in defined_names(path, imported=False) and not (path.name == "__init__.py"
+                                                                    and exported(module, rest[0])):
+        return False
+    return len(rest) == 1 or rest[0] not in classes() or rest[1] in classes()[rest[0]]
+
+
+def missing_in_docstring(span: str) -> str | None:
+    """Why a dotted name in a docstring names nothing the package defines; None when it does, or when it is not
+    the package's (`torch.device`, `ctx.device`, `tqdm.auto`)."""
+    if not DOTTED_SPAN.fullmatch(span) or is_file_name(span) or "/" in span:
+        return None
+    parts = span.split(".")
+    if parts[0] == "typhoon":
+        parts = parts[1:]
+    elif not names_the_package(parts):
+        return None
+    if parts[0] in classes() and parts[0] not in modules():  # Class.member
+        return None if len(parts) == 2 and parts[1] in classes()[parts[0]] else f"class {parts[0]} has no {parts[1]}"
+    for module in modules():
+        tail = module.split(".")
+        for k in range(1, min(len(tail), len(parts)) + 1):
+            if tail[-k:] == parts[:k] and defines(module, parts[k:]):
+                return None
+    return f"no module of the package defines {'.'.join(parts)}"
+
+
+def docstring_problems() -> list[str]:
+    return [f"typhoon.{module} (line {line}): `{span}`: {why}" for module, line, text in docstrings()
+            for span in docstring_spans(text) if (why := missing_in_docstring(span)) is not None]
+
+
+def test_every_dotted_name_in_the_packages_docstrings_resolves():
+    problems = docstring_problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_the_docstring_check_fails_on_names_that_moved_or_are_only_imported():
+    assert missing_in_docstring("typhoon.runner.dask_executor.DaskExecutor") is None
+    assert missing_in_docstring("runner.stop") is None and missing_in_docstring("machine.cpu_features") is None
+    assert missing_in_docstring("RunConfig.replace") is None and missing_in_docstring("records.is_complete") is None
+    assert missing_in_docstring("cluster.DaskExecutor") == "no module of the package defines cluster.DaskExecutor"
+    assert missing_in_docstring("typhoon.machine.worker_slots") is not None  # no such function
+    assert missing_in_docstring("pipeline.warm_up_task_model") is not None  # no module pipeline
+    assert missing_in_docstring("RunConfig.validate") == "class RunConfig has no validate"
+    for not_ours in ("torch.device", "ctx.masks_on_device", "tqdm.auto", "client.run", "metrics.json", "pingouin.tost"):
+        assert missing_in_docstring(not_ours) is None
+    assert docstring_spans(":func:`~typhoon.machine.usable_cores` and ``grid.preflight(configs)``, `cells.train_cell`.") \
+        == ["typhoon.machine.usable_cores", "grid.preflight", "cells.train_cell"]

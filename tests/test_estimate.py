@@ -200,8 +200,8 @@ def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
 
     seen = {}
 
-    def fake_estimate_only(profile, out_dir, *, workers, overrides, analysis):
-        seen.update(profile=profile, workers=workers, overrides=overrides, analysis=analysis)
+    def fake_estimate_only(profile, out_dir, *, workers, configs, analysis):
+        seen.update(profile=profile, workers=workers, p={c.p for c in configs}, cells=len(configs), analysis=analysis)
         return estimate.GridEstimate(profile=profile, cells_total=7, cells_todo=[], workers=2, threads=None,
                                      kernels="nothing to run", per_cell={}, worker_start_s=0.0, analysis_s=0.0,
                                      grid_s=0.0, total_s=0.0, calibration_s=0.0, how="")
@@ -210,7 +210,7 @@ def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(study, "reproduce", lambda *a, **k: pytest.fail("--estimate must not run the grid"))
     assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--estimate", "--workers", "3",
                      "--set", "p=0.2", "--no-analysis"]) == 0
-    assert seen == {"profile": "smoke", "workers": 3, "overrides": {"p": 0.2}, "analysis": False}
+    assert seen == {"profile": "smoke", "workers": 3, "p": {0.2}, "cells": 7, "analysis": False}
     assert "0 of 7 cells to run (7 complete)" in capsys.readouterr().out
     assert not any(tmp_path.iterdir())  # nothing written
 

@@ -66,12 +66,25 @@ def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path)
     assert get_profile("paper").workers == 1  # a profile without the key (paper: GPU cells) runs one cell at a time
 
 
-def test_reproduce_resolves_overrides_into_every_cell(monkeypatch, tmp_path):
-    seen = []
+def test_reproduce_parses_set_once_and_resolves_it_into_every_cell_once(monkeypatch, tmp_path):
+    from typhoon import cli, config
+
+    seen, calls = [], {"parse_overrides": 0, "grid": 0}
     _stop_at_the_cells(monkeypatch, seen)
-    for overrides in (None, {"p": 0.3}):
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(cli, "parse_overrides", counted("parse_overrides", config.parse_overrides))
+    monkeypatch.setattr(config.Profile, "grid", counted("grid", config.Profile.grid))
+    for given in ([], ["--set", "p=0.3"]):
         with pytest.raises(_Stop):
-            study.reproduce("smoke", tmp_path, overrides=overrides, analysis=False)
+            cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path / "out"), "--no-analysis",
+                      "--no-estimate", *given])
+    assert calls == {"parse_overrides": 2, "grid": 2}  # once each per command: the cells run as check_input made them
     plain, overridden = (configs for configs, _ in seen)
     # profiles.toml's smoke grid: mrpc x tiny-random x 3 strategies x seeds 0-1, and one minilm-l6 cell
     cells = {(c.task, c.backbone, c.strategy, c.seed) for c in overridden}
@@ -279,7 +292,7 @@ def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkey
     manifests = []
     monkeypatch.setattr(grid, "run_analysis", analysis_fails)
     monkeypatch.setattr(grid, "write_manifest", lambda *args, **kwargs: manifests.append(args[6]))
-    policy = grid.FixedGrid(get_profile("smoke"))
+    policy = grid.FixedGrid(get_profile("smoke"), get_profile("smoke").grid())
     log = grid.progress.RunLog(tmp_path / "reproduce.log")
     run = dict(started="2026-12-04T00:00:00Z", wall_s=1.0, command=["reproduce"], code={})
     report = policy.finish(tmp_path, pd.DataFrame(columns=["record_path", "status", "error"]), log, run)

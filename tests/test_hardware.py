@@ -60,7 +60,7 @@ def test_device_resolution_prefers_cuda_then_mps_then_cpu(monkeypatch):
         assert device_settings.resolve_device("auto").type == expected
     assert device_settings.resolve_device("cpu") == torch.device("cpu")
     assert device_settings.resolve_device("cuda:1") == torch.device("cuda:1")
-    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+    with pytest.raises(ValueError, match=r"device must be one of \[.auto., .cpu., .cuda., .cuda:N., .mps.\], got .tpu."):
         device_settings.resolve_device("tpu")
 
 
@@ -86,6 +86,50 @@ def test_avx512_bf16_keeps_bf16_only_where_its_measured_peak_wins():
     assert slow.reason == "AVX512-BF16 without AMX, but bf16 products (72 GFLOP/s) are not faster than fp32 (136): fp32"
     fast = device_settings.choose_precision("auto", cpu, vm, peaks={"fp32": 60.0, "bf16": 200.0})
     assert (fast.name, fast.reason) == ("bf16", "AVX512-BF16, bf16 products 200 GFLOP/s vs fp32 60: bf16 autocast")
+
+
+def test_every_auto_is_resolved_once_into_the_settings_a_record_writes(monkeypatch):
+    """resolve_settings: device, precision, kernels and threads of a config, each ``auto`` decided; the record's
+    metrics entries and stored config come from that one object, and read back as the same numerics."""
+    from types import SimpleNamespace
+
+    from typhoon.config import RunConfig
+    from typhoon.records import numerics_of_metrics, run_record
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    for cap in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS"):
+        monkeypatch.delenv(cap, raising=False)
+    measured = []  # the threads each product peak is measured on: the run's, without changing this process's
+    monkeypatch.setattr(device_settings, "matmul_peak", lambda dtype, threads=None: measured.append(
+        (dtype, threads)) or SimpleNamespace(gflop_per_s={"fp32": 60.0, "bf16": 200.0}[dtype]))
+    monkeypatch.setattr(device_settings, "cpu_features", lambda: features(SAPPHIRE_RAPIDS_VM))
+    monkeypatch.setattr(machine, "cpu_features", lambda: features(SAPPHIRE_RAPIDS_VM))
+    before = torch.get_num_threads()
+    config = RunConfig(num_threads=3)  # device, precision, attention and dropout: auto
+    settings = device_settings.resolve_settings(config)
+    assert measured == [("fp32", 3), ("bf16", 3)] and torch.get_num_threads() == before
+    assert settings == device_settings.RunSettings(
+        torch.device("cpu"), device_settings.Precision("bf16", "AVX512-BF16, bf16 products 200 GFLOP/s vs fp32 60: "
+                                                               "bf16 autocast"), "eager", "fast", 3)
+    stored = settings.stored_config(config)
+    assert {name: getattr(stored, name) for name in run_record.RESOLVED_FIELDS} == {
+        "precision": "bf16", "attention": "eager", "dropout": "fast"}
+    assert (stored.device, stored.num_threads) == ("auto", 3)  # execution fields stay as asked
+    record = settings.record()
+    assert {k: v for k, v in record.items() if k != "numerics"} == {
+        "device": "cpu", "precision": "bf16", "precision_reason": settings.precision.reason, "attention": "eager",
+        "dropout": "fast", "threads": 3}
+    assert record["numerics"] == {"precision": "bf16", "device": "cpu", "kernels": "avx512_bf16",
+                                  "attention": "eager", "dropout": "fast"}
+    assert numerics_of_metrics(record).kernel_label == "bf16 on cpu (avx512_bf16)"  # what a reader of it sees
+
+    explicit = RunConfig(device="cpu", precision="fp32", attention="sdpa", dropout="native")
+    measured.clear()
+    kept = device_settings.resolve_settings(explicit)  # nothing to decide: nothing measured
+    assert (kept.precision, kept.attention, kept.dropout, measured) == (
+        device_settings.Precision("fp32", "requested"), "sdpa", "native", [])
+    assert kept.threads == before and kept.stored_config(explicit) == explicit
 
 
 def test_time_matmul_arithmetic_with_a_fake_clock():

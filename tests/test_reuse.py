@@ -5,6 +5,7 @@ written by hand, no training)."""
 import json
 
 import pytest
+import torch
 
 from typhoon import atomic, paths
 from typhoon.config import get_profile, resolve
@@ -25,8 +26,15 @@ def ran(numerics: run_numerics.Numerics) -> dict:
             "attention": numerics.attention, "dropout": numerics.dropout, "hardware": {"cpu": flags}}
 
 
+def settings_of(numerics: run_numerics.Numerics) -> device_settings.RunSettings:
+    """What a run with these numerics resolved its ``auto`` settings to."""
+    return device_settings.RunSettings(torch.device(numerics.device), device_settings.Precision(numerics.precision, "by hand"),
+                                       numerics.attention, numerics.dropout, threads=1)
+
+
 def write(folder, config, numerics=BF16_AMX):
-    run_record.write_record(folder / config.relative_dir(), config, ran(numerics))
+    """The record of ``config`` as a finished run writes it (its config.json with what ``auto`` resolved to)."""
+    run_record.write_record(folder / config.relative_dir(), settings_of(numerics).stored_config(config), ran(numerics))
 
 
 @pytest.fixture
@@ -58,12 +66,17 @@ def test_an_older_records_numerics_are_worked_out_from_what_it_stored():
 
 
 def test_a_record_stores_what_auto_resolved_to_and_still_completes_its_cell(tmp_path):
+    assert (CPU.precision, CPU.attention, CPU.dropout) == ("auto", "auto", "auto")
     write(tmp_path, CPU, FP32_AVX2)
     stored = run_record.read_config(tmp_path / CPU.relative_dir())
     assert (stored.precision, stored.attention, stored.dropout) == ("fp32", "eager", "fast")
-    assert run_record.is_complete(tmp_path / CPU.relative_dir(), CPU)  # asked for auto: whatever auto gave
-    assert run_record.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="fp32"))
-    assert not run_record.is_complete(tmp_path / CPU.relative_dir(), CPU.replace(precision="bf16"))
+    older = tmp_path / "older"  # a record written before records stored resolved values: its metrics say them
+    run_record.write_record(older / CPU.relative_dir(), CPU, ran(FP32_AVX2))
+    assert run_record.read_config(older / CPU.relative_dir()).precision == "auto"
+    for out in (tmp_path, older):
+        assert run_record.is_complete(out / CPU.relative_dir(), CPU)  # asked for auto: whatever auto gave
+        assert run_record.is_complete(out / CPU.relative_dir(), CPU.replace(precision="fp32"))
+        assert not run_record.is_complete(out / CPU.relative_dir(), CPU.replace(precision="bf16"))
 
 
 def test_the_committed_results_are_searched_only_when_named(repo):

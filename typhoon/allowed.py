@@ -9,6 +9,7 @@ allowed and the value given.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -103,4 +104,17 @@ class OneOf:
         return check_choice(name, value, self.choices)
 
 
-Allowed = Interval | Positive | IntAtLeast | OneOf
+@dataclass(frozen=True)
+class Matching:
+    """A name matching ``pattern`` in full (``cuda:N``: any N); ``shown``, the allowed values as a refusal names them."""
+
+    pattern: str
+    shown: tuple[str, ...]
+
+    def check(self, name: str, value: Any) -> str:
+        if not isinstance(value, str) or re.fullmatch(self.pattern, value) is None:
+            raise ValueError(f"{name} must be one of {list(self.shown)}, got {value!r}")
+        return value
+
+
+Allowed = Interval | Positive | IntAtLeast | OneOf | Matching

@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         return refused(err)
     args = parser.parse_args(argv)
     try:
-        check_input(args)
+        args.checked = check_input(args)  # what the command runs, made once: it parses and resolves nothing again
     except USER_ERRORS as err:
         return refused(err)
     if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
@@ -276,10 +276,7 @@ def _run(args: argparse.Namespace) -> int:
     from typhoon.records import resume_state_path
     from typhoon.training.run import run
 
-    overrides = parse_overrides(args.set, named_strategies(args))
-    backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
-    cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
-    config = resolve(args.profile, cell, overrides)
+    config = args.checked  # the cell's RunConfig, resolved by check_input
     out = resolve_out_dir(args.out, config.profile)
     existed = out.exists()
     try:
@@ -344,40 +341,42 @@ def named_strategies(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(named))
 
 
-def check_input(args: argparse.Namespace) -> None:
+def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None:
     """Refuse bad input before any work: every name (task, backbone, strategy, profile, cause), every
     configuration value against what its field allows, and the output folder. Only light modules are
     imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
-    written (:func:`typhoon.paths.check_can_write` removes the folders it probes)."""
+    written (:func:`typhoon.paths.check_can_write` removes the folders it probes).
+
+    Returns what ``run`` and ``reproduce`` then use as it is: ``--set`` parsed once into typed values and the
+    cell (a RunConfig) or the grid (the ReproduceOptions, every cell resolved) made once from them."""
+    checked = None
     if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
         glue_dir_from_env()  # TYPHOON_GLUE_DIR set to no folder: said now, not after a warning and a run
     if args.command in ("run", "reproduce"):
         named = named_strategies(args)
         for spec in filter(plugins.is_spec, named):
             plugins.check_spec(spec)  # cheap: its form and that its module is there, before it is imported
-        given = dict(item.split("=", 1) for item in args.set or [] if "=" in item)
-        given = {key.strip(): value.strip() for key, value in given.items()}
-        for task in filter(None, [getattr(args, "task", None), given.get("task")]):
-            said(check_task(task))  # before the profile: "unknown task" says more than "bad run config"
-        for backbone in filter(None, [getattr(args, "backbone", None), given.get("backbone")]):
-            said(check_backbone(backbone))
         overrides = parse_overrides(args.set, named)  # loads a strategy of your own (it may import torch)
+        for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
+            said(check_task(task))  # before the profile: "unknown task" says more than "bad run config"
+        for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
+            said(check_backbone(backbone))
         for key in ignored_parameters(map(plugins.known, named), overrides):
             print(f"typhoon: warning: --set {key}: ignored, no strategy named here takes it ({', '.join(named)})", file=sys.stderr)
     if args.command == "run":
-        backbone = args.backbone or get_profile(args.profile).backbones[0]
+        backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
         cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
-        config = resolve(args.profile, cell, overrides)  # RunConfig.validate: every field, the strategy's parameters
-        machine.check_device_visible(config.device)
-        check_can_write(resolve_out_dir(args.out, config.profile))
+        checked = resolve(args.profile, cell, overrides)  # a RunConfig: every field, the strategy's parameters
+        machine.check_device_visible(checked.device)
+        check_can_write(resolve_out_dir(args.out, checked.profile))
     elif args.command == "reproduce":
         profile = get_profile(args.profile)
         if args.job_script and args.cluster != "slurm":
             raise ValueError("--job-script needs --cluster slurm")
-        ReproduceOptions.from_args(args, overrides).check()  # --workers, and the flags a design cannot honour
-        cells = profile.grid(overrides)  # every cell resolved and validated
+        checked = ReproduceOptions.from_args(args, profile.grid(overrides))  # every cell resolved, once
+        checked.check()  # --workers, and the flags a design cannot honour
         if not (args.cluster or args.scheduler or args.job_script):  # else the cells run on other machines
-            for device in sorted({config.device for config in cells}):
+            for device in sorted({config.device for config in checked.configs}):
                 machine.check_device_visible(device)
         for folder in args.reuse_from:
             check_reuse_source(folder)
@@ -444,6 +443,7 @@ def check_input(args: argparse.Namespace) -> None:
         from typhoon.report import report_page  # light: the browser starts in check_page
 
         report_page(args.report)
+    return checked
 
 
 def _profiles(args: argparse.Namespace) -> int:
@@ -491,10 +491,9 @@ def _reanalyse(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
-    overrides = parse_overrides(args.set, named_strategies(args))
     from typhoon.runner.dask_executor import dask_executor
 
-    options = ReproduceOptions.from_args(args, overrides)  # checked by check_input (and again by run)
+    options = args.checked  # made and checked by check_input (and checked again by run)
     if options.estimate_only:
         print(options.run().text(max_cells=10**6))
         return 0

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typhoon.allowed import Allowed, IntAtLeast, Interval, OneOf, Positive
+from typhoon.allowed import Allowed, IntAtLeast, Interval, Matching, OneOf, Positive
 from typhoon.masking import (
     BASE_PARAMS,
     CONFIG_PARAMS,
@@ -55,19 +55,24 @@ PRECISIONS = ("auto", "fp32", "bf16")
 ATTENTIONS = ("auto", "eager", "sdpa")
 DROPOUTS = ("auto", "native", "fast")
 BATCH_ORDERS = ("length_grouped", "random")  # an epoch's training batches: typhoon.data.epoch_batches
+# auto = the GPU where one is visible (else Apple's MPS, else the CPU); cuda:N names one GPU
+DEVICES = Matching(r"auto|cpu|mps|cuda(:\d+)?", ("auto", "cpu", "cuda", "cuda:N", "mps"))
 # Where and how fast a run executes does not change what it computes (on one kind of device).
 EXECUTION_FIELDS = ("device", "num_threads")
 
 
 def allows(allowed: Allowed) -> dict:
-    """A RunConfig field's metadata: the values it may take, checked by :meth:`RunConfig.validate`."""
+    """A RunConfig field's metadata: the values it may take, checked when a RunConfig is made."""
     return {"allowed": allowed}
 
 
-@dataclass
+@dataclass(frozen=True)
 @with_strategy_params(after="profile")
 class RunConfig:
     """Everything that determines one run. Defaults are the ``cpu`` profile's unless it says otherwise.
+
+    It is checked and normalised when made (:func:`resolve`, :meth:`from_dict`: the boundary, with one message for
+    a bad value everywhere) and never changes after (:meth:`replace` makes another): one that exists is valid.
 
     The masking fields (``p``, ``corruption``, ``delta``, ...) are the parameters the built-in strategies
     declare in :mod:`typhoon.masking.params`, with the same names, types, defaults and docs: the decorator
@@ -110,23 +115,21 @@ class RunConfig:
     max_train_examples: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))  # None = the whole split (first N rows otherwise)
     max_eval_examples: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))
     precision: str = field(default="auto", metadata=allows(OneOf(PRECISIONS)))  # auto = bf16 autocast where the hardware has it, else fp32
-    attention: str = field(default="auto", metadata=allows(OneOf(ATTENTIONS)))  # attention kernel: auto = eager on CPU, sdpa on GPU (see hardware.resolve_attention)
+    attention: str = field(default="auto", metadata=allows(OneOf(ATTENTIONS)))  # attention kernel: auto = eager on CPU, sdpa on GPU (training.device_settings.resolve_attention)
     dropout: str = field(default="auto", metadata=allows(OneOf(DROPOUTS)))  # dropout kernel: auto = fast on CPU (typhoon/models/dropout.py), native on GPU
-    device: str = "auto"  # auto = cuda if visible, else cpu
+    device: str = field(default="auto", metadata=allows(DEVICES))
     num_threads: int | None = field(default=None, metadata=allows(IntAtLeast(1, none_ok=True)))  # None = all cores torch sees
 
     def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> None:
-        """ValueError naming the first bad name or value: the task, the strategy and its parameters, and
-        every field against what it allows (its ``allows`` metadata). Imports nothing heavy, so that the
-        command line checks a whole configuration before torch is imported or any data tokenized."""
+        """Normalise (the only place fields are set after ``__init__``), then check: ValueError naming the first bad
+        name or value: the task, the strategy and its parameters, and every field against what it allows (its
+        ``allows`` metadata). Imports nothing heavy: the command line checks a config before torch is imported."""
         from typhoon.names import canonical_task
 
-        self.task = canonical_task(self.task)
-        self._take_plugin()
-        self._take_alias_values()
+        for name, value in {"task": canonical_task(self.task), **self._plugin_fields()}.items():
+            object.__setattr__(self, name, value)
+        for name, value in self._alias_values().items():  # of the strategy just named
+            object.__setattr__(self, name, value)
         try:
             check_params(self.strategy, self.strategy_params())
             for spec in dataclasses.fields(self):
@@ -136,51 +139,51 @@ class RunConfig:
             # the bad value first, on its own line; the run's whole config (hundreds of characters) on the next
             raise ValueError(f"{err}\n  in the run {self.describe()}") from None
 
-    def _take_plugin(self) -> None:
-        """A strategy of your own: load its class (:func:`typhoon.masking.plugins.load`), hold its name in
-        ``strategy`` and its spec in ``strategy_source``, and every parameter it declares beyond the
-        RunConfig fields in ``strategy_args`` (its declared default where none is given, each value
-        converted and checked). A built-in strategy has neither."""
-        if plugins.is_spec(self.strategy):
-            self.strategy_source = self.strategy.strip()
-            self.strategy = plugins.load(self.strategy_source).name
-        elif self.strategy_source:
-            name = plugins.load(self.strategy_source).name
-            if name != self.strategy:
-                raise ValueError(f"bad run config: strategy_source {self.strategy_source!r} is the strategy "
-                                 f"{name!r}, not {self.strategy!r}")
+    def _plugin_fields(self) -> dict:
+        """``strategy``, ``strategy_source`` and ``strategy_args`` as the config holds them. A strategy of your
+        own: its class loaded (:func:`typhoon.masking.plugins.load`), its name in ``strategy``, its spec in
+        ``strategy_source``, and every parameter it declares beyond the RunConfig fields in ``strategy_args``
+        (its declared default where none is given, each value converted and checked). A built-in strategy
+        has neither."""
+        strategy, source, args = self.strategy, self.strategy_source, self.strategy_args
+        if plugins.is_spec(strategy):
+            source = strategy.strip()
+            strategy = plugins.load(source).name
+        elif source:
+            name = plugins.load(source).name
+            if name != strategy:
+                raise ValueError(f"bad run config: strategy_source {source!r} is the strategy {name!r}, not {strategy!r}")
         else:
-            self.strategy = plugins.known(self.strategy)  # an entry point's name: loaded and registered
-            if self.strategy in PLUGIN_STRATEGIES:
-                self.strategy_source = plugins.source_of(PLUGIN_STRATEGIES[self.strategy])
-        if not isinstance(self.strategy_args, Mapping):
-            raise ValueError(f"bad run config: strategy_args must be a mapping of parameter values, got "
-                             f"{self.strategy_args!r}")
-        if not self.strategy_source:
-            if self.strategy_args:
-                raise ValueError(f"bad run config: strategy {self.strategy!r} takes no strategy_args, got "
-                                 f"{sorted(self.strategy_args)} (its parameters are RunConfig fields)")
-            return
-        own = plugin_params(self.strategy)
-        unknown = sorted(set(self.strategy_args) - {param.name for param in own})
+            strategy = plugins.known(strategy)  # an entry point's name: loaded and registered
+            if strategy in PLUGIN_STRATEGIES:
+                source = plugins.source_of(PLUGIN_STRATEGIES[strategy])
+        if not isinstance(args, Mapping):
+            raise ValueError(f"bad run config: strategy_args must be a mapping of parameter values, got {args!r}")
+        if not source:
+            if args:
+                raise ValueError(f"bad run config: strategy {strategy!r} takes no strategy_args, got "
+                                 f"{sorted(args)} (its parameters are RunConfig fields)")
+            return {"strategy": strategy, "strategy_source": source, "strategy_args": {}}
+        own = plugin_params(strategy)
+        unknown = sorted(set(args) - {param.name for param in own})
         if unknown:
-            raise ValueError(f"bad run config: strategy {self.strategy!r} ({self.strategy_source}) has no "
-                             f"parameter(s) {unknown}; it declares {[param.name for param in declared_params(self.strategy)]}")
-        self.strategy_args = {param.name: param.check(convert(param.name, param.type.__name__,
-                                                              self.strategy_args.get(param.name, param.default)))
-                              for param in own}
+            raise ValueError(f"bad run config: strategy {strategy!r} ({source}) has no "
+                             f"parameter(s) {unknown}; it declares {[param.name for param in declared_params(strategy)]}")
+        args = {param.name: param.check(convert(param.name, param.type.__name__, args.get(param.name, param.default)))
+                for param in own}
+        return {"strategy": strategy, "strategy_source": source, "strategy_args": args}
 
-    def _take_alias_values(self) -> None:
-        """An alias (``typhoon_rank``, ``typhoon_task``) fixes some parameters: the config holds the fixed
-        values, so a record says what ran, never the field's default in their place. A field set to
-        another value than the alias fixes is refused."""
+    def _alias_values(self) -> dict:
+        """The values an alias (``typhoon_rank``, ``typhoon_task``) fixes: the config holds them, so a record
+        says what ran, never the field's default in their place. A field set to another value than the alias
+        fixes is refused."""
         _, fixed = resolve_alias(self.strategy)
         for name, value in fixed.items():
             current = getattr(self, name)
             if current != value and current != RunConfig.__dataclass_fields__[name].default:
                 raise ValueError(f"bad run config: strategy {self.strategy!r} fixes {name}={value!r}, "
                                  f"got {name}={current!r}")
-            setattr(self, name, value)
+        return dict(fixed)
 
     def strategy_params(self) -> dict:
         """The values of exactly the parameters the chosen strategy declares (``get_strategy``'s keywords):

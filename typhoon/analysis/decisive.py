@@ -21,7 +21,7 @@ Outputs under the output folder: ``stats/verdicts.csv`` (one row per comparison)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -304,7 +304,12 @@ def plan_next_look(results: pd.DataFrame, study: StudyDesign) -> pd.DataFrame:
 
 def grid_configs(profile: Profile, overrides: Mapping | None = None) -> dict[tuple, RunConfig]:
     """Every cell up to the cap, by (task, strategy, seed)."""
-    return {(c.task, c.strategy, c.seed): c for c in profile.grid(overrides)}
+    return by_cell(profile.grid(overrides))
+
+
+def by_cell(configs: Iterable[RunConfig]) -> dict[tuple, RunConfig]:
+    """A sequential design's cells (``Profile.grid``) by (task, strategy, seed)."""
+    return {(c.task, c.strategy, c.seed): c for c in configs}
 
 
 def results_table(configs: Mapping[tuple, RunConfig], out_dir: Path) -> pd.DataFrame:

@@ -129,7 +129,7 @@ def with_strategy_params(after: str):
     """A class decorator, under ``@dataclass`` (:class:`typhoon.config.RunConfig`'s): a field for each parameter
     of :data:`CONFIG_PARAMS`, inserted after field ``after``, in that order, of the declared type, with the
     declared default and the declaration as its metadata (``param``: its doc and the values it allows, which
-    ``RunConfig.validate`` checks for the chosen strategy's parameters)."""
+    a RunConfig checks, when it is made, for the chosen strategy's parameters)."""
 
     def insert(cls: type) -> type:
         clash = sorted({param.name for param in CONFIG_PARAMS} & set(cls.__annotations__))

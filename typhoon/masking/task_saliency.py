@@ -11,7 +11,7 @@ Design
 - **A task model that has learned the task.** The saliency is the gradient of the loss of a *separate*
   sequence classifier (the backbone's own, :meth:`typhoon.models.backbones.Backbone.classifier`, built from the
   pretrained encoder as phase 2's is), fine-tuned on the task's training split for
-  ``task_head_warmup`` steps before phase 1 (``pipeline.warm_up_task_model``: the task's ``ft_lr``,
+  ``task_head_warmup`` steps before phase 1 (``training.run.warm_up_task_model``: the task's ``ft_lr``,
   its own data order and dropout stream, so the phase-1 data order and dropout draws stay those of
   every other strategy). Its dev accuracy must then exceed the majority class's
   (:func:`require_learned`), else the run is refused: the gradient of a head at chance is noise about

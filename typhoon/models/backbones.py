@@ -23,7 +23,7 @@ electra     generator_predictions, generator_lm_head    if 2+ types     eager / 
 ==========  ==========================================  ==============  ====================
 
 - **MLM head**: the stock ``*ForMaskedLM``'s own modules, applied to the hidden states of the selected
-  positions only (ModernBERT's final norm is part of its encoder; DeBERTa's ``config.legacy`` picks
+  positions only (ModernBERT's final norm is part of its encoder; the ``legacy`` flag of DeBERTa's config picks
   which of its two head layouts the checkpoint has; DeBERTa-v2 also covers v3).
 - **token_type_ids** reach the model only when it has at least two token types (BERT and ELECTRA
   checkpoints have two; RoBERTa checkpoints one and DeBERTa-v3 none), so the segment ids a tokenizer

@@ -55,13 +55,14 @@ def write_record(run_dir: Path, config: RunConfig, metrics: dict, *, loss_rows=N
                  traceback_text: str | None = None) -> None:
     """Write every file of a record into a staging folder, then publish it with one rename.
 
+    ``config`` is stored as given: a finished run passes it with its ``auto`` settings as they resolved
+    (:meth:`typhoon.training.device_settings.RunSettings.stored_config`), so that its record says what ran.
     ``strategy`` (a masking strategy) saves its state when it learns one (``needs_saliency``);
     ``traceback_text`` goes to ``traceback.txt``, named in the metrics. Whatever stops the writing (a full
     disk, Ctrl-C) removes the staging folder: the record stays as it was, never half-written.
     """
     with staged_dir(run_dir) as staging:
-        stored = resolved_config(config, metrics) if metrics.get("status") == "ok" else config
-        atomic_write_json(staging / "config.json", stored.to_dict())
+        atomic_write_json(staging / "config.json", config.to_dict())
         pd.DataFrame(loss_rows or [], columns=LOSS_COLUMNS).to_csv(staging / "mlm_loss.csv", index=False)
         if strategy is not None and strategy.needs_saliency:
             strategy.save(staging / "masking_state.npz")
@@ -101,14 +102,15 @@ def read_record(run_dir: str | Path, skipped: bool = False) -> RunRecord:
     return RunRecord(config, run_dir, metrics, pd.read_csv(run_dir / "mlm_loss.csv"), skipped)
 
 
-#: RunConfig fields whose ``auto`` is resolved where the run executes (the device decides them). A record's
-#: ``config.json`` stores what they resolved to, so it says what ran, never ``auto``.
+#: RunConfig fields whose ``auto`` is resolved where the run executes (the device decides them). A finished
+#: record's ``config.json`` stores what they resolved to, so it says what ran, never ``auto``; an older one
+#: said ``auto``, and its ``metrics.json`` what that resolved to.
 RESOLVED_FIELDS = ("precision", "attention", "dropout")
 
 
 def resolved_config(config: RunConfig, metrics: dict | None) -> RunConfig:
-    """``config`` with each ``auto`` of :data:`RESOLVED_FIELDS` replaced by what the run used (``metrics``
-    of a finished run say it: ``precision``, ``attention``, ``dropout``)."""
+    """A stored ``config`` read as what its run used: each ``auto`` of :data:`RESOLVED_FIELDS` that an older
+    record stored replaced by the value its ``metrics`` name (``precision``, ``attention``, ``dropout``)."""
     changes = {name: metrics[name] for name in RESOLVED_FIELDS
                if getattr(config, name) == "auto" and (metrics or {}).get(name)}
     return config.replace(**changes) if changes else config

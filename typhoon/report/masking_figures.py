@@ -233,7 +233,7 @@ def plot_budget_vs_difference(verdict: pd.DataFrame, out_path: str | os.PathLike
                               reference: str = "random") -> list[Path]:
     """Budget moved (TV to uniform masking) against the paired dev-metric difference to ``reference``
     (95 % CI), one panel per task: a point per typhoon-family strategy, coloured by strategy, shaped by
-    saliency source (``bottleneck_verdict.bottleneck_verdict``'s table)."""
+    saliency source (the table of :func:`typhoon.analysis.bottleneck_verdict.bottleneck_verdict`)."""
     require_plottable(verdict, ["task", "strategy", "saliency", "budget_moved", "diff", "ci_low", "ci_high"], "verdict")
     margin = verdict.attrs.get("margin") if margin is None else margin
     tasks = list(dict.fromkeys(verdict["task"]))

@@ -2,8 +2,8 @@
 backbone come from, before any training.
 
 Each function returns a tidy table. Nothing here decides anything: the device, precision and kernels
-are what :mod:`typhoon.training.run` resolves ``auto`` to, the cores what :mod:`typhoon.runner.grid` shares out,
-the data what :func:`typhoon.data.glue_files.load_glue` reads, the backbones :data:`typhoon.models.backbones.BACKBONES`.
+are what a run resolves ``auto`` to (:func:`typhoon.training.device_settings.resolve_settings`), the cores what :mod:`typhoon.runner.grid` shares out,
+the data what :func:`typhoon.data.glue_files.load_glue` reads, the backbones :data:`typhoon.names.BACKBONES`.
 """
 
 from __future__ import annotations
@@ -21,22 +21,15 @@ from typhoon.config import RunConfig
 from typhoon.data import get_task, load_glue, locate_glue
 from typhoon.models import ADAPTED, BACKBONES, minilm_dir
 from typhoon.paths import GLUE_DIR_ENV
-from typhoon.training import (
-    choose_precision,
-    git_commit,
-    library_versions,
-    resolve_attention,
-    resolve_device,
-    resolve_dropout,
-)
+from typhoon.training import git_commit, library_versions, resolve_settings
 
 __all__ = ["backbone_report", "backbone_source", "data_report", "environment_report", "glue_source"]
 
 
 def environment_report() -> pd.DataFrame:
     """Library versions, device, bf16 support, attention and dropout kernels, threads, as a table (item, value)."""
-    config = RunConfig(device="auto", precision="auto", attention="auto", dropout="auto")
-    device = resolve_device(config.device)
+    settings = resolve_settings(RunConfig(device="auto", precision="auto", attention="auto", dropout="auto"))
+    device = settings.device
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     items = {
         **library_versions(),
@@ -44,11 +37,11 @@ def environment_report() -> pd.DataFrame:
         "git commit": git_commit() or "unknown",
         "device": f"{device.type} ({device_name})",
         "cuda available": torch.cuda.is_available(),
-        "precision (precision=auto)": "{0.name} ({0.reason})".format(choose_precision(config.precision, device)),
-        "attention kernel (attention=auto)": resolve_attention(config.attention, device),
-        "dropout kernel (dropout=auto)": resolve_dropout(config.dropout, device),
+        "precision (precision=auto)": f"{settings.precision.name} ({settings.precision.reason})",
+        "attention kernel (attention=auto)": settings.attention,
+        "dropout kernel (dropout=auto)": settings.dropout,
         "cpu cores (usable)": machine.usable_cores(),
-        "torch threads": torch.get_num_threads(),
+        "torch threads": settings.threads,
         "torch interop threads": torch.get_num_interop_threads(),
     }
     for var in ("OMP_NUM_THREADS", GLUE_DIR_ENV, "HF_HUB_OFFLINE", "HF_HOME"):
@@ -97,7 +90,7 @@ def _hub_cached(repo_id: str) -> bool:
 
 
 def backbone_report() -> pd.DataFrame:
-    """Every backbone of ``typhoon.models.backbones.BACKBONES``: source, whether it loads offline, and if it is available now.
+    """Every backbone of ``typhoon.names.BACKBONES``: source, whether it loads offline, and if it is available now.
 
     Nothing is loaded: a local folder must exist, a hub backbone must be in the Hugging Face cache
     (or the hub reachable when the run starts).

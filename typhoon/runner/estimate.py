@@ -50,6 +50,7 @@ This module imports no torch at the top: the CLI imports it for ``--help``.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -344,14 +345,16 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
 
 
 def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
-                  overrides: dict | None = None, analysis: bool = True) -> GridEstimate:
-    """``reproduce --estimate``: the estimate of a profile's grid into ``out_dir`` (default: the profile's
-    folder), without running anything or writing into the folder."""
+                  configs: Sequence[RunConfig] | None = None, analysis: bool = True) -> GridEstimate:
+    """``reproduce --estimate``: the estimate of a profile's grid (``configs``, its cells as the command line
+    resolved them; None: the profile's own) into ``out_dir`` (default: the profile's folder), without running
+    anything or writing into the folder."""
+    from typhoon import paths
     from typhoon.config import get_profile
     from typhoon.runner.workers import choose_workers
 
     spec = get_profile(profile)
-    configs = spec.grid(overrides)
+    configs = spec.grid() if configs is None else list(configs)
     workers, note = choose_workers(workers, spec.workers, configs)
     if note:
         print(note, flush=True)

@@ -1,6 +1,6 @@
 """The one interface through which the study loop (:mod:`typhoon.runner.study`) runs cells, whatever runs them:
 the local pool of worker processes (:class:`typhoon.runner.workers.WorkerPool`) or a Dask cluster, SLURM's
-included (:class:`typhoon.runner.cluster.DaskExecutor`).
+included (:class:`typhoon.runner.dask_executor.DaskExecutor`).
 
 The loop submits cells, polls for the status rows of those that finished (``STATUS_COLUMNS``: ok, failed,
 skipped; ``stopped`` after a stop), and on a stop or an error stops them all. Looking after the workers is the

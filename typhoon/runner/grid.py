@@ -23,7 +23,7 @@ import pandas as pd
 
 from typhoon import atomic, machine, paths
 from typhoon.analysis import compare_with_reference, no_reference_note, reference_for
-from typhoon.config import Profile
+from typhoon.config import Profile, RunConfig
 from typhoon.records import collect_results, reuse_equal_records, why_incomplete, write_manifest
 from typhoon.report import StudyPages, pages_of, render_report
 from typhoon.runner import progress
@@ -67,12 +67,12 @@ class FixedGrid(StudyPolicy):
 
     title, log_name = "reproduce", "reproduce.log"
 
-    def __init__(self, spec: Profile, overrides: dict | None = None, *, analysis: bool = True, reuse: bool = True,
+    def __init__(self, spec: Profile, configs: Sequence[RunConfig], *, analysis: bool = True, reuse: bool = True,
                  reuse_from: Sequence[str | Path] = (), allow_mixed_precision: bool = False, estimate: bool = False):
         self.spec, self.analysis, self.reuse, self.estimate = spec, analysis, reuse, estimate
         self.profile = spec.name
         self.allow_mixed_precision = allow_mixed_precision
-        self.configs = spec.grid(overrides)  # every cell resolved and validated, once
+        self.configs = list(configs)  # every cell of spec's grid, resolved and validated once (Profile.grid)
         self.pages = grid_pages(self.configs)
         self.reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
         check_analysis_settings(spec.analysis, spec.name)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from typhoon.config import EXECUTION_FIELDS, Profile, allowed_of, get_profile, parse_overrides
+from typhoon.config import EXECUTION_FIELDS, Profile, RunConfig, allowed_of, get_profile, parse_overrides
 from typhoon.paths import resolve_out_dir
 
 
@@ -30,9 +30,9 @@ class ReproduceOptions:
     """What ``reproduce`` was asked to do, whatever runs the cells."""
 
     profile: str
+    configs: tuple[RunConfig, ...]  # every cell of the profile's grid, ``--set`` applied: resolved once, by from_args' caller
     out_dir: str | None = None
     workers: int | None = None
-    overrides: dict = field(default_factory=dict)
     analysis: bool = True
     allow_mixed_precision: bool = False
     commit_records: bool = False
@@ -42,8 +42,9 @@ class ReproduceOptions:
     estimate_only: bool = False  # --estimate: only that, then stop
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, overrides: dict) -> ReproduceOptions:
-        return cls(profile=args.profile, out_dir=args.out, workers=args.workers, overrides=dict(overrides),
+    def from_args(cls, args: argparse.Namespace, configs: list[RunConfig]) -> ReproduceOptions:
+        """The options of the command line ``args``, for the grid's cells ``configs`` (``Profile.grid``)."""
+        return cls(profile=args.profile, configs=tuple(configs), out_dir=args.out, workers=args.workers,
                    analysis=not args.no_analysis, allow_mixed_precision=args.allow_mixed_precision,
                    commit_records=args.commit_records, reuse=not args.no_reuse,
                    reuse_from=tuple(args.reuse_from or ()), estimate=not args.no_estimate,
@@ -83,11 +84,11 @@ class ReproduceOptions:
         if self.estimate_only:
             from typhoon.runner.estimate import estimate_only
 
-            return estimate_only(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
+            return estimate_only(self.profile, self.out_dir, workers=self.workers, configs=self.configs,
                                  analysis=self.analysis)
         from typhoon.runner.study import reproduce
 
-        return reproduce(self.profile, self.out_dir, workers=self.workers, overrides=self.overrides,
+        return reproduce(self.profile, self.out_dir, workers=self.workers, configs=self.configs,
                          analysis=self.analysis, executor=executor, allow_mixed_precision=self.allow_mixed_precision,
                          commit_records=self.commit_records, reuse=self.reuse, reuse_from=self.reuse_from,
                          estimate=self.estimate and not self.sequential)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from typhoon import paths
 from typhoon.analysis import decisive
-from typhoon.config import Profile, get_profile
+from typhoon.config import Profile, RunConfig, get_profile
 from typhoon.records import (
     STATUS_COLUMNS,
     commit_cell,
@@ -78,11 +79,11 @@ class SequentialDesign(StudyPolicy):
 
     title, log_name = "reproduce", "reproduce.log"
 
-    def __init__(self, spec: Profile, overrides: dict | None = None, *, analysis: bool = True, reuse: bool = True):
+    def __init__(self, spec: Profile, configs: Sequence[RunConfig], *, analysis: bool = True, reuse: bool = True):
         self.spec, self.analysis, self.reuse, self.profile = spec, analysis, reuse, spec.name
         self.pages = pages_of("sequential")
         self.study = decisive.study_design(spec)
-        self.grid = decisive.grid_configs(spec, overrides)  # every cell resolved and validated, once
+        self.grid = decisive.by_cell(configs)  # every cell up to the cap, resolved and validated once (Profile.grid)
         self.configs = list(self.grid.values())
         self.plan = None  # no estimate before the cells: the looks to come are not known in advance
         notebooks.notebooks_dir()

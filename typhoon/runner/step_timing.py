@@ -62,7 +62,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
     the MLM phase once per kind (``mlm_<kind>``). The steps timed are the run's own
     (:mod:`typhoon.training.step`): ``mlm_step`` (per-row rates from the schedule; for ``task_saliency``
     with a frozen task model, whose extra forward and input backward the rate per MLM GFLOP then holds),
-    ``fine_tune_step`` (phase 2 and the task model's warm-up) and ``training_run.evaluate``.
+    ``fine_tune_step`` (phase 2 and the task model's warm-up) and ``training.run.evaluate``.
     """
     import dataclasses
 

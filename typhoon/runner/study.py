@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from typhoon import machine, paths
-from typhoon.config import get_profile
+from typhoon.config import RunConfig, get_profile
 from typhoon.records import (
     STATUS_COLUMNS,
     check_git_repo,
@@ -117,21 +118,26 @@ def local_pool(workers: int) -> WorkerPool:
 
 
 def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
-              overrides: dict | None = None, analysis: bool = True, executor: CellExecutor | None = None,
+              configs: Sequence[RunConfig] | None = None, analysis: bool = True, executor: CellExecutor | None = None,
               allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True,
               reuse_from=(), estimate: bool = False) -> Summary:
     """Run a profile's study -- its grid, or its sequential design look by look -- then its analysis; resumable.
 
-    ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``overrides`` (typed RunConfig
-    values, ``config.parse_overrides``) apply to every cell. The rest is :func:`run_study`'s and the grid's
-    (:class:`typhoon.runner.grid.FixedGrid`: reuse of equal records, mixed numerics, the estimate).
+    ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``configs``: every cell of the
+    profile's grid as the caller resolved it once (``Profile.grid`` with the command line's ``--set``); None: the
+    profile's own grid. The rest is :func:`run_study`'s and the grid's (:class:`typhoon.runner.grid.FixedGrid`:
+    reuse of equal records, mixed numerics, the estimate).
     """
     from typhoon.runner.grid import FixedGrid
     from typhoon.runner.sequential_grid import SequentialDesign
 
     spec = get_profile(profile)
-    policy = (SequentialDesign(spec, overrides, analysis=analysis, reuse=reuse) if spec.design else
-              FixedGrid(spec, overrides, analysis=analysis, reuse=reuse, reuse_from=reuse_from,
+    configs = spec.grid() if configs is None else list(configs)
+    if {config.profile for config in configs} - {spec.name}:
+        raise ValueError(f"reproduce {spec.name!r} was given cells of profile(s) "
+                         f"{sorted({c.profile for c in configs} - {spec.name})}: give it the profile's own (Profile.grid)")
+    policy = (SequentialDesign(spec, configs, analysis=analysis, reuse=reuse) if spec.design else
+              FixedGrid(spec, configs, analysis=analysis, reuse=reuse, reuse_from=reuse_from,
                         allow_mixed_precision=allow_mixed_precision, estimate=estimate))
     return run_study(policy, paths.resolve_out_dir(out_dir, spec.name), workers=workers, executor=executor,
                      commit_records=commit_records, profile_workers=spec.workers)

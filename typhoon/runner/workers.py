@@ -239,7 +239,7 @@ def died_row(cell: Cell, out_dir: Path, why: str, seconds: float) -> dict:
 
 
 class WorkerPool(CellExecutor):
-    """The local executor: one :class:`WorkerProcess` per slot (:func:`typhoon.machine.worker_slots`), cells
+    """The local executor: one :class:`WorkerProcess` per slot (:func:`slots_for`), cells
     queued and handed to the first free worker in order."""
 
     def __init__(self, slots: list[Slot]):

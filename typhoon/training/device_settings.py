@@ -1,7 +1,9 @@
-"""A run's compute settings resolved for this machine: the device, the precision (``auto``: bf16 where the
-CPU or GPU runs it fast, by a timing), the attention kernel and the dropout kernel; the numerics a config
-will run in here (every ``auto`` resolved as the run resolves it), and the check that a grid does not mix
-numerics."""
+"""A run's compute settings resolved for this machine, once, into one :class:`RunSettings`: the device, the
+precision (``auto``: bf16 where the CPU or GPU runs it fast, by a timing), the attention and dropout kernels
+and the torch threads. The process that trains a run resolves them (:func:`resolve_settings`, in
+:func:`typhoon.training.run.set_up`), its record writes what they resolved to (:meth:`RunSettings.record`,
+:meth:`RunSettings.stored_config`), the setup report shows them; a grid asks the same function what numerics
+a config will run in here, and checks that the grid does not mix numerics."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from typhoon import paths
+from typhoon.config import DEVICES
 from typhoon.machine import CpuFeatures, cpu_features
 from typhoon.records import Numerics, is_complete, numerics_of_run, record_numerics
 from typhoon.training.flops import DTYPES, matmul_peak
@@ -20,20 +23,16 @@ from typhoon.training.flops import DTYPES, matmul_peak
 if TYPE_CHECKING:
     from typhoon.config import RunConfig
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
-
-
 def resolve_device(requested: str = "auto") -> torch.device:
-    """``auto``: CUDA when visible, else Apple's MPS when torch reports it, else the CPU."""
+    """``auto``: CUDA when visible, else Apple's MPS when torch reports it, else the CPU; a device that is not
+    one of :data:`typhoon.config.DEVICES` is refused as a RunConfig refuses it."""
+    DEVICES.check("device", requested)
     if requested == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    kind = str(requested).split(":")[0]
-    if kind not in DEVICES:
-        raise ValueError(f"unknown device {requested!r}; choose one of {DEVICES} (cuda:N for a given GPU)")
     return torch.device(requested)
 
 
@@ -50,7 +49,7 @@ class Precision:
 
 
 def choose_precision(requested: str, device: torch.device, features: CpuFeatures | None = None,
-                     peaks: dict | None = None) -> Precision:
+                     peaks: dict | None = None, threads: int | None = None) -> Precision:
     """The precision of a run: an explicit ``requested`` ("fp32" / "bf16") is kept; ``auto`` picks bf16
     autocast where bf16 matrix products are faster than fp32 ones, fp32 elsewhere.
 
@@ -58,7 +57,7 @@ def choose_precision(requested: str, device: torch.device, features: CpuFeatures
     be faster: on Sapphire Rapids without AMX (a VM hiding it) bf16 dot products issue on one port,
     FMAs on two, and oneDNN's bf16 products reach about half of MKL's fp32 ones. There the choice
     follows the measured peaks of both dtypes (``peaks``: {"fp32": GFLOP/s, "bf16": GFLOP/s}; measured
-    with :func:`matmul_peak` on the current thread count when not given).
+    with :func:`typhoon.training.flops.matmul_peak` on ``threads`` threads, None: the current count, when not given).
     """
     if requested in ("fp32", "bf16"):
         return Precision(requested, "requested")
@@ -75,7 +74,7 @@ def choose_precision(requested: str, device: torch.device, features: CpuFeatures
         return Precision("bf16", "AMX-BF16: bf16 autocast")
     if not features.avx512_bf16:
         return Precision("fp32", "no AVX512-BF16/AMX: fp32")
-    peaks = peaks or {dtype: matmul_peak(dtype).gflop_per_s for dtype in DTYPES}
+    peaks = peaks or {dtype: matmul_peak(dtype, threads).gflop_per_s for dtype in DTYPES}
     fp32, bf16 = peaks["fp32"], peaks["bf16"]
     if bf16 > fp32:
         return Precision("bf16", f"AVX512-BF16, bf16 products {bf16:.0f} GFLOP/s vs fp32 {fp32:.0f}: bf16 autocast")
@@ -103,6 +102,43 @@ def resolve_dropout(requested: str, device: torch.device) -> str:
     return "native" if device.type == "cuda" else "fast"
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """Every ``auto`` of a run's config (device, precision, attention, dropout, threads) resolved, never ``auto``."""
+
+    device: torch.device
+    precision: Precision
+    attention: str  # attention kernel: eager | sdpa
+    dropout: str  # dropout kernel: fast | native
+    threads: int  # torch threads the run computes on (a CPU's products sum in another order on another count)
+
+    @property
+    def numerics(self) -> Numerics:
+        """What of these settings changes a run's numbers (:class:`typhoon.records.run_numerics.Numerics`)."""
+        return numerics_of_run(self.precision.name, self.device, self.attention, self.dropout)
+
+    def record(self) -> dict:
+        """The entries of a run record's ``metrics.json`` that say what the run resolved."""
+        return {"device": str(self.device), "precision": self.precision.name, "precision_reason": self.precision.reason,
+                "attention": self.attention, "dropout": self.dropout, "threads": self.threads,
+                "numerics": self.numerics.to_dict()}
+
+    def stored_config(self, config: RunConfig) -> RunConfig:
+        """``config`` as its finished record stores it: the fields whose ``auto`` the run resolves
+        (``run_record.RESOLVED_FIELDS``) as they resolved, so that the record says what ran, never ``auto``."""
+        return config.replace(precision=self.precision.name, attention=self.attention, dropout=self.dropout)
+
+
+def resolve_settings(config: RunConfig) -> RunSettings:
+    """The one place a config's ``auto`` settings are resolved: by the process that trains it (where its device,
+    its cores and the products' timing are), or by a grid asking what a cell would run with here. The precision is
+    measured on the run's threads; setting them (``num_threads``) is the run's (:func:`typhoon.training.run.set_up`)."""
+    device = resolve_device(config.device)
+    threads = config.num_threads or torch.get_num_threads()
+    return RunSettings(device, choose_precision(config.precision, device, threads=threads),
+                       resolve_attention(config.attention, device), resolve_dropout(config.dropout, device), threads)
+
+
 def planned_numerics(config: RunConfig) -> str:
     """The numerics label ``config`` would run with on this machine (what ``auto`` resolves to here)."""
     return numerics_here(config).label
@@ -110,11 +146,7 @@ def planned_numerics(config: RunConfig) -> str:
 
 def numerics_here(config: RunConfig) -> Numerics:
     """The full numerics ``config`` would run with on this machine: every ``auto`` resolved here."""
-
-    device = resolve_device(config.device)
-    return numerics_of_run(choose_precision(config.precision, device).name, device,
-                           resolve_attention(config.attention, device),
-                           resolve_dropout(config.dropout, device))
+    return resolve_settings(config).numerics
 
 
 def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:

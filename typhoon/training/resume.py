@@ -4,7 +4,7 @@
 fine-tuning epoch, to ``runs/<task>/<backbone>/<strategy>/.seed<k>.resume.pt`` beside the record folder
 (:func:`typhoon.records.run_record.resume_state_path`), in one atomic write (:mod:`typhoon.atomic`: a temp
 file ``..seed<k>.resume.pt.tmp-<pid>-<random>``, fsynced, renamed; a killed writer's temp file is removed by
-the clean-ups, :func:`typhoon.runner.stop.clean_stale_staging` and ``grid.remove_cell_leftovers``). A rerun of the same cell finds it and
+the clean-ups, :func:`typhoon.runner.stop.clean_stale_staging` and ``cells.remove_cell_leftovers``). A rerun of the same cell finds it and
 goes on from the boundary it names; the record it writes is the uninterrupted run's, bit for bit, but for
 wall-clock times and speeds (``metrics.json``'s ``timing`` apart from its counts, the task model's
 ``warmup_wall_s`` and the measured ``hardware.matmul_peak``). Once a record is written (ok or failed) the

@@ -37,7 +37,6 @@ from typhoon.progress_bars import progress_bar
 from typhoon.records import (
     RunRecord,
     is_complete,
-    numerics_of_run,
     read_record,
     record_lock,
     resume_state_path,
@@ -72,10 +71,7 @@ class RunContext:
     backbone: Backbone
     task: TaskSpec
     data: dict[str, list[dict]]  # tokenized "train" and "validation" examples (contract keys + label)
-    device: torch.device
-    precision: device_settings.Precision  # bf16 autocast or fp32, and why
-    attention: str  # attention kernel: eager | sdpa
-    dropout: str  # dropout kernel: fast | native
+    settings: device_settings.RunSettings  # device, precision, kernels and threads, every ``auto`` resolved
     rng: np.random.Generator  # data order, both phases in turn
     mask_generator: torch.Generator  # masks, on the device they are drawn on
     masks_on_device: bool = False  # masks drawn and Typhoon's state kept on ``device`` (a GPU run), else the CPU
@@ -88,6 +84,12 @@ class RunContext:
         if self.progress_file is not None:
             self.progress_file.update(phase, **state)
 
+    # the settings the steps read, each held once, in ``settings``
+    device = property(lambda self: self.settings.device)
+    precision = property(lambda self: self.settings.precision)  # bf16 autocast or fp32, and why
+    attention = property(lambda self: self.settings.attention)
+    dropout = property(lambda self: self.settings.dropout)
+
     @property
     def kernels(self) -> dict:
         """Keyword arguments of the backbone's model constructors."""
@@ -98,24 +100,23 @@ class RunContext:
 
 
 def set_up(config: RunConfig, progress: bool = True) -> RunContext:
-    """Load the backbone and the data, resolve the device and kernels, seed the run's generators.
+    """Load the backbone and the data, resolve every ``auto`` setting (:func:`device_settings.resolve_settings`),
+    seed the run's generators.
 
     Bad inputs (missing or malformed data, an unreachable backbone) fail here, before any record is written.
     """
     require_warmup(config)  # task saliency without a warm-up would take its gradient from a head at chance
     backbone = load_backbone(config.backbone)
-    device = device_settings.resolve_device(config.device)
+    settings = device_settings.resolve_settings(config)
+    device = settings.device
     # a GPU run draws its masks and keeps Typhoon's state on the GPU, so that a step never waits for the device
     # (typhoon.training.step.mlm_step); a CPU run draws them on the host, as the committed records were drawn
     on_device = device.type == "cuda"
-    if config.num_threads:  # before the precision choice, which measures products on these threads
+    if config.num_threads:
         torch.set_num_threads(config.num_threads)
     return RunContext(
         config=config, backbone=backbone, task=get_task(config.task),
-        data=examples.prepare_data(config, backbone.tokenizer), device=device,
-        precision=device_settings.choose_precision(config.precision, device),  # measured on the run's threads
-        attention=device_settings.resolve_attention(config.attention, device),
-        dropout=device_settings.resolve_dropout(config.dropout, device),
+        data=examples.prepare_data(config, backbone.tokenizer), settings=settings,
         rng=np.random.default_rng(config.seed),
         mask_generator=torch.Generator(device if on_device else "cpu").manual_seed(config.seed),
         masks_on_device=on_device, progress=progress)
@@ -443,10 +444,8 @@ def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[di
         "epochs": epochs,
         "timing": timing,
         "n_train": len(data["train"]), "n_dev": len(data["validation"]),
-        "device": str(ctx.device), "precision": ctx.precision.name, "precision_reason": ctx.precision.reason,
+        **ctx.settings.record(),  # device, precision and its reason, kernels, threads, numerics
         "hardware": {"cpu": machine.cpu_features().to_dict(), "matmul_peak": peak.to_dict()}, "speed": speed_choices,
-        "attention": ctx.attention, "dropout": ctx.dropout, "threads": torch.get_num_threads(),
-        "numerics": numerics_of_run(ctx.precision.name, ctx.device, ctx.attention, ctx.dropout).to_dict(),
         "versions": software.library_versions(), "git_commit": software.git_commit(),
         "mlm_full_mask_loss": full_mask_loss,  # nats/token on the fully masked dev split after phase 1
     }
@@ -494,7 +493,7 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
                 resume.remove(resume_state_path(run_dir))  # a failed cell starts over
                 raise
             ctx.report("write")
-            write_record(run_dir, config, metrics, loss_rows=loss_rows, strategy=strategy)
+            write_record(run_dir, ctx.settings.stored_config(config), metrics, loss_rows=loss_rows, strategy=strategy)
             resume.remove(resume_state_path(run_dir))  # the record is complete
     finally:
         progress_file.close()
