@@ -19,6 +19,7 @@ ids alone, with the tokenizer's own pipeline, so that no ``remove_unused_columns
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 
@@ -75,15 +76,23 @@ class WordIds:
         texts = backend.decode_batch([list(ids) for ids in runs], skip_special_tokens=False)
         for ids, encoding in zip(runs, backend.encode_batch(texts, add_special_tokens=False), strict=True):
             again, words = encoding.ids, encoding.word_ids
-            same = 0
-            while same < min(len(ids), len(again)) and ids[same] == again[same] and words[same] is not None:
-                same += 1
-            local = list(words[:same])
-            if same < len(ids):  # the round trip differs from here on: the rest is one word, the word of
-                # the first token that differs (a word cut by truncation) or a new one
-                word = words[same] if same < len(again) and words[same] is not None else None
-                local += [word if word is not None else (local[-1] + 1 if local else 0)] * (len(ids) - same)
+            local = list(words) if list(ids) == again else realigned(list(ids), again, words)
             self._cache[ids] = dense(local)
+
+
+def realigned(ids: list[int], again: list[int], words: list[int | None]) -> list[int]:
+    """Word ids of ``ids`` from an encoding of their decoded text that gave other ids (``again``, ``words``):
+    where the two agree, the encoding's word; a stretch it tokenized otherwise (a word cut by truncation) takes
+    the word of its first differing token there; tokens it dropped (the space piece before an unknown token)
+    join the word that follows them."""
+    out: list[int] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ids, again, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += [w if w is not None else (out[-1] if out else 0) for w in words[j1:j2]]
+        elif tag in ("replace", "delete"):
+            word = words[j1] if j1 < len(words) else None
+            out += [word if word is not None else (out[-1] + 1 if out else 0)] * (i2 - i1)
+    return out
 
 
 def dense(words: list[int]) -> list[int]:
