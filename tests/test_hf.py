@@ -385,3 +385,73 @@ def test_bad_input_is_refused(tmp_path, tiny, tokenizer, mrpc_tokenized):
                     data_collator=collator, callbacks=[TyphoonCallback(collator)])
     quickly(plain.train, RuntimeError, "TyphoonTrainer")
     assert collator.strategy.steps == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# The slow tier: the embedded backbone, worker processes, the example script
+
+
+@pytest.mark.slow
+def test_minilm_phase_is_the_bundles_phase(tmp_path):
+    """minilm-l6-mlm (the embedded backbone, adapted weights) for a few steps: the masks of every step and the
+    state as with tiny-random (test_trainer_phase_is_the_bundles_phase says why the state differs after step 1)."""
+    bundle, trainer = bundle_and_trainer(tmp_path, "typhoon", backbone="minilm-l6-mlm", n=24, epochs=1)
+    assert len(bundle.labels) == len(trainer.labels) == 3
+    assert all(torch.equal(a, b) for a, b in zip(bundle.labels, trainer.labels, strict=True))
+    np.testing.assert_array_equal(bundle.weights[0], trainer.weights[0])
+    for b, t in zip(bundle.weights, trainer.weights, strict=True):
+        seen = ~np.isnan(b)
+        assert np.abs(b[seen] - t[seen]).max() <= 1e-6 * np.abs(b[seen]).max()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["typhoon", "whole_word"])
+def test_data_loader_workers(tmp_path, tiny, mrpc_tokenized, strategy):
+    """dataloader_num_workers=2: Typhoon's masks are drawn in the main process, so they (and the state) are
+    those of a run without workers; whole-word masks, drawn in the workers, differ between workers."""
+    train = [mrpc_tokenized["train"][i] for i in range(32)]
+    runs = []
+    for workers in (0, 2):
+        collator = masking_collator(tiny.tokenizer, strategy, seed=4)
+        recorder = Recorder(collator)
+        args = trainer_args(tmp_path / str(workers), max_steps=4, dataloader_num_workers=workers,
+                            train_sampling_strategy="sequential")
+        cls = TyphoonTrainer if strategy == "typhoon" else Trainer
+        cls(model=tiny_model(tiny), args=args, train_dataset=dataset_of(train), data_collator=collator,
+            callbacks=[recorder]).train()
+        runs.append((recorder, collator))
+    (alone, alone_collator), (workers, workers_collator) = runs
+    if strategy == "typhoon":
+        assert all(torch.equal(a, b) for a, b in zip(alone.labels, workers.labels, strict=True))
+        np.testing.assert_array_equal(alone_collator.strategy.weights, workers_collator.strategy.weights)
+    else:  # drawn in the workers (the recorder there is a copy): the main process drew none
+        assert len(alone.labels) == 4 and workers.labels == []
+
+
+@pytest.mark.slow
+def test_example_script(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    script = str(REPO / "examples" / "hf_trainer_typhoon.py")
+    done = subprocess.run([sys.executable, script, "--model", "minilm-l6-mlm", "--task", "mrpc", "--strategy",
+                           "typhoon", "--max-steps", "3", "--batch-size", "4", "--max-train-examples", "64",
+                           "--output-dir", str(tmp_path / "typhoon")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "typhoon on minilm-l6-mlm: 3 steps" in done.stdout and "Typhoon: 3 updates" in done.stdout
+    text = tmp_path / "corpus.txt"
+    text.write_text("The cat sat on the mat.\nA dog barked twice at the unbelievably loud thunder.\n" * 8)
+    done = subprocess.run([sys.executable, script, "--model", "tiny-random", "--train-file", str(text), "--strategy",
+                           "whole_word", "--p", "0.3", "--set", "corruption=mask_only", "--max-steps", "2",
+                           "--batch-size", "4", "--output-dir", str(tmp_path / "ww")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "whole_word on tiny-random: 2 steps" in done.stdout
+    bad = subprocess.run([sys.executable, script, "--strategy", "typhoon", "--p", "1.5"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert bad.returncode != 0 and "p" in bad.stderr.splitlines()[-1]
