@@ -332,6 +332,7 @@ def test_resume_draws_the_uninterrupted_runs_masks(tmp_path, tiny, mrpc_tokenize
 # Any masked-LM model and fast tokenizer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["typhoon", "whole_word"])
 def test_every_family_trains(tmp_path, saved_backbone, glue_dir, strategy):
     from conftest import _tokenized
