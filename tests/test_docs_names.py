@@ -45,6 +45,7 @@ OTHER_SOFTWARE = {
     "SLURMCluster",  # dask-jobqueue's class
     "ENOSPC",  # the errno
     "TYPE_CHECKING",  # typing's flag
+    "DataCollatorForLanguageModeling",  # transformers' masked-LM collator (docs/hf_trainer.md compares with it)
 }
 # other tools' flags, on the pages that say how to call those tools (docker/podman, pip)
 OTHER_TOOLS_FLAGS = {"--build-arg", "--user", "--userns", "--ulimit", "--runtime", "--dry-run", "--report"}

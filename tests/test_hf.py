@@ -1,0 +1,458 @@
+"""typhoon.hf in a transformers Trainer: each collator against the bundle's own masking on the same batches,
+the Typhoon phase through Trainer against the bundle's own phase (typhoon.training.run.adapt_mlm), the saliency
+against explicit one-hot autograd, checkpoints and resuming, every model family and tokenizer kind, bad input.
+
+Models here are tiny-random (or the family fixtures) with dropout switched off where two runs are compared:
+a Trainer's data loader draws its workers' base seed from torch's global generator, which dropout draws from
+too, so with dropout on the two runs' dropout masks would be one draw apart.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("accelerate")  # transformers' Trainer needs it (a dependency of the bundle)
+
+from transformers import AutoModelForMaskedLM, BertModel, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
+
+from typhoon.hf import TyphoonCallback, TyphoonTrainer, WordIds, masking_collator, strategy_names  # noqa: E402
+
+
+def no_dropout(model):
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+def features(examples, keep=("input_ids", "token_type_ids", "label")):
+    """What a Trainer hands a collator: the model's input columns (and a task label), no word ids or masks."""
+    return [{k: x[k] for k in keep if k in x} for x in examples]
+
+
+def trainer_args(out, **overrides):
+    base = dict(output_dir=str(out), per_device_train_batch_size=8, num_train_epochs=1, report_to=[],
+                save_strategy="no", logging_strategy="no", disable_tqdm=True, use_cpu=True, seed=0)
+    return TrainingArguments(**{**base, **overrides})
+
+
+class Recorder(TrainerCallback):
+    """The masks each step drew (through the collator) and Typhoon's weights after each step."""
+
+    def __init__(self, collator):
+        self.collator, self.labels, self.weights, self.inputs = collator, [], [], []
+        draw = collator.mask
+
+        def mask(batch):
+            out = draw(batch)
+            self.labels.append(out["labels"].clone())
+            self.inputs.append({k: v.clone() for k, v in out.items()})
+            return out
+
+        collator.mask = mask  # the instance's own: the callback and the collator call it
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.collator.strategy.needs_saliency:
+            self.weights.append(self.collator.strategy.weights.copy())
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from typhoon.models import load_backbone
+
+    return load_backbone("tiny-random")
+
+
+def tiny_model(tiny, seed=0):
+    return no_dropout(tiny.mlm_model(seed=seed).model)
+
+
+def dataset_of(examples):
+    import datasets
+
+    return datasets.Dataset.from_list(features(examples))
+
+
+# --------------------------------------------------------------------------------------------------
+# The collators against the bundle's masking on the same batches
+
+
+@pytest.mark.parametrize("strategy,params", [("random", {}), ("whole_word", {}), ("span", {}),
+                                             ("random", {"corruption": "mask_only"}),
+                                             ("whole_word", {"p": 0.3})])
+def test_collator_masks_are_the_bundles(mrpc_tokenized, tokenizer, strategy, params):
+    """Batch after batch, the collator (given only what a Trainer passes: no word ids, no special-token mask)
+    gives the masks the bundle's strategy draws on the bundle's padded batches from the same seed."""
+    from typhoon.data import PAD_MULTIPLE, collate
+    from typhoon.masking import get_strategy
+
+    train = mrpc_tokenized["train"]
+    reference, generator = get_strategy(strategy, **params), torch.Generator().manual_seed(7)
+    collator = masking_collator(tokenizer, strategy, seed=7, **params)
+    for start in range(0, 96, 32):
+        rows = [train[i] for i in range(start, start + 32)]
+        batch = collate(rows, tokenizer.pad_token_id, PAD_MULTIPLE)
+        want_ids, want_labels = reference(batch, generator, mask_token_id=tokenizer.mask_token_id,
+                                          vocab_size=len(tokenizer))
+        got = collator(features(rows))
+        assert set(got) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
+        assert torch.equal(got["labels"], want_labels) and torch.equal(got["input_ids"], want_ids)
+        assert torch.equal(got["attention_mask"], batch["attention_mask"])
+        assert torch.equal(got["token_type_ids"], batch["token_type_ids"])
+        assert (got["labels"] != -100).any()
+
+
+def test_other_columns_pass_through(tokenizer):
+    rows = [{"input_ids": tokenizer("a short one")["input_ids"], "position_ids": [0, 1, 2, 3, 4], "weight": 2.0},
+            {"input_ids": tokenizer("and a longer sentence here")["input_ids"], "position_ids": list(range(7)),
+             "weight": 0.5}]
+    out = masking_collator(tokenizer, "random", pad_to_multiple_of=None)(rows)
+    assert out["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 0], list(range(7))]
+    assert out["weight"].tolist() == [2.0, 0.5]
+    assert out["attention_mask"].tolist() == [[1] * 5 + [0, 0], [1] * 7]
+
+
+def test_word_ids_are_the_encodings(saved_backbone, glue_dir):
+    """Word ids derived from token ids alone equal the fast tokenizer's own encodings' word ids (pairs numbered
+    on through the second sentence), for every family's tokenizer kind: WordPiece, byte-level BPE, SentencePiece."""
+    from conftest import _tokenized
+
+    split = _tokenized("mrpc", glue_dir, saved_backbone.tokenizer, n=200)["train"]
+    derived = WordIds(saved_backbone.tokenizer).rows(split["input_ids"])
+    assert [list(w) for w in split["word_ids"]] == derived
+
+
+def test_word_ids_of_a_truncated_word(tokenizer):
+    """A word cut by truncation (its last pieces gone) still counts as one word."""
+    ids = tokenizer("the unbelievably long word", truncation=True, max_length=5)["input_ids"]  # [CLS] the un ##bel [SEP]
+    full = tokenizer("the unbelievably long word")
+    assert WordIds(tokenizer).rows([ids])[0] == [-1, *full.word_ids()[1:4], -1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Typhoon through a Trainer against the bundle's own phase
+
+
+def bundle_and_trainer(tmp_path, strategy: str, backbone: str = "tiny-random", n: int = 32, epochs: int = 2):
+    """The bundle's MLM phase (adapt_mlm) and a TyphoonTrainer phase on the same backbone, start, data order,
+    seed, optimizer and schedule: (bundle's masks, its weights after each step, Trainer's, Trainer's)."""
+    from typhoon.config import RunConfig
+    from typhoon.data import length_grouped_batches
+    from typhoon.masking import SaliencySource
+    from typhoon.training import run
+    from typhoon.training.step import linear_schedule, make_optimizer
+
+    config = RunConfig(task="mrpc", backbone=backbone, strategy=strategy, seed=3, max_train_examples=n,
+                       max_eval_examples=8, batch_size=8, mlm_epochs=epochs, precision="fp32")
+    ctx = run.set_up(config, progress=False)
+    mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels)
+    no_dropout(mlm)
+    start = {k: v.clone() for k, v in mlm.model.state_dict().items()}
+
+    class Recording:  # the bundle's strategy, its masks and weights kept as it goes
+        def __init__(self, inner):
+            self.inner, self.labels, self.weights = inner, [], []
+
+        def __call__(self, batch, generator, **kwargs):
+            ids, labels = self.inner(batch, generator, **kwargs)
+            self.labels.append(labels.clone())
+            return ids, labels
+
+        def update(self, *args):
+            self.inner.update(*args)
+            self.weights.append(self.inner.weights.copy())
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    bundle = Recording(run.prepared_strategy(ctx))
+    run.adapt_mlm(ctx, mlm, bundle, SaliencySource("mlm", None))
+
+    train = ctx.data["train"]
+    rng = np.random.default_rng(config.seed)  # the bundle's data order, epoch by epoch
+    lengths = [len(x["input_ids"]) for x in train]
+    orders = [np.concatenate(length_grouped_batches(lengths, config.batch_size, rng)).tolist() for _ in range(epochs)]
+
+    class BundleOrder(torch.utils.data.Sampler):
+        def __init__(self):
+            self.epoch = 0
+
+        def __len__(self):
+            return len(train)
+
+        def __iter__(self):
+            self.epoch += 1
+            return iter(orders[self.epoch - 1])
+
+    class InBundleOrder(TyphoonTrainer):
+        def _get_train_sampler(self, train_dataset=None):
+            return BundleOrder()
+
+    model = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).model
+    model.load_state_dict(start)
+    no_dropout(model)
+    collator = masking_collator(ctx.backbone.tokenizer, strategy, seed=config.seed, **config.strategy_params())
+    recorder = Recorder(collator)
+    optimizer = make_optimizer(model, config.mlm_lr, config.weight_decay)
+    schedule = linear_schedule(optimizer, len(bundle.labels), config.warmup_ratio)
+    trainer = InBundleOrder(model=model, args=trainer_args(tmp_path, num_train_epochs=epochs, seed=config.seed),
+                            train_dataset=dataset_of(train), data_collator=collator, optimizers=(optimizer, schedule),
+                            callbacks=[recorder])
+    trainer.train()
+    return bundle, recorder
+
+
+@pytest.mark.parametrize("strategy", ["typhoon", pytest.param("typhoon_softmax", marks=pytest.mark.slow),
+                                      pytest.param("typhoon_2023", marks=pytest.mark.slow)])
+def test_trainer_phase_is_the_bundles_phase(tmp_path, strategy):
+    """Same masks on every step; the state equal after the first step bit for bit, then within 1e-6 of its
+    scale: the Trainer's stock head scores every position where the bundle's scores the masked ones only, so
+    the encoder's weights (and the saliency after them) differ in the last bits of float32 from step 2 on."""
+    bundle, trainer = bundle_and_trainer(tmp_path, strategy)
+    steps = len(bundle.labels)
+    assert steps == 8 and len(trainer.labels) == steps
+    assert all(torch.equal(a, b) for a, b in zip(bundle.labels, trainer.labels, strict=True))
+    assert len(trainer.weights) == steps
+    first_b, first_t = bundle.weights[0], trainer.weights[0]
+    assert np.array_equal(np.isnan(first_b), np.isnan(first_t))
+    assert np.array_equal(first_b[~np.isnan(first_b)], first_t[~np.isnan(first_t)])
+    for b, t in zip(bundle.weights, trainer.weights, strict=True):
+        seen = ~np.isnan(b)
+        assert np.array_equal(seen, ~np.isnan(t))
+        assert np.abs(b[seen] - t[seen]).max() <= 1e-6 * np.abs(b[seen]).max()
+
+
+def explicit_saliency(model, inputs: dict, true_ids: torch.Tensor, num_items: int) -> torch.Tensor:
+    """d loss/d onehot[i, t_i] with the one-hot input built explicitly: inputs_embeds = onehot @ E. The loss is
+    the model's, called as a Trainer calls it (with the step's count of masked tokens, ``num_items_in_batch``:
+    what the model does with it, the reference does too)."""
+    weight = model.get_input_embeddings().weight.detach()
+    onehot = torch.nn.functional.one_hot(inputs["input_ids"], weight.shape[0]).to(weight.dtype).requires_grad_()
+    rest = {k: v for k, v in inputs.items() if k != "input_ids"}
+    loss = model(inputs_embeds=onehot @ weight, **rest, num_items_in_batch=torch.tensor(num_items)).loss
+    (grad,) = torch.autograd.grad(loss, onehot)
+    return grad.gather(-1, true_ids[..., None]).squeeze(-1)
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_saliency_is_one_hot_autograd(tmp_path, tiny, mrpc_tokenized, accumulation):
+    """The saliency the callback learns from equals the gradient of the loss the step backpropagates w.r.t. the
+    explicit one-hot input at each true token (float32: the product is summed in another order, hence 1e-5); with gradient
+    accumulation, every micro-batch's masks come from the same state and the strategy learns once, from the
+    micro-batches taken together."""
+    from typhoon.masking import get_strategy
+
+    train = [mrpc_tokenized["train"][i] for i in range(8 * accumulation)]
+    model = tiny_model(tiny)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    collator = masking_collator(tiny.tokenizer, "typhoon", seed=1)
+    recorder, learnt = Recorder(collator), []
+    update = collator.strategy.update
+    collator.strategy.update = lambda batch, selected, saliency: (learnt.append((batch, selected, saliency)),
+                                                                  update(batch, selected, saliency))
+    args = trainer_args(tmp_path, max_steps=1, gradient_accumulation_steps=accumulation, train_sampling_strategy="sequential")
+    TyphoonTrainer(model=model, args=args, train_dataset=dataset_of(train), data_collator=collator,
+                   callbacks=[recorder]).train()
+    assert len(learnt) == 1 and collator.strategy.steps == 1 and len(recorder.inputs) == accumulation
+
+    reference = tiny_model(tiny)
+    reference.load_state_dict(start)
+    total = sum(int((x["labels"] != -100).sum()) for x in recorder.inputs)
+    rows, row = [], 0
+    for inputs in recorder.inputs:
+        n = inputs["input_ids"].shape[0]
+        true_ids = learnt[0][0]["input_ids"][row:row + n, :inputs["input_ids"].shape[1]]
+        rows.append((explicit_saliency(reference, inputs, true_ids, total), n))
+        row += n
+    _, selected, saliency = learnt[0]
+    row = 0
+    for want, n in rows:
+        got = saliency[row:row + n, :want.shape[1]]
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-9)
+        assert not got[:, want.shape[1]:].any()
+        row += n
+    # one update from the micro-batches together: the state a fresh strategy learns from that saliency
+    fresh = get_strategy("typhoon")
+    fresh.prepare_on([{"input_ids": x["input_ids"], "special_tokens_mask": x["special_tokens_mask"]} for x in train],
+                     len(tiny.tokenizer))
+    stacked_saliency = torch.zeros_like(saliency)
+    row = 0
+    for want, n in rows:
+        stacked_saliency[row:row + n, :want.shape[1]] = want
+        row += n
+    fresh.update(learnt[0][0], selected, stacked_saliency)
+    np.testing.assert_allclose(collator.strategy.weights, fresh.weights, rtol=1e-4, atol=1e-12)
+
+
+def test_bf16_autocast_runs_and_learns(tmp_path, tiny, mrpc_tokenized):
+    """Under bf16 autocast the saliency is read in float32 from the bf16 step's gradient and the state learns."""
+    collator = masking_collator(tiny.tokenizer, "typhoon", seed=0)
+    train = [mrpc_tokenized["train"][i] for i in range(8)]
+    TyphoonTrainer(model=tiny_model(tiny), args=trainer_args(tmp_path, bf16=True, max_steps=1),
+                   train_dataset=dataset_of(train), data_collator=collator).train()
+    weights = collator.strategy.weights
+    assert collator.strategy.steps == 1 and np.isfinite(weights[~np.isnan(weights)]).all()
+    assert (~np.isnan(weights)).sum() > 50
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def test_resume_draws_the_uninterrupted_runs_masks(tmp_path, tiny, mrpc_tokenized):
+    """Resumed from its step-2 checkpoint, a run draws the masks of steps 3-4 an uninterrupted run drew, and
+    ends with its Typhoon state, bit for bit (on the Trainer's own shuffled order)."""
+    train = [mrpc_tokenized["train"][i] for i in range(32)]
+
+    def trainer(out, recorder_list):
+        collator = masking_collator(tiny.tokenizer, "typhoon", seed=5)
+        recorder = Recorder(collator)
+        recorder_list.append(recorder)
+        args = trainer_args(out, max_steps=4, save_strategy="steps", save_steps=2)
+        return TyphoonTrainer(model=tiny_model(tiny), args=args, train_dataset=dataset_of(train),
+                              data_collator=collator, callbacks=[recorder]), collator
+
+    whole, resumed = [], []
+    first, whole_collator = trainer(tmp_path / "a", whole)
+    first.train()
+    assert (tmp_path / "a" / "checkpoint-2" / "typhoon_masking.npz").is_file()
+    again, collator = trainer(tmp_path / "a", resumed)
+    again.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-2"))
+    assert len(resumed[0].labels) == 2
+    assert all(torch.equal(a, b) for a, b in zip(whole[0].labels[2:], resumed[0].labels, strict=True))
+    np.testing.assert_array_equal(whole_collator.strategy.weights, collator.strategy.weights)
+    assert collator.strategy.steps == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# Any masked-LM model and fast tokenizer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["typhoon", "whole_word"])
+def test_every_family_trains(tmp_path, saved_backbone, glue_dir, strategy):
+    from conftest import _tokenized
+
+    split = _tokenized("mrpc", glue_dir, saved_backbone.tokenizer, n=16)["train"]
+    model = AutoModelForMaskedLM.from_pretrained(saved_backbone.folder)
+    collator = masking_collator(saved_backbone.tokenizer, strategy, seed=0)
+    keep = [c for c in ("input_ids", "token_type_ids") if c in split.column_names]
+    cls = TyphoonTrainer if strategy == "typhoon" else Trainer  # whole words need no more than a plain Trainer
+    result = cls(model=model, args=trainer_args(tmp_path, max_steps=2), train_dataset=split.select_columns(keep),
+                 data_collator=collator).train()
+    assert np.isfinite(result.training_loss)
+    if strategy == "typhoon":
+        assert collator.strategy.steps == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad input: refused at once, saying what to do
+
+
+def quickly(call, error, *words):
+    started = time.perf_counter()
+    with pytest.raises(error) as info:
+        call()
+    assert time.perf_counter() - started < 2.0
+    for word in words:
+        assert word in str(info.value), str(info.value)
+
+
+def test_bad_input_is_refused(tmp_path, tiny, tokenizer, mrpc_tokenized):
+    import copy
+
+    no_mask = copy.deepcopy(tokenizer)
+    no_mask.mask_token = None
+    quickly(lambda: masking_collator(no_mask, "random"), ValueError, "no mask token", "add_special_tokens")
+    quickly(lambda: masking_collator(tokenizer, "random", p=0.0), ValueError, "p")
+    quickly(lambda: masking_collator(tokenizer, "typhoon", p=1.5), ValueError, "p")
+    quickly(lambda: masking_collator(tokenizer, "bert_random"), ValueError, "unknown", *strategy_names()[:4])
+    quickly(lambda: masking_collator(tokenizer, "typhoon_task"), ValueError, "task model")
+    train = dataset_of([mrpc_tokenized["train"][i] for i in range(16)])
+    encoder = BertModel(tiny.config)
+    quickly(lambda: TyphoonTrainer(model=encoder, args=trainer_args(tmp_path), train_dataset=train,
+                                   data_collator=masking_collator(tokenizer, "typhoon")),
+            ValueError, "no masked-LM head", "AutoModelForMaskedLM")
+    # the Typhoon collator in a plain Trainer: refused at its first batch, never uniform masks
+    collator = masking_collator(tokenizer, "typhoon")
+    plain = Trainer(model=tiny_model(tiny), args=trainer_args(tmp_path, max_steps=1), train_dataset=train,
+                    data_collator=collator)
+    quickly(plain.train, RuntimeError, "TyphoonTrainer", "uniform")
+    plain = Trainer(model=tiny_model(tiny), args=trainer_args(tmp_path, max_steps=1), train_dataset=train,
+                    data_collator=collator, callbacks=[TyphoonCallback(collator)])
+    quickly(plain.train, RuntimeError, "TyphoonTrainer")
+    assert collator.strategy.steps == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# The slow tier: the embedded backbone, worker processes, the example script
+
+
+@pytest.mark.slow
+def test_minilm_phase_is_the_bundles_phase(tmp_path):
+    """minilm-l6-mlm (the embedded backbone, adapted weights) for a few steps: the masks of every step and the
+    state as with tiny-random (test_trainer_phase_is_the_bundles_phase says why the state differs after step 1)."""
+    bundle, trainer = bundle_and_trainer(tmp_path, "typhoon", backbone="minilm-l6-mlm", n=24, epochs=1)
+    assert len(bundle.labels) == len(trainer.labels) == 3
+    assert all(torch.equal(a, b) for a, b in zip(bundle.labels, trainer.labels, strict=True))
+    np.testing.assert_array_equal(bundle.weights[0], trainer.weights[0])
+    for b, t in zip(bundle.weights, trainer.weights, strict=True):
+        seen = ~np.isnan(b)
+        assert np.abs(b[seen] - t[seen]).max() <= 1e-6 * np.abs(b[seen]).max()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["typhoon", "whole_word"])
+def test_data_loader_workers(tmp_path, tiny, mrpc_tokenized, strategy):
+    """dataloader_num_workers=2: Typhoon's masks are drawn in the main process, so they (and the state) are
+    those of a run without workers; whole-word masks, drawn in the workers, differ between workers."""
+    train = [mrpc_tokenized["train"][i] for i in range(32)]
+    runs = []
+    for workers in (0, 2):
+        collator = masking_collator(tiny.tokenizer, strategy, seed=4)
+        recorder = Recorder(collator)
+        args = trainer_args(tmp_path / str(workers), max_steps=4, dataloader_num_workers=workers,
+                            train_sampling_strategy="sequential")
+        cls = TyphoonTrainer if strategy == "typhoon" else Trainer
+        cls(model=tiny_model(tiny), args=args, train_dataset=dataset_of(train), data_collator=collator,
+            callbacks=[recorder]).train()
+        runs.append((recorder, collator))
+    (alone, alone_collator), (workers, workers_collator) = runs
+    if strategy == "typhoon":
+        assert all(torch.equal(a, b) for a, b in zip(alone.labels, workers.labels, strict=True))
+        np.testing.assert_array_equal(alone_collator.strategy.weights, workers_collator.strategy.weights)
+    else:  # drawn in the workers (the recorder there is a copy): the main process drew none
+        assert len(alone.labels) == 4 and workers.labels == []
+
+
+@pytest.mark.slow
+def test_example_script(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    script = str(REPO / "examples" / "hf_trainer_typhoon.py")
+    done = subprocess.run([sys.executable, script, "--model", "minilm-l6-mlm", "--task", "mrpc", "--strategy",
+                           "typhoon", "--max-steps", "3", "--batch-size", "4", "--max-train-examples", "64",
+                           "--output-dir", str(tmp_path / "typhoon")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "typhoon on minilm-l6-mlm: 3 steps" in done.stdout and "Typhoon: 3 updates" in done.stdout
+    text = tmp_path / "corpus.txt"
+    text.write_text("The cat sat on the mat.\nA dog barked twice at the unbelievably loud thunder.\n" * 8)
+    done = subprocess.run([sys.executable, script, "--model", "tiny-random", "--train-file", str(text), "--strategy",
+                           "whole_word", "--p", "0.3", "--set", "corruption=mask_only", "--max-steps", "2",
+                           "--batch-size", "4", "--output-dir", str(tmp_path / "ww")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "whole_word on tiny-random: 2 steps" in done.stdout
+    bad = subprocess.run([sys.executable, script, "--strategy", "typhoon", "--p", "1.5"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert bad.returncode != 0 and "p" in bad.stderr.splitlines()[-1]
