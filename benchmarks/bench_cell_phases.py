@@ -57,7 +57,7 @@ def parse_variant(name: str) -> dict:
 
 def worker(args) -> None:
     """One measurement: a capped cell in this process; prints its figures as one JSON line."""
-    from typhoon.config import resolve
+    from typhoon.profiles import resolve
     from typhoon.training import examples as training_examples
     from typhoon.training import run as training_run
     from typhoon.training import speed

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from typhoon import atomic
-from typhoon.config import get_profile, parse_overrides
+from typhoon.config import parse_overrides
+from typhoon.profiles import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import estimate, grid, notebooks, study
 

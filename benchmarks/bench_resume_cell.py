@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from test_resume import record_differences  # noqa: E402  (the test's comparison, one home)
 
-from typhoon.config import resolve  # noqa: E402
+from typhoon.profiles import resolve  # noqa: E402
 from typhoon.records import run_record  # noqa: E402
 
 SECOND_EPOCH = "fine-tune epoch 2"

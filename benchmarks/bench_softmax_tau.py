@@ -22,8 +22,9 @@ import pandas as pd
 import torch
 
 from typhoon.analysis.kl.budget_spread import calibration_sweep
-from typhoon.config import resolve
 from typhoon.masking.saliency_source import SaliencySource
+from typhoon.profiles import resolve
+from typhoon.training import mlm_phase
 from typhoon.training import run as training_run
 
 
@@ -35,7 +36,7 @@ def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int =
     strategy = training_run.prepared_strategy(ctx)
     mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     started = time.perf_counter()
-    _, timing = training_run.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
+    _, timing = mlm_phase.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
     diag = strategy.diagnostics()
     row = {"task": task, "train_tau": tau, "examples": len(ctx.data["train"]), "steps": timing["mlm_steps"],
            "wall_s": round(time.perf_counter() - started, 1), "precision": ctx.precision.name,

@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from typhoon.config import resolve
 from typhoon.data.batching import PAD_MULTIPLE, collate, length_grouped_batches
 from typhoon.masking import SaliencyProbe, get_strategy
 from typhoon.masking.task_saliency import task_saliency
+from typhoon.profiles import resolve
 from typhoon.training import run as training_run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from typhoon.config import resolve
+from typhoon.profiles import resolve
 from typhoon.training import run as training_run
 
 

@@ -30,9 +30,9 @@ import time
 
 import torch
 
-from typhoon.config import resolve
 from typhoon.data.batching import length_grouped_batches
 from typhoon.masking import SaliencySource, saliency_kind
+from typhoon.profiles import resolve
 from typhoon.training import run as training_run
 from typhoon.training import step as training_step
 

@@ -334,7 +334,7 @@ def tiny_grid_order(root: Path) -> list[str]:
     os.environ["TYPHOON_PROFILES"] = str(root / "profiles.toml")  # before typhoon.config first reads the profiles
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from typhoon.config import get_profile
+    from typhoon.profiles import get_profile
 
     return [config.relative_dir().as_posix() for config in get_profile("tiny-grid").grid()]
 
@@ -366,7 +366,7 @@ def run_local(root: Path) -> dict:
     of the training stack here costs about 10 s where ``reproduce``'s six notebook kernels cost a minute."""
     os.environ["TYPHOON_PROFILES"] = str(root / "profiles.toml")  # before typhoon.config first reads the profiles
     sys.path.insert(0, str(REPO))
-    from typhoon.config import get_profile
+    from typhoon.profiles import get_profile
     from typhoon.records import result_rows
     from typhoon.training import run as training_run
 

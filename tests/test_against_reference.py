@@ -232,7 +232,7 @@ def test_other_numerics_beyond_the_tolerance_are_said_with_the_largest_differenc
 def test_an_older_reference_reads_the_fields_it_lacks_at_their_defaults_said_once(tmp_path):
     """results/smoke's config.json predates `budget`, `ema_start` and `unseen`: it still compares, and the
     summary says once which fields were read at which defaults (the defaults the docs give them)."""
-    from typhoon.config import resolve
+    from typhoon.profiles import resolve
 
     ref = make_run(tmp_path / "ref", REF)
     run = make_run(tmp_path / "run", REF)

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from test_findings import make_output
 
-from typhoon import atomic, cli, config
+from typhoon import atomic, cli, profiles
 from typhoon.analysis import run_summary
 from typhoon.cli import main
 from typhoon.records import run_record
@@ -60,8 +60,8 @@ def test_a_syntax_error_in_profiles_toml_names_the_file_and_line(tmp_path, monke
     bad = tmp_path / "profiles.toml"
     bad.write_text('[cpu]\ndescription = "unclosed\ntasks = ["mrpc"]\n')
     with pytest.raises(ValueError, match=r"profiles.toml: not valid TOML: .*line 2"):
-        config.load_profiles(bad)
-    monkeypatch.setattr(config, "PROFILES_FILE", bad)
+        profiles.load_profiles(bad)
+    monkeypatch.setattr(profiles, "PROFILES_FILE", bad)
     assert main(["profiles"]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "line 2" in err and "Traceback" not in err
@@ -92,7 +92,7 @@ def test_an_unknown_task_or_backbone_is_refused_before_torch_is_imported(args, m
 
 
 def test_a_corrupted_metrics_json_is_named_when_its_cell_is_trained_again(tmp_path):
-    from typhoon.config import get_profile
+    from typhoon.profiles import get_profile
 
     config = get_profile("cpu").grid()[0]
     run_dir = tmp_path / config.relative_dir()

@@ -195,7 +195,7 @@ def test_a_name_in_another_case_is_accepted_with_one_line_that_says_how_it_was_r
 
 
 def task_of_the_run(args) -> str:
-    from typhoon.config import resolve
+    from typhoon.profiles import resolve
 
     return resolve(args.profile, dict(task=args.task, backbone=args.backbone, strategy=args.strategy, seed=args.seed)).task
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from typhoon import cli
-from typhoon.config import get_profile
+from typhoon.profiles import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import cluster, dask_executor, progress, stop, study
 from typhoon.runner.cells import Cell, remove_cell_leftovers

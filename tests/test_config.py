@@ -9,16 +9,9 @@ import re
 
 import pytest
 
-from typhoon.config import (
-    EXECUTION_FIELDS,
-    Profile,
-    RunConfig,
-    allowed_of,
-    get_profile,
-    parse_overrides,
-    resolve,
-)
+from typhoon.config import EXECUTION_FIELDS, RunConfig, allowed_of, parse_overrides
 from typhoon.masking import ALIASES, STRATEGIES, get_strategy, parameters_of
+from typhoon.profiles import Profile, get_profile, resolve
 
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 
@@ -324,7 +317,7 @@ def test_the_decisive_mlm_profile_holds_the_cpu_profiles_cells_at_its_first_seed
 def test_paper_shapes_is_the_paper_grid_on_the_shape_backbones_and_a_speed_check():
     """Issue 50, item 5: every cell of paper-shapes is the paper profile's cell with its backbone replaced by the
     random-init one of the same shape, and nothing else changed; its numbers are marked as timings only."""
-    from typhoon.config import get_profile
+    from typhoon.profiles import get_profile
 
     shape_of = {"tinybert": "tinybert-shape", "distilbert": "distilbert-shape", "bert-base": "bert-base-shape"}
     paper, shapes = get_profile("paper").grid(), get_profile("paper-shapes").grid()

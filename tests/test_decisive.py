@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 from typhoon.analysis import decisive, decisive_checks
-from typhoon.config import get_profile
+from typhoon.profiles import get_profile
 from typhoon.records import locks, result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid, sequential_grid
 from typhoon.runner import study as study_loop

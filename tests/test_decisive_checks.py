@@ -12,8 +12,8 @@ from scipy import stats as st
 
 from typhoon.analysis import decisive, decisive_checks
 from typhoon.analysis import sequential as sq
-from typhoon.config import get_profile
 from typhoon.paths import repo_root
+from typhoon.profiles import get_profile
 from typhoon.records import run_numerics, run_record
 
 ALPHA = 0.005  # the decisive design's per-comparison error, each decision

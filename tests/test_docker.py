@@ -15,8 +15,8 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from typhoon.config import get_profile
 from typhoon.data.glue_files import BUNDLED_TASKS
+from typhoon.profiles import get_profile
 
 DOCKERFILE = (REPO / "Dockerfile").read_text(encoding="utf-8")
 DOCKER_DOCS = REPO / "docs" / "docker.md"  # the Docker page of the manual, which the README links

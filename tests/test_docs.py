@@ -20,8 +20,9 @@ import pytest
 from conftest import REPO
 
 from typhoon import cli
-from typhoon.config import RunConfig, load_profiles
+from typhoon.config import RunConfig
 from typhoon.masking.plugins import ENTRY_POINT_GROUP  # an entry-point group, not a module
+from typhoon.profiles import load_profiles
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PAGE_IDS = [str(page.relative_to(REPO)) for page in PAGES]
@@ -253,7 +254,7 @@ def test_documented_typhoon_names_exist(page):
 
 
 def test_the_name_check_fails_on_a_name_that_went_away():
-    assert missing_dotted_name("typhoon.config.resolve") is None
+    assert missing_dotted_name("typhoon.profiles.resolve") is None
     assert missing_dotted_name("typhoon.config.RunConfig") is None
     assert missing_dotted_name("typhoon.config.resolve_everything") == "typhoon.config defines no resolve_everything"
     assert missing_dotted_name("typhoon.nonexistent_module") == "typhoon defines no nonexistent_module"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from typhoon.config import get_profile, resolve
 from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking.saliency_source import SaliencySource
+from typhoon.profiles import get_profile, resolve
 from typhoon.records import run_record
 from typhoon.runner import cell_work, cells, estimate, step_timing, study
 from typhoon.training import flops
@@ -132,12 +132,13 @@ def test_a_calibration_times_real_steps_and_prices_every_cell(monkeypatch, mlm_s
 def test_the_estimate_times_the_mlm_step_the_run_takes(mlm_steps):
     """The run's phase 1 and the estimate's calibration call one function (the recorder stands in for it
     in both): neither holds a copy of the step."""
+    from typhoon.training import mlm_phase
     from typhoon.training import run as training_run
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "typhoon", "seed": 0},
                      {"max_train_examples": 32, "max_eval_examples": 16, "num_threads": 1})
     ctx = training_run.set_up(config, progress=False)
     strategy = training_run.prepared_strategy(ctx)
-    rows, _ = training_run.adapt_mlm(ctx, ctx.backbone.mlm_model(seed=0, **ctx.kernels), strategy,
+    rows, _ = mlm_phase.adapt_mlm(ctx, ctx.backbone.mlm_model(seed=0, **ctx.kernels), strategy,
                                      SaliencySource.for_run(config))
     run_calls = len(mlm_steps)
     assert run_calls == sum(r["split"] == "train" for r in rows) == 2  # 32 examples, batches of 16

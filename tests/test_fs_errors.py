@@ -19,7 +19,7 @@ from conftest import REPO
 
 from typhoon import atomic, paths
 from typhoon.cli import main
-from typhoon.config import resolve
+from typhoon.profiles import resolve
 from typhoon.records import run_record
 from typhoon.runner.cells import Cell
 

@@ -21,8 +21,8 @@ import torch
 from conftest import REPO
 from test_saliency import MASK_ID, VOCAB, synthetic_batch, tiny_bert
 
-from typhoon.config import resolve
 from typhoon.masking import SaliencyProbe, get_strategy
+from typhoon.profiles import resolve
 
 pytestmark = pytest.mark.gpu
 
@@ -129,7 +129,7 @@ def smoke_without_minilm(folder) -> tuple[str, int]:
     """A profiles file holding ``gpu-smoke``: the smoke profile without its extra cells (the minilm-l6 one), so that
     a GPU machine needs only the tokenizer, not the MiniLM's weights (an offline GPU machine may take only so much
     of this checkout: scripts/device_bundle.py prepare --max-mib). Returns the file's path and the number of cells."""
-    from typhoon.config import get_profile
+    from typhoon.profiles import get_profile
 
     smoke = get_profile("smoke")
     toml = lambda table: "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())  # noqa: E731

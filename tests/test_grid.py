@@ -8,7 +8,8 @@ import pytest
 from inline_executor import InlineExecutor
 
 from typhoon import machine
-from typhoon.config import RunConfig, get_profile, resolve
+from typhoon.config import RunConfig
+from typhoon.profiles import get_profile, resolve
 from typhoon.records import result_rows, run_record
 from typhoon.runner import grid, notebooks, study, workers
 from typhoon.runner.cells import Cell, cell_is_done
@@ -67,7 +68,7 @@ def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path)
 
 
 def test_reproduce_parses_set_once_and_resolves_it_into_every_cell_once(monkeypatch, tmp_path):
-    from typhoon import cli, config
+    from typhoon import cli, cli_checks, config, profiles
 
     seen, calls = [], {"parse_overrides": 0, "grid": 0}
     _stop_at_the_cells(monkeypatch, seen)
@@ -78,8 +79,8 @@ def test_reproduce_parses_set_once_and_resolves_it_into_every_cell_once(monkeypa
             return function(*args, **kwargs)
         return call
 
-    monkeypatch.setattr(cli, "parse_overrides", counted("parse_overrides", config.parse_overrides))
-    monkeypatch.setattr(config.Profile, "grid", counted("grid", config.Profile.grid))
+    monkeypatch.setattr(cli_checks, "parse_overrides", counted("parse_overrides", config.parse_overrides))
+    monkeypatch.setattr(profiles.Profile, "grid", counted("grid", profiles.Profile.grid))
     for given in ([], ["--set", "p=0.3"]):
         with pytest.raises(_Stop):
             cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path / "out"), "--no-analysis",
@@ -149,7 +150,7 @@ def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monke
 
 
 def _tiny_profile(name, strategies, **settings):
-    from typhoon.config import Profile
+    from typhoon.profiles import Profile
 
     base = dict(max_train_examples=32, max_eval_examples=32, max_length=32, batch_size=16, eval_batch_size=32,
                 mlm_epochs=1, ft_epochs=1, precision="fp32", num_threads=1)

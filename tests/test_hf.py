@@ -1,5 +1,5 @@
 """typhoon.hf in a transformers Trainer: each collator against the bundle's own masking on the same batches,
-the Typhoon phase through Trainer against the bundle's own phase (typhoon.training.run.adapt_mlm), the saliency
+the Typhoon phase through Trainer against the bundle's own phase (typhoon.training.mlm_phase.adapt_mlm), the saliency
 against explicit one-hot autograd, checkpoints and resuming, every model family and tokenizer kind, bad input.
 
 Models here are tiny-random (or the family fixtures) with dropout switched off where two runs are compared:
@@ -143,7 +143,7 @@ def bundle_and_trainer(tmp_path, strategy: str, backbone: str = "tiny-random", n
     from typhoon.config import RunConfig
     from typhoon.data import length_grouped_batches
     from typhoon.masking import SaliencySource
-    from typhoon.training import run
+    from typhoon.training import mlm_phase, run
     from typhoon.training.step import linear_schedule, make_optimizer
 
     config = RunConfig(task="mrpc", backbone=backbone, strategy=strategy, seed=3, max_train_examples=n,
@@ -170,7 +170,7 @@ def bundle_and_trainer(tmp_path, strategy: str, backbone: str = "tiny-random", n
             return getattr(self.inner, name)
 
     bundle = Recording(run.prepared_strategy(ctx))
-    run.adapt_mlm(ctx, mlm, bundle, SaliencySource("mlm", None))
+    mlm_phase.adapt_mlm(ctx, mlm, bundle, SaliencySource("mlm", None))
 
     train = ctx.data["train"]
     rng = np.random.default_rng(config.seed)  # the bundle's data order, epoch by epoch

@@ -187,7 +187,7 @@ def test_stale_lock_of_a_killed_holder_is_removed_a_live_one_kept(tmp_path):
 
 def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
     """What a stopped grid leaves is removed; complete records and a live process's files are not."""
-    from typhoon.config import resolve
+    from typhoon.profiles import resolve
 
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()
@@ -245,7 +245,7 @@ def test_resume_command_and_exit_codes(tmp_path):
 def test_a_batch_start_removes_a_killed_cells_lock_and_progress_file_but_not_a_live_ones(tmp_path):
     """A cell killed just after its record was written is complete, so no rerun trains it and removes its lock and
     progress file: the next batch's start does (``clean_dead_writers``), sparing live writers and resume states."""
-    from typhoon.config import resolve
+    from typhoon.profiles import resolve
 
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 1})
     run_dir = tmp_path / config.relative_dir()

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from typhoon.analysis.kl import original_design as design
-from typhoon.config import resolve
 from typhoon.masking import load_state
+from typhoon.profiles import resolve
 from typhoon.runner import kl_cells
 from typhoon.runner import kl_runs as kl_original
 

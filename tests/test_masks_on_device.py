@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from typhoon.config import resolve
 from typhoon.masking import SaliencySource, saliency_kind
+from typhoon.profiles import resolve
 from typhoon.training import run as training_run
 from typhoon.training import step as training_step
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon.config import resolve
+from typhoon.profiles import resolve
 from typhoon.records import locks, result_rows, run_record, schema
 
 SMOKE = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1)

@@ -20,12 +20,13 @@ import pytest
 from conftest import REPO
 
 from typhoon import cli
-from typhoon.config import Profile, RunConfig, get_profile, parse_overrides, resolve
+from typhoon.config import RunConfig, parse_overrides
 from typhoon.masking import get_strategy, plugins
 from typhoon.masking.base import MaskingStrategy
 from typhoon.masking.params import PLUGIN_STRATEGIES, strategy_help
 from typhoon.masking.random import RandomMasking
 from typhoon.masking.whole_word import WholeWordMasking
+from typhoon.profiles import Profile, get_profile, resolve
 
 EXTENDING = REPO / "docs" / "extending.md"
 

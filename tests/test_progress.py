@@ -8,7 +8,7 @@ import threading
 import time
 
 from typhoon import atomic
-from typhoon.config import resolve
+from typhoon.profiles import resolve
 from typhoon.records import result_rows, run_record
 from typhoon.runner import progress
 from typhoon.runner.cells import Cell

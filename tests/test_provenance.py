@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from typhoon import paths
-from typhoon.config import get_profile, resolve
+from typhoon.profiles import get_profile, resolve
 from typhoon.records import provenance, result_rows, run_numerics, run_record
 from typhoon.runner import grid
 from typhoon.training import device_settings

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from typhoon.config import resolve
+from typhoon.profiles import resolve
 from typhoon.records import result_rows, run_record, schema
 
 CONFIG = resolve("smoke", dict(task="mrpc", backbone="tiny-random", strategy="random", seed=1, schedule="uniform"))

@@ -14,7 +14,7 @@ from conftest import REPO
 from notebook_here import run_notebook_here
 
 from typhoon.analysis import decisive, schedule_study
-from typhoon.config import get_profile
+from typhoon.profiles import get_profile
 from typhoon.records import result_rows
 from typhoon.runner import notebooks
 

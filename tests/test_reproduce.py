@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, torch_threads_kept
 from smoke_batch import finish, kill_tree, start, wait_for
 
-from typhoon.config import get_profile
+from typhoon.profiles import get_profile
 from typhoon.records import provenance, run_record, schema
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from typhoon.config import get_profile
+from typhoon.profiles import get_profile
 from typhoon.records import locks, run_record
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import torch
 from conftest import REPO, torch_threads_kept
 
 from typhoon import _faults
-from typhoon.config import resolve
+from typhoon.profiles import resolve
 from typhoon.records import run_record
 
 # Typhoon learns a masking state (its EMA), so every kind of state is exercised; two fine-tuning epochs give

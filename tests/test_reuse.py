@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from typhoon import atomic, paths
-from typhoon.config import get_profile, resolve
+from typhoon.profiles import get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record
 from typhoon.runner import grid, study
 from typhoon.training import device_settings

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from scipy import stats as st
 
 from typhoon.analysis import schedule_study
-from typhoon.config import Profile, get_profile, resolve
+from typhoon.profiles import Profile, get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record, schema
 
 HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")

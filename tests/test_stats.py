@@ -259,7 +259,7 @@ def test_errors_single_seed_missing_pair_missing_column(results):
 def test_each_task_is_tested_at_its_registered_margin(grid):
     """The TOST margin is decided once, per task, in the decisive design ([decisive.design.margin]: MRPC 0.01 F1,
     CoLA 0.02 MCC), and every comparison takes it unless given another; a task without a margin is refused."""
-    from typhoon.config import get_profile, task_margins
+    from typhoon.profiles import get_profile, task_margins
 
     assert task_margins() == {"mrpc": 0.01, "cola": 0.02} == get_profile("decisive").design["margin"]
     assert task_margins("cpu") == task_margins() == task_margins("schedules")

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from typhoon.config import RunConfig, resolve
+from typhoon.config import RunConfig
 from typhoon.masking import TyphoonMasking
 from typhoon.masking.task_saliency import TaskHeadAtChance, label_entropy, require_learned, task_head_report
+from typhoon.profiles import resolve
 from typhoon.records import result_rows
 
 TINY = dict(backbone="tiny-random", max_train_examples=64, max_eval_examples=32, ft_epochs=1, num_threads=1,

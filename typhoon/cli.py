@@ -15,33 +15,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from typhoon import machine
-from typhoon.config import (
-    Profile,
-    RunConfig,
-    allowed_of,
-    get_profile,
-    load_profiles,
-    parse_overrides,
-    resolve,
-)
-from typhoon.masking import ignored_parameters, plugins, strategy_help, strategy_names
-from typhoon.names import canonical_task, check_backbone, check_task
+from typhoon.cli_checks import check_input
+from typhoon.masking import plugins, strategy_help, strategy_names
 from typhoon.paths import (
     OutputPathError,
     absolute_path_variables,
-    check_can_write,
-    check_profile,
-    check_reuse_source,
     describe_os_error,
-    glue_dir_from_env,
     is_file_system_error,
     resolve_out_dir,
     shown,
 )
-from typhoon.records import LockedError, check_folder_free
+from typhoon.profiles import load_profiles
+from typhoon.records import LockedError
 from typhoon.runner import (  # light: stop and options; the options import the runners when they run
-    ReproduceOptions,
     as_interrupted,
     execution_overrides,
     remove_empty_folders,
@@ -208,12 +194,6 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
 USER_ERRORS = (ValueError, FileNotFoundError, LockedError, ConnectionError, OutputPathError)
 
 
-def said(note: str | None) -> None:
-    """A line on stderr about how an input was read (``task 'MRPC' read as 'mrpc'``); nothing for None."""
-    if note:
-        print(f"typhoon: {note}", file=sys.stderr)
-
-
 def refused(problem: Exception | str) -> int:
     """Bad input (or an output folder that cannot be written) said in one line on stderr; the exit status 2."""
     print(f"typhoon: error: {problem}", file=sys.stderr)
@@ -330,120 +310,6 @@ def _kl_gap(args: argparse.Namespace) -> int:
     print(table[["cause", "n_states", "kl", "kl_ci_low", "kl_ci_high", "ratio_to_paper", "change_vs_baseline",
                  "raises_kl", "closes_gap"]].to_string(index=False))
     return 0
-
-
-def named_strategies(args: argparse.Namespace) -> list[str]:
-    """The strategies a ``run`` or ``reproduce`` names: ``--strategy`` or the profile's, and ``--set strategy=``."""
-    if args.command not in ("run", "reproduce"):
-        return []
-    named = [args.strategy] if args.command == "run" else get_profile(args.profile).named_strategies()
-    named += [item.partition("=")[2].strip() for item in args.set or [] if item.partition("=")[0].strip() == "strategy"]
-    return list(dict.fromkeys(named))
-
-
-def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None:
-    """Refuse bad input before any work: every name (task, backbone, strategy, profile, cause), every
-    configuration value against what its field allows, and the output folder. Only light modules are
-    imported here -- torch and transformers take seconds, tokenizing longer -- and nothing is left
-    written (:func:`typhoon.paths.check_can_write` removes the folders it probes).
-
-    Returns what ``run`` and ``reproduce`` then use as it is: ``--set`` parsed once into typed values and the
-    cell (a RunConfig) or the grid (the ReproduceOptions, every cell resolved) made once from them."""
-    checked = None
-    if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
-        glue_dir_from_env()  # TYPHOON_GLUE_DIR set to no folder: said now, not after a warning and a run
-    if args.command in ("run", "reproduce"):
-        named = named_strategies(args)
-        for spec in filter(plugins.is_spec, named):
-            plugins.check_spec(spec)  # cheap: its form and that its module is there, before it is imported
-        overrides = parse_overrides(args.set, named)  # loads a strategy of your own (it may import torch)
-        for task in filter(None, [getattr(args, "task", None), overrides.get("task")]):
-            said(check_task(task))  # before the profile: "unknown task" says more than "bad run config"
-        for backbone in filter(None, [getattr(args, "backbone", None), overrides.get("backbone")]):
-            said(check_backbone(backbone))
-        for key in ignored_parameters(map(plugins.known, named), overrides):
-            print(f"typhoon: warning: --set {key}: ignored, no strategy named here takes it ({', '.join(named)})", file=sys.stderr)
-    if args.command == "run":
-        backbone = args.backbone or get_profile(args.profile).backbones[0]  # cpu: minilm-l6-mlm
-        cell = dict(task=args.task, backbone=backbone, strategy=args.strategy, seed=args.seed)
-        checked = resolve(args.profile, cell, overrides)  # a RunConfig: every field, the strategy's parameters
-        machine.check_device_visible(checked.device)
-        check_can_write(resolve_out_dir(args.out, checked.profile))
-    elif args.command == "reproduce":
-        profile = get_profile(args.profile)
-        if args.job_script and args.cluster != "slurm":
-            raise ValueError("--job-script needs --cluster slurm")
-        checked = ReproduceOptions.from_args(args, profile.grid(overrides))  # every cell resolved, once
-        checked.check()  # --workers, and the flags a design cannot honour
-        if not (args.cluster or args.scheduler or args.job_script):  # else the cells run on other machines
-            for device in sorted({config.device for config in checked.configs}):
-                machine.check_device_visible(device)
-        for folder in args.reuse_from:
-            check_reuse_source(folder)
-        if not (args.estimate or args.job_script):  # these print and write nothing
-            out_dir = resolve_out_dir(args.out, profile.name)
-            check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
-            check_can_write(out_dir)
-            check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
-    if args.command in ("reproduce", "kl-gap", "kl-original"):
-        if args.cluster and args.scheduler:
-            raise ValueError("give --cluster or --scheduler, not both")
-        if args.workers is not None:
-            allowed_of(Profile, "workers").check("--workers", args.workers)
-    if args.command in ("kl-gap", "kl-original"):
-        execution = RunConfig(**execution_overrides(args.set))  # where the cells run, checked as every field is
-        if not (args.cluster or args.scheduler):  # else the cells run on other machines
-            machine.check_device_visible(execution.device)
-    if args.command == "kl-gap":
-        from typhoon.analysis.kl.gap_causes import cause_named  # light: the causes are RunConfig changes
-
-        for name in args.cause or []:
-            cause_named(name)
-        for seed in args.seeds or []:
-            allowed_of(RunConfig, "seed").check("--seeds", seed)
-        check_can_write(args.out)
-    elif args.command == "kl-original":
-        from typhoon.analysis.kl.original_design import SEEDS, TASKS, check_finetune_seeds, row_named
-
-        for name in args.row or []:
-            row_named(name)
-        for i, task in enumerate(args.tasks or []):  # the study's tasks, in any case
-            said(check_task(task, among=("mrpc", "cola")))
-            args.tasks[i] = canonical_task(task)
-        for seed in args.seeds or []:
-            allowed_of(RunConfig, "seed").check("--seeds", seed)
-        if args.part == "finetune":
-            check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
-        if args.part == "curve":
-            from typhoon.runner import check_curve  # light: the curve's run.json and resume notes
-
-            check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS)
-        allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
-        check_can_write(args.out)
-    elif args.command == "reanalyse":
-        from typhoon.runner.reanalyse import study_profile
-
-        get_profile(study_profile(Path(args.out).resolve()))
-    elif args.command in ("decisive-design", "decisive-tables"):
-        get_profile(args.profile).require_design()
-        if args.command == "decisive-tables" and not Path(args.out).is_dir():
-            raise FileNotFoundError(f"no study folder {args.out}: name a sequential study's output folder, "
-                                    "e.g. results/decisive")
-    elif args.command == "results-readme":
-        if args.answer == (args.reference is not None):
-            raise ValueError("results-readme: name a study folder, or give --answer (not both)")
-        if args.reference is not None and not Path(args.reference).is_dir():
-            raise FileNotFoundError(f"{args.reference} is not a finished run of the study: no such folder; name a "
-                                    "study's output folder, e.g. results/cpu, results/decisive or results/schedules")
-    elif args.command == "data":
-        if (args.task is None) == (args.task_flag is None):
-            raise ValueError("data fetch: name one task, as `data fetch rte` or `data fetch --task rte`")
-        said(check_task(args.task or args.task_flag))
-    elif args.command == "check-report":
-        from typhoon.report import report_page  # light: the browser starts in check_page
-
-        report_page(args.report)
-    return checked
 
 
 def _profiles(args: argparse.Namespace) -> int:

@@ -31,7 +31,8 @@ import pandas as pd
 from typhoon import atomic, paths
 from typhoon.analysis import decisive_checks, sequential
 from typhoon.analysis.bottleneck_verdict import task_model_summary
-from typhoon.config import Profile, RunConfig, get_profile
+from typhoon.config import RunConfig
+from typhoon.profiles import Profile, get_profile
 from typhoon.records import (
     RESULT_COLUMNS,
     Numerics,

@@ -39,7 +39,7 @@ from typhoon.analysis.significance import (
     check_bootstrap_method,
     holm,
 )
-from typhoon.config import task_margins
+from typhoon.profiles import task_margins
 
 FAMILY_REF = "vs_reference"
 
@@ -82,7 +82,7 @@ def paired_comparisons(
       ``ci_high`` (t interval at ``confidence``), ``testable``: :func:`paired.difference`
     - ``t``, ``dof``, ``p``, ``cohen_dz``, ``bf10``: :func:`paired.t_test`
     - ``margin``, ``tost_p``, ``equivalent`` (at ``alpha``): :func:`paired.tost` (``margin``: one number, or one
-      per task, a mapping; None, each task's registered margin, :func:`typhoon.config.task_margins`)
+      per task, a mapping; None, each task's registered margin, :func:`typhoon.profiles.task_margins`)
     - ``wilcoxon_stat``, ``wilcoxon_p``: :func:`paired.wilcoxon`
     - ``boot_ci_low``, ``boot_ci_high``: :func:`paired.bootstrap_ci` (``bootstrap_method``,
       ``bootstrap_resamples``, ``seed``); with 3-5 seeds too narrow -- the t CI is the one to read

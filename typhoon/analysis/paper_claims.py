@@ -87,7 +87,7 @@ class Tables:
 
 def read_tables(out_dir: str | os.PathLike) -> Tables:
     """Read an output folder's tables; FileNotFoundError naming what is missing."""
-    from typhoon.config import load_profiles
+    from typhoon.profiles import load_profiles
 
     out_dir = Path(out_dir).resolve()
     need = [out_dir / "results.csv", out_dir / "stats" / "summary.csv", out_dir / "stats" / "comparisons.csv"]

@@ -35,7 +35,8 @@ from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
 from typhoon.analysis import paper_claims, run_summary, stats_tables
-from typhoon.config import FIELD_TYPES, PLUGIN_FIELDS, RunConfig, get_profile
+from typhoon.config import FIELD_TYPES, PLUGIN_FIELDS, RunConfig
+from typhoon.profiles import get_profile
 from typhoon.records import RUN_KEYS, bit_source_of_metrics, read_json
 
 MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.DEFAULT_MARGIN)

@@ -226,7 +226,7 @@ def load_loss_curves(results: pd.DataFrame, out_dir: str | os.PathLike, strict: 
 
 def margin_text(comparisons: pd.DataFrame) -> str:
     """The TOST margin of the comparisons: '±0.01', or '±0.01 on mrpc, ±0.02 on cola' where the tasks'
-    margins differ (each task's registered margin, :func:`typhoon.config.task_margins`)."""
+    margins differ (each task's registered margin, :func:`typhoon.profiles.task_margins`)."""
     per_task = comparisons.groupby("task", sort=False)["margin"].first().astype(float)
     if per_task.nunique() <= 1:
         return f"±{per_task.iloc[0]:g}" if len(per_task) else "±margin"

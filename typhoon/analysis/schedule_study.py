@@ -31,7 +31,7 @@ import pandas as pd
 from typhoon import paths
 from typhoon.analysis import paired, pairwise, run_summary, seed_budget, significance
 from typhoon.atomic import atomic_write_csv
-from typhoon.config import Profile, get_profile
+from typhoon.profiles import Profile, get_profile
 
 FULL_MASK_LOSS = "mlm_full_mask_loss"
 COLUMNS = ["task", "backbone", "strategy", "schedule", "reference", "primary_metric", "n", "seeds", "diff",

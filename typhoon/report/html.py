@@ -220,7 +220,7 @@ def frame_html(frame, css_class: str = "findings", verdicts: bool = False) -> st
 
 def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
     """The title, the header block and whether the profile is a pipeline check."""
-    from typhoon.config import load_profiles
+    from typhoon.profiles import load_profiles
 
     manifest = read_manifest(out_dir) or {}
     profile = profile or manifest.get("profile") or "unknown"

@@ -30,7 +30,7 @@ from typhoon.masking import (
     maskable_positions,
 )
 from typhoon.records import LOSS_COLUMNS
-from typhoon.training import prepare_data
+from typhoon.training import mlm_phase, prepare_data
 from typhoon.training import run as training_run
 
 __all__ = [
@@ -213,7 +213,7 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                   batch_size: int = 16, max_length: int = 64, p: float = 0.15, example: int = 0) -> SaliencyDemo:
     """Train Typhoon for ``steps`` real MLM steps, then show its saliency on one dev sentence.
 
-    Training is :func:`typhoon.training.run.adapt_mlm` on the first ``steps * batch_size`` training examples
+    Training is :func:`typhoon.training.mlm_phase.adapt_mlm` on the first ``steps * batch_size`` training examples
     (one epoch: every step masks with Typhoon, reads the saliency with :class:`SaliencyProbe` and calls
     ``strategy.update``). The sentence (training example ``example``, so its token types have weights)
     is then masked by the trained strategy (redrawn until at least one token is selected) and one
@@ -231,7 +231,7 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
     tokenizer, data = ctx.backbone.tokenizer, ctx.data
     strategy = training_run.prepared_strategy(ctx)
     mlm = ctx.backbone.mlm_model(seed=seed, **ctx.kernels).to(ctx.device)
-    loss_rows, _ = training_run.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
+    loss_rows, _ = mlm_phase.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
 
     chosen = data["train"][example]
     batch = collate([chosen], tokenizer.pad_token_id)

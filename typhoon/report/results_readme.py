@@ -25,7 +25,7 @@ from typhoon.analysis.paper_claims import (
     holm_caption,
     read_tables,
 )
-from typhoon.config import get_profile
+from typhoon.profiles import get_profile
 from typhoon.records import read_json, read_manifest, results_numerics, trained_at_line
 
 RESULTS_PAGE = Path("docs") / "results.md"  # under the repository root: where the study blocks live

@@ -350,7 +350,7 @@ def estimate_only(profile: str, out_dir: str | Path | None = None, *, workers: i
     resolved them; None: the profile's own) into ``out_dir`` (default: the profile's folder), without running
     anything or writing into the folder."""
     from typhoon import paths
-    from typhoon.config import get_profile
+    from typhoon.profiles import get_profile
     from typhoon.runner.workers import choose_workers
 
     spec = get_profile(profile)

@@ -23,7 +23,8 @@ import pandas as pd
 
 from typhoon import atomic, machine, paths
 from typhoon.analysis import compare_with_reference, no_reference_note, reference_for
-from typhoon.config import Profile, RunConfig
+from typhoon.config import RunConfig
+from typhoon.profiles import Profile
 from typhoon.records import collect_results, reuse_equal_records, why_incomplete, write_manifest
 from typhoon.report import StudyPages, pages_of, render_report
 from typhoon.runner import progress

@@ -122,7 +122,8 @@ def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, epoch: in
     from typhoon.masking import SaliencySource
     from typhoon.records import numerics_of_run
     from typhoon.training import resume
-    from typhoon.training.run import adapt_mlm, prepared_strategy, set_up
+    from typhoon.training.mlm_phase import adapt_mlm
+    from typhoon.training.run import prepared_strategy, set_up
 
     folder, state_path = Path(folder), Path(state_path)
     reached = epochs_reached(folder)

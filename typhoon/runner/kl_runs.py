@@ -19,7 +19,8 @@ from typhoon.analysis.kl.original_design import (
     TASKS,
     row_named,
 )
-from typhoon.config import RunConfig, resolve
+from typhoon.config import RunConfig
+from typhoon.profiles import resolve
 
 KL_GAP_BACKBONE = "minilm-l6"  # the kl-gap baseline: the cpu profile's fresh-head cell
 KL_GAP_SEEDS = (0, 1, 2)  # the kl-gap study's registered seeds, per task of TASKS

@@ -6,7 +6,7 @@ the longest first, with the grid's progress line, Ctrl-C and resume.
   nats/token. Each registered cause (:data:`typhoon.analysis.kl.gap_causes.CAUSES`) changes one thing of the
   ``cpu`` profile's Typhoon cell; its phase-1 state per (task, seed), ``states/<cause>/<task>/seed<k>/``, every
   run of the study on one machine so the causes are compared at one numerics. The table:
-  :func:`typhoon.analysis.kl_gap_table`.
+  :func:`typhoon.analysis.kl.kl_gap_table`.
 - kl-original (:mod:`typhoon.analysis.kl.original_design`): :class:`KlOriginalRows`, each row's phase-1 state at
   1 MLM epoch (``states/<row>/<task>/seed<k>/``); :class:`KlOriginalCurve`, the 'all' row over the 2023 code's
   100 / 80 MLM epochs, a cell per run and epoch (:data:`typhoon.runner.kl_cells.CURVE_EPOCH`), every run one epoch
@@ -164,8 +164,8 @@ class KlOriginalCurve(StudyPolicy):
 
 
 def write_tables(out: Path) -> dict:
-    """The study's tables and README (:func:`typhoon.analysis.kl_original.write_report`) and, once a curve run
-    has landed, its figure of KL against MLM epochs (``kl_original.CURVE_FIGURE``). Returns the tables."""
+    """The study's tables and README (:func:`typhoon.analysis.kl.write_report`) and, once a curve run
+    has landed, its figure of KL against MLM epochs (``typhoon.analysis.kl.CURVE_FIGURE``). Returns the tables."""
     from typhoon.analysis import kl as kl_original
     from typhoon.report import plot_kl_curve
 
@@ -176,7 +176,7 @@ def write_tables(out: Path) -> dict:
 
 
 def write_kl_gap_table(out: Path) -> pd.DataFrame:
-    """``kl_gap.csv`` and ``kl_gap.md``: the KL-gap table (:func:`typhoon.analysis.kl_gap_table`)."""
+    """``kl_gap.csv`` and ``kl_gap.md``: the KL-gap table (:func:`typhoon.analysis.kl.kl_gap_table`)."""
     from typhoon.analysis.kl import kl_gap_table
     from typhoon.atomic import atomic_write_csv, atomic_write_text
 

@@ -68,7 +68,7 @@ class AnalysisNotebook:
 ANALYSIS_NOTEBOOKS = (
     AnalysisNotebook("00_setup.ipynb", settings=("quick",)),
     AnalysisNotebook("01_masking_walkthrough.ipynb", settings=("quick",)),
-    AnalysisNotebook("20_statistics.ipynb", settings=("margin",)),  # a TOST margin of the profile's own (default config.task_margins)
+    AnalysisNotebook("20_statistics.ipynb", settings=("margin",)),  # a TOST margin of the profile's own (default profiles.task_margins)
     AnalysisNotebook("30_budget_spread.ipynb"),
     AnalysisNotebook("40_mask_schedules.ipynb", settings=("quick",)),
 )

@@ -21,8 +21,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from typhoon.config import EXECUTION_FIELDS, Profile, RunConfig, allowed_of, get_profile, parse_overrides
+from typhoon.config import EXECUTION_FIELDS, RunConfig, allowed_of, parse_overrides
 from typhoon.paths import resolve_out_dir
+from typhoon.profiles import Profile, get_profile
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import machine, paths
-from typhoon.config import RunConfig, get_profile
+from typhoon.config import RunConfig
+from typhoon.profiles import get_profile
 from typhoon.records import output_folder_lock, read_manifest
 from typhoon.runner import progress
 from typhoon.runner.grid import grid_pages, run_analysis

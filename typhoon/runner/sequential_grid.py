@@ -14,7 +14,8 @@ import pandas as pd
 
 from typhoon import paths
 from typhoon.analysis import decisive
-from typhoon.config import Profile, RunConfig, get_profile
+from typhoon.config import RunConfig
+from typhoon.profiles import Profile, get_profile
 from typhoon.records import (
     STATUS_COLUMNS,
     commit_cell,

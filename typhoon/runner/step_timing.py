@@ -133,7 +133,7 @@ def calibrate_kind(config: RunConfig, mlm_kinds: dict[str, RunConfig]) -> tuple:
         return {"s_per_gflop": sum(warm) / gflop, "warmup_s": warmup, "first_step_s": max(0.0, extra[0] - warmup),
                 "steps_timed": 2 * len(warm)}
 
-    # Phase 1: MLM steps of each kind, as training_run.adapt_mlm takes them
+    # Phase 1: MLM steps of each kind, as mlm_phase.adapt_mlm takes them
     costs["classifier_build_s"] = _timed(lambda: ctx.backbone.classifier(num_labels, seed=config.seed, **ctx.kernels))
     costs["build_s"] = _timed(lambda: ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels)) \
         + costs["classifier_build_s"]

@@ -29,7 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import machine, paths
-from typhoon.config import RunConfig, get_profile
+from typhoon.config import RunConfig
+from typhoon.profiles import get_profile
 from typhoon.records import (
     STATUS_COLUMNS,
     check_git_repo,
@@ -237,8 +238,8 @@ def stopped(error: BaseException, out_dir: Path, policy: StudyPolicy, log: progr
 
     Ctrl-C / SIGTERM come back as :class:`typhoon.runner.stop.Interrupted` with ``details``: what finished,
     the resume states kept and how to go on, and where a sequential study stands; a file-system
-    error as :class:`typhoon.paths.OutputPathError`; anything else as it was. ``policy.standing``: where a
-    sequential study stands, in words (None for a grid).
+    error as :class:`typhoon.paths.OutputPathError`; anything else as it was. The policy's ``standing``: where
+    a sequential study stands, in words (None for a grid).
     """
     from typhoon.runner.notebooks import as_file_system_error
 

@@ -25,6 +25,6 @@ _HOMES = {
 }
 # Modules other stages use whole: their names read qualified (``resume.load``, ``speed.configure``), or one of
 # them is the module's own name (``run.run``).
-_NAMESPACES = ("resume", "run", "speed")
+_NAMESPACES = ("mlm_phase", "resume", "run", "speed")
 __all__ = [*_HOMES, *_NAMESPACES]
 __getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

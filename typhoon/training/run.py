@@ -1,7 +1,8 @@
 """One cell of the study, end to end: MLM adaptation -> fine-tuning -> GLUE dev metrics -> run record.
 
 Read :func:`run`, then :func:`train_and_evaluate`, top to bottom. :func:`set_up` loads the backbone and
-the data and resolves the device and kernels into a :class:`RunContext`; phase 1 (:func:`adapt_mlm`)
+the data and resolves the device and kernels into a :class:`RunContext`; phase 1
+(:func:`typhoon.training.mlm_phase.adapt_mlm`)
 adapts the encoder with masked language modelling on the task's own training text, masked by the
 chosen strategy; phase 2 (:func:`fine_tune`) fine-tunes a classifier from the adapted encoder and
 evaluates it on the GLUE dev split every epoch; :func:`run` writes the run record atomically
@@ -44,12 +45,11 @@ from typhoon.records import (
 )
 from typhoon.training import device_settings, examples, flops, resume, software, speed
 from typhoon.training import step as training_step
-from typhoon.training.dev_losses import full_mask_dev_loss, mlm_dev_loss
+from typhoon.training.dev_losses import full_mask_dev_loss
+from typhoon.training.mlm_phase import adapt_mlm
 from typhoon.training.progress_file import ProgressFile
 from typhoon.training.step import linear_schedule, make_optimizer, to_device
 
-DEV_MASK_SEED = 20240601  # the dev MLM loss uses one fixed mask for every run, so curves are comparable
-LOSS_SHOWN_EVERY = 50  # on a GPU, the progress bar reads a step's loss this seldom (each read waits for the device)
 # The task model of task-loss saliency draws its data order and dropout from streams of their own, so the
 # phase-1 data order and dropout draws are those of every other strategy with the same seed.
 TASK_MODEL_STREAM = 7919
@@ -121,102 +121,6 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
         mask_generator=torch.Generator(device if on_device else "cpu").manual_seed(config.seed),
         masks_on_device=on_device, progress=progress)
 
-
-
-# --------------------------------------------------------------------------------------------------
-# Phase 1: MLM adaptation
-
-
-def read_losses(rows: list[dict], task_losses: list) -> None:
-    """The loss tensors an epoch kept as floats, in place: one wait for the device per epoch, not per step."""
-    for row in (r for r in rows if isinstance(r["loss"], torch.Tensor)):
-        row["loss"] = row["loss"].item()
-    task_losses[:] = [loss.item() if isinstance(loss, torch.Tensor) else loss for loss in task_losses]
-
-
-def adapt_mlm(ctx: RunContext, mlm: MaskedLM, strategy: MaskingStrategy, saliency: SaliencySource, *,
-              saved: dict | None = None, at_epoch_end=None, at_step_end=None,
-              until_epoch: int | None = None) -> tuple[list, dict]:
-    """Masked-LM training on the task's training text; returns loss rows and timing.
-
-    Each step is :func:`typhoon.training.step.mlm_step`, the strategy learning from the run's ``saliency``
-    source (a task source: the gradient of the warmed-up task model's loss, which reaches no parameter).
-
-    For a phase of many epochs (a KL study's curve, :mod:`typhoon.runner.kl_cells`), as :func:`fine_tune` has them:
-    ``saved``, a state saved after an MLM epoch (the model, optimizer, schedule and the phase's progress; the
-    caller restores the strategy and the generators), from which the next epoch follows;
-    ``at_epoch_end(epoch, models, progress)``, called after each epoch's dev loss with the state dicts and the
-    phase's progress; ``at_step_end(step, epoch)``, called after each update; ``until_epoch``, the last epoch
-    this call trains (a curve cell trains one and returns). A run passes none of them.
-    """
-    config, tokenizer = ctx.config, ctx.backbone.tokenizer
-    mask_args = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
-    train, dev = ctx.data["train"], ctx.data["validation"]
-    # The dev loss uses one fixed random mask, independent of the run's seed and strategy.
-    dev_masker = get_strategy("random", p=config.p, corruption=config.corruption)
-    dev_gen = torch.Generator().manual_seed(DEV_MASK_SEED)
-    dev_batches = examples.eval_batches(dev, config, tokenizer.pad_token_id)
-    for batch in dev_batches:
-        batch["input_ids"], batch["mlm_labels"] = dev_masker(batch, dev_gen, **mask_args)
-
-    lengths = [len(x["input_ids"]) for x in train]
-    steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    optimizer = make_optimizer(mlm, config.mlm_lr, config.weight_decay)
-    scheduler = linear_schedule(optimizer, steps_per_epoch * config.mlm_epochs, config.warmup_ratio)
-    rows, tokens, step, task_losses, epochs_done = [], 0, 0, {}, 0
-    meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
-    if saved is not None:
-        mlm.load_state_dict(saved["models"]["mlm"])
-        optimizer.load_state_dict(saved["models"]["optimizer"])
-        scheduler.load_state_dict(saved["models"]["scheduler"])
-        saved["models"].clear()  # loaded: the copies need not stay in memory through the epochs to come
-        so_far = saved["progress"]["mlm"]
-        rows, tokens, step, epochs_done = so_far["rows"], so_far["tokens"], so_far["step"], so_far["epoch"]
-        task_losses = {int(epoch): losses for epoch, losses in so_far["task_losses"].items()}  # JSON's keys are text
-        meter.load_state(so_far["meter"])
-    meter.start()
-    for epoch in range(epochs_done + 1, min(config.mlm_epochs, until_epoch or config.mlm_epochs) + 1):
-        mlm.train()
-        bar = progress_bar(epoch_batches(lengths, config.batch_size, ctx.rng, config.batch_order), f"MLM epoch {epoch}",
-                           ctx.progress, leave=False)
-        for idx in bar:
-            done = training_step.mlm_step(ctx, mlm, strategy, optimizer, scheduler, [train[i] for i in idx],
-                                          saliency)
-            if done is None:  # nothing selected: no update
-                continue
-            # the losses stay tensors until the epoch ends: reading one now would wait for the device
-            if done.task_loss is not None:
-                task_losses.setdefault(epoch, []).append(done.task_loss.detach())
-            step += 1
-            tokens += int(done.batch["attention_mask"].sum())
-            meter.add(done.batch["attention_mask"], selected=done.selected)
-            rows.append({"step": step, "epoch": epoch, "split": "train", "loss": done.loss.detach()})
-            if step % LOSS_SHOWN_EVERY == 1 or ctx.device.type == "cpu":
-                bar.set_postfix(loss=f"{float(rows[-1]['loss']):.3f}")
-            ctx.report("mlm", step=step, steps=steps_per_epoch * config.mlm_epochs, epoch=epoch,
-                       epochs=config.mlm_epochs, tokens=tokens)
-            if at_step_end is not None:
-                at_step_end(step, epoch)
-        read_losses(rows, task_losses.get(epoch, []))
-        ctx.report("eval", epoch=epoch, epochs=config.mlm_epochs)
-        rows.append({"step": step, "epoch": epoch, "split": "dev", "loss": mlm_dev_loss(ctx, mlm, dev_batches)})
-        for batch in dev_batches:
-            meter.add(batch["attention_mask"], selected=int((batch["mlm_labels"] != -100).sum()), backward=False)
-        if at_epoch_end is not None:
-            meter.stop()
-            at_epoch_end(epoch, {"mlm": mlm.state_dict(), "optimizer": optimizer.state_dict(),
-                                 "scheduler": scheduler.state_dict()},
-                         {"epoch": epoch, "rows": rows, "tokens": tokens, "step": step, "task_losses": task_losses,
-                          "meter": meter.state()})
-            meter.start()
-    meter.stop()
-    wall = meter.wall_s
-    timing = {"mlm_wall_s": wall, "mlm_tokens_per_s": tokens / wall if wall > 0 else None, "mlm_steps": step,
-              **meter.summary("mlm")}
-    if saliency.kind == "task":  # the task model's mean loss per epoch on the masked phase-1 batches
-        timing["mlm_task_loss_by_epoch"] = [float(np.mean(task_losses[e])) if e in task_losses else None
-                                            for e in range(1, config.mlm_epochs + 1)]
-    return rows, timing
 
 
 # --------------------------------------------------------------------------------------------------
