@@ -15,6 +15,9 @@ the same in every run) four times:
   attempt, so its job is surely ended by the walltime mid-cell, and runs through on its retry on the
   replacement job; the first cell sleeps long enough that the hung one starts well into the job, so the
   executor never mistakes it for a cell longer than a job;
+- ``kl-curve``: one epoch of a kl-original curve run (the study's MRPC seed 0, its real config: minutes on a CPU)
+  as a cell of the one study loop, on the local pool and then as a SLURM job; the curve files it writes
+  (``epochs.csv``, ``trace.csv``, ``mlm_loss.csv``, ``epoch1/masking_state.npz``) must be identical byte for byte;
 - ``design``: a sequential design (``tiny-design`` in :data:`PROFILES`, two comparisons on the tiny backbone, looks at 3
   and 6 seeds, a wide margin; a profiles file of its own, ``TYPHOON_PROFILES``) run locally and then with
   ``--cluster slurm``: the cluster run must train look by look and stop where the rule says, with the local
@@ -49,7 +52,8 @@ REPO = Path(__file__).resolve().parents[1]
 SKIP = 3
 # Columns of results.csv that are measurements of time or speed, not results.
 TIMING = ("mlm_wall_s", "ft_wall_s", "wall_s", "mlm_tokens_per_s", "ft_tokens_per_s", "error")
-MODES = ("plain", "scancel", "walltime", "design")
+MODES = ("plain", "scancel", "walltime", "design", "kl-curve")
+CURVE_FILES = ("epochs.csv", "trace.csv", "mlm_loss.csv", "epoch1/masking_state.npz")  # a curve epoch's, compared byte for byte
 # The walltime mode (walltime_faults): how late after its limit a job may be seen gone. slurmctld enforces
 # limits every 30 s and gives KillWait (5 s) before SIGKILL; the executor looks each second.
 SLURM_KILL_LAG_S = 45
@@ -323,6 +327,44 @@ def run_mode(mode: str, root: Path, slurm: OneNodeSlurm | None, walltime: str) -
     return {"mode": mode, "seconds": seconds, "results": results, "verdicts": verdicts, "problems": problems}
 
 
+def curve_command(out: Path, checkpoints: Path, cluster: bool) -> list[str]:
+    command = [sys.executable, "-m", "typhoon", "kl-original", "curve", "--tasks", "mrpc", "--seeds", "0",
+               "--epochs", "1", "--out", str(out), "--checkpoints", str(checkpoints), "--set", "num_threads=1"]
+    if not cluster:
+        return [*command, "--workers", "1"]
+    return [*command, "--cluster", "slurm", "--partition", "check", "--jobs", "1", "--cpus", "1", "--memory", "6GB",
+            "--interface", "lo", "--scheduler-option", "dashboard_address=127.0.0.1:0", "--walltime", "02:00:00",
+            "--no-worker-timeout", "300"]
+
+
+def run_kl_curve(root: Path, slurm: OneNodeSlurm) -> dict:
+    """One kl-original curve epoch on the local pool, then as a SLURM job: its files must be the same bytes."""
+    env = {**slurm.env, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "PYTHONUNBUFFERED": "1"}
+    problems, seconds, folders = [], {}, {}
+    for where in ("local", "slurm"):
+        out, checkpoints = root / f"out-kl-{where}", root / f"checkpoints-{where}"
+        command = curve_command(out, checkpoints, cluster=where == "slurm")
+        say(f"kl-curve ({where}): {' '.join(command[1:])}")
+        started = time.monotonic()
+        with open(root / f"kl-curve-{where}.log", "w") as log:
+            code = subprocess.run(command, cwd=root / "jobs", env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=3 * 3600).returncode
+        seconds[where], folders[where] = time.monotonic() - started, out / "curve" / "mrpc" / "seed0"
+        if code != 0:
+            problems.append(f"{where}: exit status {code} ({root / f'kl-curve-{where}.log'})")
+    for name in CURVE_FILES:
+        local, slurm_file = folders["local"] / name, folders["slurm"] / name
+        if not (local.is_file() and slurm_file.is_file()):
+            problems.append(f"{name}: missing on the {'local' if not local.is_file() else 'slurm'} side")
+        elif local.read_bytes() != slurm_file.read_bytes():
+            problems.append(f"{name}: the SLURM job's bytes differ from the local pool's")
+    say("kl-curve: " + (f"{len(CURVE_FILES)} files identical byte for byte" if not problems else "; ".join(problems))
+        + f" (local pool {seconds.get('local', 0):.0f} s, SLURM job {seconds.get('slurm', 0):.0f} s)")
+    return {"mode": "kl-curve", "seconds": sum(seconds.values()), "results": None, "verdicts": None,
+            "problems": problems}
+
+
 def walltime_seconds(walltime: str) -> int:
     """'00:04:00' (or '04:00', '4') as seconds, as SLURM reads a time limit."""
     parts = [int(p) for p in walltime.split(":")]
@@ -432,11 +474,14 @@ def main(argv: list[str] | None = None) -> int:
         except (SetupError, OSError, subprocess.SubprocessError) as err:
             print(f"SKIP: SLURM cannot run here: {err}", flush=True)
             return SKIP
-        runs = [run_local(root)] if set(modes) - {"design"} else []
+        runs = [run_local(root)] if set(modes) - {"design", "kl-curve"} else []
         if "design" in modes:
             runs.append(run_mode("design-local", root, None, args.walltime))
         local = {run["mode"]: run for run in runs}
         for mode in modes:
+            if mode == "kl-curve":
+                runs.append(run_kl_curve(root, slurm))
+                continue
             runs.append(run_mode(mode, root, slurm, args.walltime))
             reference = local["design-local" if mode == "design" else "local"]
             if reference["results"] is not None:
