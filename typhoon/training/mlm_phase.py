@@ -16,7 +16,7 @@ from typhoon.data import epoch_batches
 from typhoon.masking import MaskingStrategy, SaliencySource, get_strategy
 from typhoon.models import MaskedLM
 from typhoon.progress_bars import progress_bar
-from typhoon.training import examples, flops
+from typhoon.training import examples, flops, resume
 from typhoon.training import step as training_step
 from typhoon.training.dev_losses import mlm_dev_loss
 from typhoon.training.step import linear_schedule, make_optimizer
@@ -65,10 +65,7 @@ def adapt_mlm(ctx, mlm: MaskedLM, strategy: MaskingStrategy, saliency: SaliencyS
     rows, tokens, step, task_losses, epochs_done = [], 0, 0, {}, 0
     meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
     if saved is not None:
-        mlm.load_state_dict(saved["models"]["mlm"])
-        optimizer.load_state_dict(saved["models"]["optimizer"])
-        scheduler.load_state_dict(saved["models"]["scheduler"])
-        saved["models"].clear()  # loaded: the copies need not stay in memory through the epochs to come
+        resume.restore_models(saved, mlm=mlm, optimizer=optimizer, scheduler=scheduler)
         so_far = saved["progress"]["mlm"]
         rows, tokens, step, epochs_done = so_far["rows"], so_far["tokens"], so_far["step"], so_far["epoch"]
         task_losses = {int(epoch): losses for epoch, losses in so_far["task_losses"].items()}  # JSON's keys are text

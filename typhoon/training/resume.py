@@ -119,6 +119,14 @@ def strategy_state(strategy) -> dict:
             "arrays": {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items() if k != "meta"}}
 
 
+def restore_models(saved: dict, **modules) -> None:
+    """Load each of a phase's saved state dicts into its module (the model, the optimizer, the schedule: by the
+    name it was saved under), then let the copies go: they need not stay in memory through the epochs to come."""
+    for name, module in modules.items():
+        module.load_state_dict(saved["models"][name])
+    saved["models"].clear()
+
+
 def load_strategy_state(strategy, saved: dict) -> None:
     strategy.load_state_dict({"meta": json.loads(saved["meta"]), **{k: v.numpy() for k, v in saved["arrays"].items()}})
 

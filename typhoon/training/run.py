@@ -146,10 +146,7 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | Non
     epochs, tokens, step, num_labels = [], 0, 0, classifier.config.num_labels
     meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
     if saved is not None:
-        classifier.load_state_dict(saved["models"]["classifier"])
-        optimizer.load_state_dict(saved["models"]["optimizer"])
-        scheduler.load_state_dict(saved["models"]["scheduler"])
-        saved["models"].clear()  # loaded: the copies need not stay in memory through the epochs to come
+        resume.restore_models(saved, classifier=classifier, optimizer=optimizer, scheduler=scheduler)
         done = saved["progress"]["ft"]
         epochs, tokens, step = done["epochs"], done["tokens"], done["step"]
         meter.load_state(done["meter"])

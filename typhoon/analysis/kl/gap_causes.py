@@ -53,8 +53,13 @@ HYPOTHESIS = (
 )
 
 
-def cause_named(name: str) -> Cause:
-    for cause in CAUSES:
+def named(causes, name: str, what: str) -> Cause:
+    """The one of ``causes`` (a design's causes or rows) called ``name``; ValueError naming the choices."""
+    for cause in causes:
         if cause.name == name:
             return cause
-    raise ValueError(f"unknown cause {name!r}; choose one of {[c.name for c in CAUSES]}")
+    raise ValueError(f"unknown {what} {name!r}; choose one of {[c.name for c in causes]}")
+
+
+def cause_named(name: str) -> Cause:
+    return named(CAUSES, name, "cause")

@@ -22,7 +22,7 @@ original_report).
 
 from __future__ import annotations
 
-from typhoon.analysis.kl.gap_causes import Cause
+from typhoon.analysis.kl.gap_causes import Cause, named
 
 BACKBONE = "minilm-l6-mlm"  # the masked LM that models language (the paper's backbones were such models)
 PROFILE = "cpu"  # the baseline is this profile's Typhoon cell
@@ -134,10 +134,7 @@ ADDENDUM = (
 
 
 def row_named(name: str) -> Cause:
-    for row in ROWS:
-        if row.name == name:
-            return row
-    raise ValueError(f"unknown row {name!r}; choose one of {[row.name for row in ROWS]}")
+    return named(ROWS, name, "row")
 
 
 def check_finetune_seeds(seeds, tasks) -> None:
