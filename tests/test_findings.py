@@ -1,5 +1,5 @@
-"""typhoon.analysis.paper_claims: the headline table, the paper's claims judged from the tables, and the README's
-Results block regenerated from the committed reference run (it must agree with the README)."""
+"""typhoon.analysis.output_tables and paper_claims: the headline table, the paper's claims judged from the
+tables, and the README's Results block regenerated from the committed reference run (it must agree with the README)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from scipy import stats as st
 
-from typhoon.analysis import pairwise, paper_claims, run_summary, schedule_study, stats_tables
+from typhoon.analysis import output_tables, pairwise, paper_claims, run_summary, schedule_study, stats_tables
 from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.records import schema
 from typhoon.report import results_readme
@@ -69,7 +69,7 @@ def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl
     states.to_csv(out / "stats" / "budget_states.csv", index=False)
     if not (out / "MANIFEST.json").exists():  # a reproduce's folder names its profile (results-readme reads it)
         (out / "MANIFEST.json").write_text(json.dumps({"profile": profile}))
-    return paper_claims.read_tables(out)
+    return output_tables.read_tables(out)
 
 
 def verdicts(tables) -> dict[str, str]:
@@ -137,7 +137,7 @@ def test_the_kl_claim_needs_the_papers_calibration(tmp_path):
 
 def test_the_headline_table_shows_the_summary_and_the_comparisons(tmp_path):
     tables = make_output(tmp_path)
-    table = paper_claims.headline_table(tables)
+    table = output_tables.headline_table(tables)
     assert len(table) == len(tables.summary) == 6
     for row, (_, s) in zip(table.itertuples(index=False), tables.summary.iterrows(), strict=True):
         mean, sd = (float(x) for x in row[5].split(" ± "))

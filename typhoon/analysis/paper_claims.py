@@ -1,32 +1,29 @@
-"""What a finished run of the study found, read from its tables: the headline table, the paper's claims
-checked one by one (the README's Results block is written from them by :mod:`typhoon.report.results_readme`).
+"""The paper's claims, checked one by one against a finished run's tables (:class:`typhoon.analysis.output_tables.Tables`):
+each :class:`Claim` with the paper's figure, a criterion stated before any data and its check, the runs in the
+paper's setting they are judged on (:func:`paper_runs`), the claims table and the headline in sentences (the
+README's Results block is written from them by :mod:`typhoon.report.results_readme`).
 
-Everything here reads the files an output folder already has -- ``stats/summary.csv`` and
-``stats/comparisons.csv`` (notebook 20), ``stats/budget_states.csv`` (notebook 30), ``results.csv``
-and the records' ``mlm_loss.csv`` -- and computes nothing a notebook has not computed, except the
-MLM-loss summaries the loss claims need. Every number in the README and the report's header comes
-from here, so a test can regenerate them and compare (``python -m typhoon results-readme``).
+A check computes nothing a notebook has not computed, except the MLM-loss comparisons and the KL's interval
+the loss and KL claims need. Every verdict in the README and the report's header comes from here, so a test
+can regenerate them and compare (``python -m typhoon results-readme``).
 
 A profile marked ``pipeline_check`` (the smoke profile: a tiny random model on a few hundred examples)
 checks that the pipeline runs; its numbers are not findings, and every claim is "not comparable".
 """
 
-
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from typhoon import paths
 from typhoon.analysis import pairwise, run_summary, significance
 from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN
+from typhoon.analysis.output_tables import LAST_SHARE, Tables
 from typhoon.analysis.verdict_text import not_significant_power
 from typhoon.records import RUN_KEYS
 
@@ -56,139 +53,6 @@ PAPER_CALIBRATION = {"p": 0.15, "delta": 0.4, "calibration": "minmax"}  # the KL
 
 
 KL_FACTOR = 3.0  # "KL ≈ 7e-4": reproduced within a factor of 3 either way (same order, same bottleneck)
-
-
-LAST_SHARE = 0.2  # an MLM run's training loss: the mean over its last 20 % of steps (batch noise averages out)
-
-
-@dataclass
-class Tables:
-    """The tables of one output folder that the findings read (each may be empty when not produced)."""
-
-    out_dir: Path
-    profile: str
-    pipeline_check: bool
-    results: pd.DataFrame
-    summary: pd.DataFrame
-    comparisons: pd.DataFrame
-    budget_states: pd.DataFrame
-    losses: pd.DataFrame  # per run: task, backbone, strategy, seed, train_loss, dev_loss
-    curves: pd.DataFrame  # seed-mean MLM training curves: task, backbone, strategy, step, mean, sd, n
-
-    @property
-    def reference(self) -> str:
-        return str(self.comparisons["strategy_a"].iloc[0]) if len(self.comparisons) else "typhoon"
-
-    @property
-    def vs_reference(self) -> pd.DataFrame:
-        c = self.comparisons
-        return c[c["family"] == "vs_reference"] if len(c) else c
-
-
-def read_tables(out_dir: str | os.PathLike) -> Tables:
-    """Read an output folder's tables; FileNotFoundError naming what is missing."""
-    from typhoon.profiles import load_profiles
-
-    out_dir = Path(out_dir).resolve()
-    need = [out_dir / "results.csv", out_dir / "stats" / "summary.csv", out_dir / "stats" / "comparisons.csv"]
-    missing = [paths.shown(p) for p in need if not p.is_file()]
-    if missing:
-        raise FileNotFoundError(f"{paths.shown(out_dir)} is not a finished run of the study: missing {missing}")
-    results = run_summary.load_results(need[0], out_dir)  # refuses a truncated table, naming it
-    names = sorted(results["profile"].dropna().astype(str).unique())
-    profile = names[0] if len(names) == 1 else "+".join(names) or "unknown"
-    known = load_profiles()
-    states = out_dir / "stats" / "budget_states.csv"
-    losses = run_losses(results, out_dir)
-    return Tables(out_dir=out_dir, profile=profile,
-                  pipeline_check=any(known[n].pipeline_check for n in names if n in known),
-                  results=results, summary=pd.read_csv(need[1]), comparisons=pd.read_csv(need[2]),
-                  budget_states=read_optional_csv(states),
-                  losses=losses, curves=mean_curves(results, out_dir))
-
-
-def read_optional_csv(path: Path) -> pd.DataFrame:
-    """The table in ``path``; empty where there is none, or where it has no columns (a grid without Typhoon
-    runs writes its budget states as an empty table)."""
-    try:
-        return pd.read_csv(path) if path.is_file() else pd.DataFrame()
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
-def run_losses(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
-    """Per ok run: its MLM training loss (mean over the last :data:`LAST_SHARE` of steps) and last dev loss."""
-    rows = []
-    for r in results[results["status"].astype(str) == "ok"].itertuples():
-        path = Path(out_dir) / str(r.record_path) / "mlm_loss.csv"
-        if not path.is_file():
-            continue
-        loss = pd.read_csv(path)
-        train = loss.loc[loss["split"] == "train", "loss"].to_numpy(float)
-        dev = loss.loc[loss["split"] == "dev", "loss"].to_numpy(float)
-        if train.size == 0:
-            continue
-        last = train[-max(1, math.ceil(LAST_SHARE * train.size)):]
-        rows.append(dict(task=r.task, backbone=r.backbone, strategy=r.strategy, seed=r.seed,
-                         train_loss=float(last.mean()), dev_loss=float(dev[-1]) if dev.size else math.nan))
-    return pd.DataFrame(rows, columns=[*RUN_KEYS, "train_loss", "dev_loss"])
-
-
-def mean_curves(results: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
-    """The MLM training curves averaged over seeds: per task, backbone, strategy and step, mean, sd, n."""
-    curves = run_summary.load_loss_curves(results, out_dir)
-    train = curves[curves["split"] == "train"]
-    columns = ["task", "backbone", "strategy", "step", "mean", "sd", "n"]
-    if train.empty:
-        return pd.DataFrame(columns=columns)
-    agg = train.groupby(["task", "backbone", "strategy", "step"])["loss"].agg(["mean", "std", "count"])
-    return agg.reset_index().rename(columns={"std": "sd", "count": "n"})[columns]
-
-
-def headline_table(tables: Tables, digits: int = 3) -> pd.DataFrame:
-    """Per task × backbone × strategy: the dev metric (mean ± sd over n seeds) and, against the reference
-    strategy, the paired difference with its 95 % CI, the TOST p (equivalence within the margin), the
-    Holm-adjusted p and the verdict (from ``stats/comparisons.csv``; "—" on the reference's own row)."""
-    s, c = tables.summary, tables.vs_reference
-    diff_col = f"{tables.reference} − strategy [95 % CI]"
-    tost_col = f"TOST p ({run_summary.margin_text(c)})" if len(c) else "TOST p"
-    holm_col = f"Holm p (family of {int(c['p'].notna().sum())})" if len(c) else "Holm p"
-    rows = []
-    for r in s.itertuples():
-        match = c[(c["task"] == r.task) & (c["backbone"] == r.backbone) & (c["strategy_b"] == r.strategy)]
-        row = {"task": r.task, "backbone": r.backbone, "metric": r.primary_metric, "strategy": r.strategy,
-               "n": int(r.n), "mean ± sd": _mean_sd(r.mean, r.sd, digits),
-               diff_col: "—", tost_col: "—", holm_col: "—",
-               "verdict": "reference" if r.strategy == tables.reference else "—"}
-        if len(match):
-            m = match.iloc[0]
-            row.update({diff_col: _diff_ci(m, digits), tost_col: _p(m["tost_p"]), holm_col: _p(m["p_holm"]),
-                        "verdict": m["verdict"]})
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def holm_caption(tables: Tables) -> str:
-    """The Holm family of the headline table's p-values, in words (``stats/comparisons.csv``'s own)."""
-    c = tables.vs_reference
-    if "holm_family" in c and c["holm_family"].notna().any():
-        return str(c["holm_family"].dropna().iloc[0])
-    return f"Holm over the {int(c['p'].notna().sum())} comparisons with {tables.reference}"
-
-
-def _mean_sd(mean: float, sd: float, digits: int) -> str:
-    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if np.isfinite(sd) else f"{mean:.{digits}f}"
-
-
-def _diff_ci(row: pd.Series, digits: int) -> str:
-    diff = f"{row['mean_diff']:+.{digits}f}"
-    if np.isfinite(row["ci_low"]) and np.isfinite(row["ci_high"]):
-        return f"{diff} [{row['ci_low']:+.{digits}f}, {row['ci_high']:+.{digits}f}]"
-    return f"{diff} (no CI: {row['verdict']})"
-
-
-def _p(value: float) -> str:
-    return "—" if not np.isfinite(value) else ("< 0.001" if value < 0.001 else f"{value:.3f}")
 
 
 PAPER_STRATEGIES = ("typhoon", "random", "whole_word")

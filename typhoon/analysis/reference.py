@@ -35,6 +35,7 @@ from scipy import stats as scipy_stats
 
 from typhoon import atomic, paths
 from typhoon.analysis import paper_claims, run_summary, stats_tables
+from typhoon.analysis.output_tables import read_tables
 from typhoon.config import FIELD_TYPES, PLUGIN_FIELDS, RunConfig
 from typhoon.profiles import get_profile
 from typhoon.records import RUN_KEYS, bit_source_of_metrics, read_json
@@ -274,7 +275,7 @@ def compare_conclusions(run_dir: str | os.PathLike, ref_dir: str | os.PathLike) 
     verdict (``stats/comparisons.csv``), in this run and in the reference, and whether they agree. Empty
     when either run has no statistics yet (notebook 20 makes them)."""
     try:
-        tables = [paper_claims.read_tables(folder) for folder in (run_dir, ref_dir)]
+        tables = [read_tables(folder) for folder in (run_dir, ref_dir)]
     except FileNotFoundError:
         return pd.DataFrame(columns=["kind", "conclusion", "run", "reference", "same"])
     claims = [paper_claims.claims_table(t).set_index("claim")["verdict"] for t in tables]

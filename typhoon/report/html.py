@@ -2,7 +2,8 @@
 
 ``render_report(out_dir, notebooks, profile)`` writes ``<out_dir>/report.html``: a header (the profile,
 date, commit, machine, numerics, wall time), the headline and what it means, the paper's claims checked
-against the tables and the headline table (:mod:`typhoon.analysis.paper_claims`), a table of contents, then one
+against the tables (:mod:`typhoon.analysis.paper_claims`) and the headline table
+(:mod:`typhoon.analysis.output_tables`), a table of contents, then one
 section per executed notebook -- its prose and outputs, never its code, parameters, stderr or progress
 bars. Math is converted to MathML (rendered by the browser, no CDN); figures carry their caption as alt
 text and below the image (:func:`typhoon.figure_style.save_figure` stores it in the PNG); wide tables scroll
@@ -325,11 +326,12 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
 
 def findings_html(out_dir: Path) -> str:
     """The headline, the claims table and the headline table (empty when the tables are not there)."""
-    from typhoon.analysis import paper_claims  # the claims read scipy: loaded when a report is built
+    # the claims read scipy: loaded when a report is built
+    from typhoon.analysis import headline_table, holm_caption, paper_claims, read_tables
     from typhoon.report.results_readme import CLAIMS_CAPTION
 
     try:
-        tables = paper_claims.read_tables(out_dir)
+        tables = read_tables(out_dir)
     except FileNotFoundError as err:
         return f'<div class="error">No findings: {html.escape(str(err))}</div>'
     claims = paper_claims.claims_table(tables)
@@ -339,8 +341,8 @@ def findings_html(out_dir: Path) -> str:
         f"<p>{html.escape(CLAIMS_CAPTION)}</p>",
         frame_html(claims, verdicts=True),
         '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
-        frame_html(paper_claims.headline_table(tables)),
-        f"<p>{html.escape(paper_claims.holm_caption(tables))} (this table's Holm family).</p>",
+        frame_html(headline_table(tables)),
+        f"<p>{html.escape(holm_caption(tables))} (this table's Holm family).</p>",
         runs_section_html(tables.results),
     ])
 
@@ -380,19 +382,19 @@ def sequential_findings_html(out_dir: Path) -> str:
 def schedule_findings_html(out_dir: Path) -> str:
     """A schedules grid's summary: the answer, each schedule against the reference schedule (the registered
     comparisons), the dev metric per strategy and schedule, the runs."""
-    from typhoon.analysis import paper_claims, schedule_study
+    from typhoon.analysis import headline_table, holm_caption, read_tables, schedule_study
     from typhoon.report.results_readme import SCHEDULE_CAPTION
 
     table = schedule_study.read_table(out_dir)
-    tables = paper_claims.read_tables(out_dir)
+    tables = read_tables(out_dir)
     return "\n".join([
         f'<p class="headline">{html.escape(schedule_study.headline(table))}</p>',
         f'<h3 id="claims">Each schedule against {html.escape(str(table["reference"].iloc[0]))}</h3>',
         f"<p>{html.escape(SCHEDULE_CAPTION)}</p>",
         frame_html(schedule_study.display_table(table)),
         '<h3 id="headline-table">Dev metric per task, strategy and schedule</h3>',
-        frame_html(paper_claims.headline_table(tables)),
-        f"<p>{html.escape(paper_claims.holm_caption(tables))} (this table's Holm family).</p>",
+        frame_html(headline_table(tables)),
+        f"<p>{html.escape(holm_caption(tables))} (this table's Holm family).</p>",
         runs_section_html(tables.results),
     ])
 

@@ -16,15 +16,18 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import atomic, machine, paths
-from typhoon.analysis import NULL_POWER_DZ, POWER_TARGET, decisive, markdown_table, schedule_study
-from typhoon.analysis.paper_claims import (
+from typhoon.analysis import (
+    NULL_POWER_DZ,
+    POWER_TARGET,
     Tables,
-    claims_table,
-    headline,
+    decisive,
     headline_table,
     holm_caption,
+    markdown_table,
     read_tables,
+    schedule_study,
 )
+from typhoon.analysis.paper_claims import claims_table, headline
 from typhoon.profiles import get_profile
 from typhoon.records import read_json, read_manifest, results_numerics, trained_at_line
 
