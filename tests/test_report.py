@@ -16,7 +16,7 @@ from test_findings import make_output, schedule_folder, sequential_folder
 from typhoon import atomic, figure_style
 from typhoon.analysis import schedule_study
 from typhoon.records import provenance
-from typhoon.report import browser
+from typhoon.report import browser, notebook_html
 from typhoon.report import html as report_html
 from typhoon.report.study_pages import pages_of
 
@@ -115,11 +115,11 @@ def test_a_pipeline_check_with_nothing_testable_says_why(tmp_path):
 
 
 def test_math_is_mathml_and_code_stays_code():
-    html = report_html.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
+    html = notebook_html.markdown_html(f"Inline {LATEX}, a price-like `$5` in code and\n\n$$x^2$$", shift=1)
     assert html.count("<math") == 2 and 'display="block"' in html and "$" not in html.replace("<code>$5</code>", "")
     assert "<code>$5</code>" in html
-    assert report_html.markdown_html("# Title\n\n## Sub") == "<h1>Title</h1>\n<h2>Sub</h2>\n"
-    assert report_html.markdown_html("# Title", shift=1).startswith("<h2>")
+    assert notebook_html.markdown_html("# Title\n\n## Sub") == "<h1>Title</h1>\n<h2>Sub</h2>\n"
+    assert notebook_html.markdown_html("# Title", shift=1).startswith("<h2>")
 
 
 def test_figures_carry_their_caption_and_tables_scroll(page):
@@ -329,7 +329,7 @@ def test_a_notebook_figure_carries_its_caption_as_alt_text_in_nbconvert_and_the_
     parser.alts = []
     parser.feed(page)
     assert parser.alts == [caption]  # nbconvert's placeholder, "No description has been provided ...", not needed
-    shown = report_html.output_html(output, tmp_path)
+    shown = notebook_html.output_html(output, tmp_path)
     assert f"<figcaption>{escape(caption)}</figcaption>" in shown and base64.b64encode(png.read_bytes()).decode() in shown
 
 

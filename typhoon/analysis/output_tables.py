@@ -5,7 +5,7 @@
 records' ``mlm_loss.csv`` -- into one :class:`Tables`, computing nothing a notebook has not computed except
 each run's final MLM losses and the seed-mean loss curves. :func:`headline_table` and :func:`holm_caption`
 show it per task × backbone × strategy, in the README's Results block
-(:mod:`typhoon.report.results_readme`) and the report's Summary (:mod:`typhoon.report.html`); the
+(:mod:`typhoon.report.results_readme`) and the report's Summary (:mod:`typhoon.report.summary_html`); the
 paper's claims are judged from the same tables (:mod:`typhoon.analysis.paper_claims`).
 """
 

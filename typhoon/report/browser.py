@@ -30,7 +30,7 @@ from pathlib import Path
 
 WINDOW = (1280, 900)  # a laptop's browser window
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# nbconvert's placeholder, and the report's for a figure that carries no caption (typhoon.report.html.NO_CAPTION)
+# nbconvert's placeholder, and the report's for a figure that carries no caption (typhoon.report.notebook_html.NO_CAPTION)
 GENERIC_ALT = ("", "No description has been provided for this image", "A figure without a stored caption.")
 
 # A table row counts as too tall when it is more than TALL_ROW_LINES lines of text high while its cells' content

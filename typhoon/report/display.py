@@ -61,7 +61,7 @@ def show_frame(frame: pd.DataFrame, *, max_rows: int = MAX_ROWS, columns: list[s
 def figure_html(png: bytes) -> str:
     """A saved figure's PNG as an ``<img>`` whose alt text is its caption (:func:`typhoon.figure_style.save_figure`
     stores it in the PNG). HTML, not an image output: nbconvert's HTML leaves an image output's alt out."""
-    from typhoon.report.html import NO_CAPTION, image_caption
+    from typhoon.report.notebook_html import NO_CAPTION, image_caption
 
     alt = html.escape(image_caption(png) or NO_CAPTION, quote=True)
     return f'<img class="typhoon-figure" alt="{alt}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'

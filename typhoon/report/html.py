@@ -1,23 +1,18 @@
-"""The HTML report of one output folder: a page a reader can read offline, without the code.
+"""The HTML report of one output folder, as a page: a reader can read it offline, without the code.
 
-``render_report(out_dir, notebooks, profile)`` writes ``<out_dir>/report.html``: a header (the profile,
-date, commit, machine, numerics, wall time), the headline and what it means, the paper's claims checked
-against the tables (:mod:`typhoon.analysis.paper_claims`) and the headline table
-(:mod:`typhoon.analysis.output_tables`), a table of contents, then one
-section per executed notebook -- its prose and outputs, never its code, parameters, stderr or progress
-bars. Math is converted to MathML (rendered by the browser, no CDN); figures carry their caption as alt
-text and below the image (:func:`typhoon.figure_style.save_figure` stores it in the PNG); wide tables scroll
-inside their own box; this machine's absolute paths are made relative (:func:`typhoon.paths.redact`).
+``render_report(out_dir, notebooks, profile, pages=...)`` writes ``<out_dir>/report.html``: a header (the
+profile, date, commit, machine, numerics, wall time), the Summary the study's policy gives
+(:mod:`typhoon.report.study_pages`; its blocks are :mod:`typhoon.report.summary_html`'s: for a reference run,
+the headline, the paper's claims checked and the headline table), a table of contents, then one section per
+executed notebook (:mod:`typhoon.report.notebook_html`: its prose and outputs, never its code, parameters,
+stderr or progress bars). The page's one style sheet sets the column width the figures are made for.
 Each profile has its own output folder, so one profile's report never overwrites another's.
 A pipeline-check profile (smoke) says so at the top and in every section.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,16 +20,10 @@ from typhoon import paths
 from typhoon.atomic import atomic_write_text
 from typhoon.machine import machine_line
 from typhoon.records import invocations, now, read_manifest, trained_at_line
+from typhoon.report.notebook_html import notebook_section
+from typhoon.report.summary_html import untestable_html
 
 REPORT_WIDTH_PX = 1100  # the content column; figures are made to be read at this width (typhoon.report.figures)
-_CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
-_MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
-_PLACEHOLDER = "TYPHOONMATH{}X"
-NO_CAPTION = "A figure without a stored caption."
-FIGURE_HTML = re.compile(r'<img class="typhoon-figure" alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
-# The names typhoon.paths.redact puts for this machine's folders look like tags: in HTML they must be escaped
-# (a browser swallows "<site-packages>/x" as an unknown element); committed notebooks carry them raw.
-REDACTED_NAMES = ("<site-packages>", "<python>")  # what a figure not made by typhoon.figure_style.save_figure gets
 
 STYLE = f"""
 body {{ font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0;
@@ -70,153 +59,6 @@ nav.toc ol {{ padding-left: 1.3rem; }} nav.toc li {{ margin: .1rem 0; }}
    table wraps every cell, and its rows grow several lines tall and mostly blank (browser.check_page) */
 .rendered-html td, .rendered-html th {{ white-space: nowrap; }}
 """
-
-
-# --------------------------------------------------------------------------------------------------
-# Markdown and math
-
-
-def redact_html(text: str, base: Path | None = None) -> str:
-    """HTML (or Markdown) with this machine's paths made relative and the names that stand for them
-    (:data:`REDACTED_NAMES`) escaped, so they show as text."""
-    text = paths.redact(text, base)
-    for name in REDACTED_NAMES:
-        text = text.replace(name, html.escape(name))
-    return text
-
-
-def latex_to_mathml(latex: str, block: bool) -> str:
-    """LaTeX as MathML (rendered natively by browsers, offline); on a conversion error, the source in code."""
-    import latex2mathml.converter
-
-    try:
-        return latex2mathml.converter.convert(latex.strip(), display="block" if block else "inline")
-    except Exception:  # an expression the converter does not know: show it as code, never as raw $...$
-        return f"<code>{html.escape(latex)}</code>"
-
-
-def markdown_html(text: str, shift: int = 0) -> str:
-    """Markdown (with ``$...$`` / ``$$...$$`` math outside code) as HTML; headings moved down ``shift`` levels."""
-    import mistune
-
-    maths: list[str] = []
-
-    def stash(match: re.Match) -> str:
-        block = match.group(1) is not None
-        maths.append(latex_to_mathml(match.group(1) if block else match.group(2), block))
-        return _PLACEHOLDER.format(len(maths) - 1)
-
-    parts = _CODE_SPANS.split(text)
-    text = "".join(part if i % 2 else _MATH.sub(stash, part) for i, part in enumerate(parts))
-    out = mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])(text)
-    for i, mathml in enumerate(maths):
-        out = out.replace(_PLACEHOLDER.format(i), mathml)
-    if shift:
-        out = re.sub(r"<(/?)h([1-6])\b", lambda m: f"<{m.group(1)}h{min(6, int(m.group(2)) + shift)}", out)
-    return re.sub(r"<table>", '<div class="table-wrap"><table>', out).replace("</table>", "</table></div>")
-
-
-# --------------------------------------------------------------------------------------------------
-# Notebook outputs
-
-
-def image_caption(png: bytes) -> str | None:
-    """The caption stored in a PNG's ``Description`` text chunk (``typhoon.figure_style.save_figure``)."""
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(png)) as img:
-            return img.text.get("Description") or img.text.get("Title")
-    except Exception:
-        return None
-
-
-def output_html(output: dict, base: Path) -> str:
-    """One notebook output as report HTML; "" for what a reader should not see (stderr, progress, widgets)."""
-    kind = output.get("output_type")
-    if kind == "stream":
-        if output.get("name") != "stdout":
-            return ""
-        text = paths.redact(_text(output.get("text", "")), base).strip()
-        return f"<pre>{html.escape(text)}</pre>" if text else ""
-    if kind == "error":
-        return (f'<div class="error">This cell failed: <b>{html.escape(output.get("ename", ""))}</b>: '
-                f'{html.escape(paths.redact(output.get("evalue", ""), base))}</div>')
-    data = output.get("data", {})
-    if "application/vnd.jupyter.widget-view+json" in data:  # a widget: nothing a static page can show
-        return ""
-    shown_figure = FIGURE_HTML.fullmatch(_text(data.get("text/html", "")).strip())  # report.display.show_figure
-    if "image/png" in data or shown_figure:
-        encoded = _text(data["image/png"]).strip() if "image/png" in data else shown_figure[1]
-        caption = image_caption(base64.b64decode(encoded)) or NO_CAPTION
-        return (f'<figure><img src="data:image/png;base64,{encoded}" '
-                f'alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>')
-    if "text/html" in data:
-        body = redact_html(_text(data["text/html"]), base)
-        return f'<div class="table-wrap rendered-html">{body}</div>'
-    if "text/markdown" in data:
-        return markdown_html(redact_html(_text(data["text/markdown"]), base), shift=2)
-    if "text/plain" in data:
-        text = paths.redact(_text(data["text/plain"]), base)
-        return f"<pre>{html.escape(text)}</pre>" if text.strip() else ""
-    return ""
-
-
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else str(value)
-
-
-def notebook_section(path: Path, anchor: str, base: Path, banner: str = "") -> tuple[str, list[tuple[str, str]], str]:
-    """An executed notebook as a report section: (its title, its [(anchor, subtitle)], its HTML).
-
-    Markdown cells and code outputs in order; code, the parameters cells and the first heading (which
-    becomes the section title) are left out.
-    """
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    title, parts, subsections = path.stem, [], []
-    for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if cell.cell_type == "markdown":
-            source = cell.source
-            if title == path.stem and source.lstrip().startswith("# "):
-                first, _, source = source.lstrip().partition("\n")
-                title = first[2:].strip()
-            rendered = markdown_html(redact_html(source, base), shift=1)
-            parts.append(_anchored(rendered, anchor, subsections))
-        elif cell.cell_type == "code" and not {"parameters", "injected-parameters"} & set(tags):
-            parts.extend(output_html(o, base) for o in cell.get("outputs", []))
-    head = f'<h2 id="{anchor}">{html.escape(title)}</h2>\n<p class="source">From <code>notebooks/{html.escape(path.name)}</code>.</p>'
-    return title, subsections, "\n".join([head, banner, *filter(None, parts)])
-
-
-def _anchored(rendered: str, prefix: str, subsections: list[tuple[str, str]]) -> str:
-    """Give the section's h3 headings ids (for the table of contents) and list them in ``subsections``."""
-    def name(match: re.Match) -> str:
-        anchor = f"{prefix}-{len(subsections) + 1}"
-        subsections.append((anchor, re.sub(r"<[^>]+>", "", match.group(1))))
-        return f'<h3 id="{anchor}">{match.group(1)}</h3>'
-
-    return re.sub(r"<h3>(.*?)</h3>", name, rendered, flags=re.S)
-
-
-# --------------------------------------------------------------------------------------------------
-# The page
-
-
-def frame_html(frame, css_class: str = "findings", verdicts: bool = False) -> str:
-    """A DataFrame as an HTML table in a scroll box (verdict cells coloured)."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    rows = []
-    for row in frame.itertuples(index=False):
-        cells = []
-        for column, value in zip(frame.columns, row, strict=True):
-            cls = f' class="verdict-{str(value).replace(" ", "-")}"' if verdicts and column == "verdict" else ""
-            cells.append(f"<td{cls}>{html.escape(str(value))}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<div class="table-wrap"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
 def header_html(out_dir: Path, profile: str | None) -> tuple[str, str, bool]:
@@ -272,32 +114,6 @@ def _models_line(out_dir: Path) -> str:
     return "; ".join(f"{n}: {MLM_HEAD.get(n, PRETRAINED_MLM_HEAD)}" for n in names)
 
 
-def untestable_html(out_dir: Path) -> str:
-    """A pipeline check's line on why it tests nothing, when every paired comparison of its
-    ``stats/comparisons.csv`` is "cannot be tested" (else ""): how many of its runs score the majority class
-    (:func:`typhoon.analysis.run_summary.degenerate_rate`), which leaves every paired difference without spread.
-    A reader of the smoke report otherwise sees only a column of "cannot be tested" and no reason."""
-    import pandas as pd
-
-    from typhoon.analysis import degenerate_rate
-
-    comparisons, results = Path(out_dir) / "stats" / "comparisons.csv", Path(out_dir) / "results.csv"
-    if not (comparisons.is_file() and results.is_file()):
-        return ""
-    verdicts = pd.read_csv(comparisons).get("verdict", pd.Series(dtype=str))
-    if verdicts.empty or not (verdicts == "cannot be tested").all():
-        return ""
-    degenerate = degenerate_rate(pd.read_csv(results))
-    at_majority, runs = int(degenerate["n_degenerate"].sum()), int(degenerate["n"].sum())
-    why = (f"{at_majority} of its {runs} runs score the majority class (the dev metric of always answering the "
-           "commonest label), so the paired differences between strategies have no spread"
-           if at_majority else "the paired differences between strategies have no spread")
-    return (f'<p class="banner">Why every paired comparison here reads “cannot be tested” ({len(verdicts)} of '
-            f"{len(verdicts)}): {html.escape(why)}, and a t test, its interval and TOST are undefined without one. "
-            "A pipeline check shows that the statistics run end to end; a comparison that can be tested needs a "
-            "model that learns (the cpu profile, results/cpu).</p>")
-
-
 def wall_time(manifest: dict, now: datetime | None = None) -> str:
     """The header's wall time. The report is rendered at the end of a ``reproduce``, after the manifest's
     first write (before the analysis, whose ``wall_s`` is the grid's part so far and is ~0 when every cell
@@ -322,109 +138,6 @@ def wall_time(manifest: dict, now: datetime | None = None) -> str:
         text += (f"; {manifest['runs_wall_s'] / 60:.1f} min of training over {manifest.get('runs_ok', '?')} runs "
                  "(their records' own wall times, whenever they were trained)")
     return text
-
-
-def findings_html(out_dir: Path) -> str:
-    """The headline, the claims table and the headline table (empty when the tables are not there)."""
-    # the claims read scipy: loaded when a report is built
-    from typhoon.analysis import headline_table, holm_caption, paper_claims, read_tables
-    from typhoon.report.results_readme import CLAIMS_CAPTION
-
-    try:
-        tables = read_tables(out_dir)
-    except FileNotFoundError as err:
-        return f'<div class="error">No findings: {html.escape(str(err))}</div>'
-    claims = paper_claims.claims_table(tables)
-    return "\n".join([
-        f'<p class="headline">{html.escape(paper_claims.headline(tables))}</p>',
-        '<h3 id="claims">The paper’s claims, checked</h3>',
-        f"<p>{html.escape(CLAIMS_CAPTION)}</p>",
-        frame_html(claims, verdicts=True),
-        '<h3 id="headline-table">Dev metric per task and strategy, and the paired comparisons</h3>',
-        frame_html(headline_table(tables)),
-        f"<p>{html.escape(holm_caption(tables))} (this table's Holm family).</p>",
-        runs_section_html(tables.results),
-    ])
-
-
-def sequential_findings_html(out_dir: Path) -> str:
-    """A sequential study's summary: one line per task, the verdict table, the numerics by seed, the runs."""
-    import pandas as pd
-
-    from typhoon.analysis import decisive
-    from typhoon.report.results_readme import (
-        VERDICT_CAPTION,
-        mixed_sentence,
-        power_sentence,
-        seed_numerics_line,
-        verdict_display_table,
-    )
-
-    tables = decisive.read_outputs(out_dir)
-    verdicts = tables["verdicts"]
-    lines = "".join(f"<li>{html.escape(line)}.</li>" for line in decisive.verdict_counts(verdicts))
-    mixed = mixed_sentence(verdicts)
-    return "\n".join([
-        f'<ul class="headline">{lines}</ul>',
-        '<h3 id="claims">Each comparison at its last look</h3>',
-        f"<p>{html.escape(VERDICT_CAPTION)} The design is in the notebook below and in <code>stats/design.csv</code>.</p>",
-        frame_html(verdict_display_table(verdicts), verdicts=True),
-        markdown_html(power_sentence(verdicts, tables["design"])),
-        *([markdown_html(mixed)] if mixed else []),
-        '<h3 id="headline-table">The numerics of each seed</h3>',
-        "<p>The numerics of each seed's arms (<code>stats/seeds.csv</code>; a seed listing two, joined by +, ran "
-        "its arms on both, and the verdict table flags the comparisons whose pairs that mixes): "
-        f"{html.escape(seed_numerics_line(tables['seeds']))}.</p>",
-        runs_section_html(pd.read_csv(out_dir / "results.csv")),
-    ])
-
-
-def schedule_findings_html(out_dir: Path) -> str:
-    """A schedules grid's summary: the answer, each schedule against the reference schedule (the registered
-    comparisons), the dev metric per strategy and schedule, the runs."""
-    from typhoon.analysis import headline_table, holm_caption, read_tables, schedule_study
-    from typhoon.report.results_readme import SCHEDULE_CAPTION
-
-    table = schedule_study.read_table(out_dir)
-    tables = read_tables(out_dir)
-    return "\n".join([
-        f'<p class="headline">{html.escape(schedule_study.headline(table))}</p>',
-        f'<h3 id="claims">Each schedule against {html.escape(str(table["reference"].iloc[0]))}</h3>',
-        f"<p>{html.escape(SCHEDULE_CAPTION)}</p>",
-        frame_html(schedule_study.display_table(table)),
-        '<h3 id="headline-table">Dev metric per task, strategy and schedule</h3>',
-        frame_html(headline_table(tables)),
-        f"<p>{html.escape(holm_caption(tables))} (this table's Holm family).</p>",
-        runs_section_html(tables.results),
-    ])
-
-
-def runs_section_html(results) -> str:
-    """The summary's last part, the same in every kind of folder: its heading and :func:`runs_html`."""
-    return "\n".join(['<h3 id="runs">The runs</h3>',
-                      "<p>Each run's record is in <code>runs/</code>; the walkthrough of its backbone × task (every "
-                      "strategy and seed of the pair) is linked.</p>",
-                      runs_html(results)])
-
-
-def runs_html(results) -> str:
-    """One row per run of ``results.csv``: its outcome, numerics and time, linked to the executed walkthrough of
-    its backbone × task; the strategy column names its arm (strategy+schedule unless the default schedule, as in
-    the statistics)."""
-    from typhoon.analysis import arms
-
-    results = arms(results)
-    rows = []
-    for r in results.itertuples():
-        value = f"{r.primary_metric} {r.primary_value:.4f}" if r.status == "ok" else html.escape(str(r.error))
-        link = f'<a href="notebooks/{html.escape(paths.pair_notebook(str(r.task), str(r.backbone)))}">walkthrough</a>'
-        wall = f"{r.wall_s / 60:.1f} min" if r.wall_s == r.wall_s else "—"  # NaN for a failed run
-        cells = [r.task, r.backbone, r.strategy, r.seed, r.status, value, getattr(r, "precision", ""), wall]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + f"<td>{link}</td></tr>")
-    head = "".join(f"<th>{c}</th>" for c in ("task", "backbone", "strategy", "seed", "status", "dev metric",
-                                            "precision", "wall time", ""))
-    return (f'<div class="table-wrap"><table class="findings"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
 def build_report(out_dir: Path, notebooks: list[Path], profile: str | None, failed: list[str], pages) -> str:

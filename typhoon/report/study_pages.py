@@ -3,7 +3,7 @@ the Summary that leads its report (two section titles and the HTML under them) a
 (the markers and the Markdown between them). The report and the results page are handed one; they never guess
 the kind of study from the files a folder holds.
 
-- :data:`CLAIMS`: a reference run's grid, the paper's claims checked (:func:`typhoon.report.html.findings_html`);
+- :data:`CLAIMS`: a reference run's grid, the paper's claims checked (:func:`typhoon.report.summary_html.findings_html`);
 - :data:`SCHEDULES`: a grid of mask schedules, each against the fixed rate;
 - :data:`SEQUENTIAL`: a pre-registered sequential design's verdicts.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from typhoon.report import html
 from typhoon.report import results_readme as readme
+from typhoon.report import summary_html
 
 
 @dataclass(frozen=True)
@@ -36,19 +36,19 @@ class StudyPages:
 
 def _claims() -> StudyPages:
 
-    return StudyPages(("The paper’s claims", "Headline table"), html.findings_html,
+    return StudyPages(("The paper’s claims", "Headline table"), summary_html.findings_html,
                       (readme.README_BEGIN, readme.README_END), "results", readme.results_markdown)
 
 
 def _schedules() -> StudyPages:
 
-    return StudyPages(("Schedules against fixed", "Headline table"), html.schedule_findings_html,
+    return StudyPages(("Schedules against fixed", "Headline table"), summary_html.schedule_findings_html,
                       (readme.SCHEDULES_BEGIN, readme.SCHEDULES_END), None, readme.schedules_markdown)
 
 
 def _sequential() -> StudyPages:
 
-    return StudyPages(("The verdicts", "Numerics by seed"), html.sequential_findings_html,
+    return StudyPages(("The verdicts", "Numerics by seed"), summary_html.sequential_findings_html,
                       (readme.DECISIVE_BEGIN, readme.DECISIVE_END), "decisive", readme.decisive_markdown)
 
 
