@@ -13,12 +13,12 @@ import time
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis import decisive, sequential
+from typhoon.analysis import decisive_design, sequential
 
 STUDIES = 20_000
 
 
-def fixed_seeds(study: decisive.StudyDesign, sd: float, margin: float, power: float) -> int:
+def fixed_seeds(study: decisive_design.StudyDesign, sd: float, margin: float, power: float) -> int:
     """The smallest one-look design (plain t test + TOST at the same alphas) with the registered power."""
     for n in range(3, 200):
         fixed = sequential.fixed_design(n, study.design)
@@ -30,7 +30,7 @@ def fixed_seeds(study: decisive.StudyDesign, sd: float, margin: float, power: fl
 
 def main() -> None:
     started = time.perf_counter()
-    study = decisive.study_design("decisive")
+    study = decisive_design.study_design("decisive")
     rows = []
     for task in study.tasks:
         sd, margin = study.planning_sd[task], study.margins[task]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon.analysis import decisive, decisive_checks
+from typhoon.analysis import decisive, decisive_checks, decisive_design
 from typhoon.profiles import get_profile
 from typhoon.records import locks, result_rows, run_numerics, run_record, schema
 from typhoon.runner import grid, sequential_grid
@@ -18,7 +18,7 @@ from typhoon.training import device_settings
 
 @pytest.fixture(scope="module")
 def study():
-    return decisive.study_design("decisive")
+    return decisive_design.study_design("decisive")
 
 
 def synthetic(study, seeds, value=lambda task, strategy, seed: 0.8, skip=()):
@@ -100,7 +100,7 @@ def test_a_bad_design_is_named(study):
     spec = get_profile("decisive")
     spec.design = {**spec.design, "margin": {"mrpc": 0.01}}
     with pytest.raises(ValueError, match=r"\[decisive.design\].*margin"):
-        decisive.study_design(spec)
+        decisive_design.study_design(spec)
 
 
 def test_mixed_numerics_within_a_seed_are_refused(study, tmp_path, monkeypatch):
@@ -206,7 +206,7 @@ def test_a_task_saliency_verdict_says_whether_its_task_models_learned(study):
 def test_decisive_mlm_plans_each_comparison_at_the_sd_the_committed_study_measured():
     """decisive-mlm plans every comparison at the sd the fresh-head study (results/decisive) measured for it
     at its cap."""
-    study = decisive.study_design("decisive-mlm")
+    study = decisive_design.study_design("decisive-mlm")
     measured = pd.read_csv(REPO / "results/decisive/stats/verdicts.csv")
     assert len(measured) == 10
     for row in measured.itertuples():  # the registered sds are the measured ones, to the 4 decimals registered
@@ -217,10 +217,10 @@ def test_decisive_mlm_plans_each_comparison_at_the_sd_the_committed_study_measur
 def test_a_design_may_plan_each_comparison_at_its_own_sd():
     import dataclasses
 
-    study = decisive.study_design("decisive-mlm")
+    study = decisive_design.study_design("decisive-mlm")
     small = dataclasses.replace(study, tasks=("cola",), comparisons=(("typhoon", "random"), ("whole_word", "random")),
                                 planning_sd={"cola": {"typhoon - random": 0.005, "whole_word - random": 0.05}})
-    table = decisive.design_table(small, studies=2000).set_index("comparison")
+    table = decisive_design.design_table(small, studies=2000).set_index("comparison")
     assert list(table["planning_sd"]) == [0.005, 0.05]
     # a quiet comparison is decided by the cap almost surely, a noisy one (2.5 margins of sd) rarely
     assert table.loc["typhoon - random", "p_decided_at_0"] > 0.99 > 0.5 > table.loc["whole_word - random",
@@ -228,7 +228,7 @@ def test_a_design_may_plan_each_comparison_at_its_own_sd():
     profile = get_profile("decisive-mlm")
     bad = dataclasses.replace(profile, design={**profile.design, "planning_sd": {"mrpc": {"typhoon - random": 0.01}}})
     with pytest.raises(ValueError, match=r"planning_sd.mrpc must name each comparison once"):
-        decisive.study_design(bad)
+        decisive_design.study_design(bad)
 
 
 def test_the_looks_figure_spans_the_designs_looks_while_the_study_is_in_progress(tmp_path, monkeypatch):

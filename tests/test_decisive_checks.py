@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate
 from scipy import stats as st
 
-from typhoon.analysis import decisive, decisive_checks
+from typhoon.analysis import decisive, decisive_checks, decisive_design
 from typhoon.analysis import sequential as sq
 from typhoon.paths import repo_root
 from typhoon.profiles import get_profile
@@ -159,7 +159,7 @@ def test_the_verdicts_flag_the_comparisons_whose_pairs_mix_kernel_families(tmp_p
         if seed < 6 and strategy in ("random", "typhoon_task", "typhoon"):
             on_xeon = seed < 3 and strategy in ("random", "typhoon")
             write_record(tmp_path, config, AMX_XEON if on_xeon else EPYC, 0.8 + rng.normal(0, 0.003))
-    study = decisive.study_design(spec)
+    study = decisive_design.study_design(spec)
     results = decisive.results_table(configs, tmp_path)
     _, verdicts = decisive.analyse(results, study)
     table = decisive.with_checks(verdicts, results, study, decisive.arm_numerics(configs, tmp_path), studies=2_000)

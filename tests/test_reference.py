@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from notebook_here import run_notebook_here
 
-from typhoon.analysis import decisive, schedule_study
+from typhoon.analysis import decisive, decisive_design, schedule_study
 from typhoon.profiles import get_profile
 from typhoon.records import result_rows
 from typhoon.runner import notebooks
@@ -83,7 +83,7 @@ def test_rerunning_the_analysis_reproduces_the_committed_tables(reference, tmp_p
     profile = pd.read_csv(out / "results.csv")["profile"].iloc[0]
     spec = get_profile(profile)
     if spec.design:  # a sequential study: its tables are decisive.write_outputs' (notebook 50 shows them)
-        decisive.write_outputs(decisive.study_design(spec), decisive.grid_configs(spec), out)
+        decisive.write_outputs(decisive_design.study_design(spec), decisive.grid_configs(spec), out)
         for name in ("verdicts.csv", "history.csv", "seeds.csv", "boundaries.csv"):
             assert_same_table(pd.read_csv(out / "stats" / name), pd.read_csv(reference / "stats" / name), name)
         return

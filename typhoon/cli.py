@@ -331,7 +331,7 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
 def _decisive_design(args: argparse.Namespace) -> int:
     """``typhoon decisive-design``: a profile's pre-registered sequential design."""
-    from typhoon.analysis.decisive import describe_design, study_design
+    from typhoon.analysis import describe_design, study_design
 
     print(describe_design(study_design(args.profile)))
     return 0

@@ -25,7 +25,7 @@ from typhoon.records import Numerics
 
 # 100,000 studies: a probability to ±0.003 (binomial sd ≤ 0.0016) in about 0.4 s per comparison
 POWER_STUDIES = 100_000
-POWER_SEED = 1  # the seed of the design's own simulation at difference 0 (decisive.design_table)
+POWER_SEED = 1  # the seed of the design's own simulation at difference 0 (decisive_design.design_table)
 
 CHECK_COLUMNS = ["power_sd", "power_sd_seeds", "power_at_cap", "mixed_seeds", "mixed_kernels",
                  "n_seeds_without_mixed", "tost_low_without_mixed", "tost_high_without_mixed", "verdict_without_mixed"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import paths
-from typhoon.analysis import decisive
+from typhoon.analysis import decisive, study_design
 from typhoon.config import RunConfig
 from typhoon.profiles import Profile, get_profile
 from typhoon.records import (
@@ -52,7 +52,7 @@ def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = 
     paths.check_profile(out_dir, spec.name)
     with output_folder_lock(out_dir):  # not while a reproduce writes records and tables here
         configs = decisive.grid_configs(spec)
-        tables = decisive.write_outputs(decisive.study_design(spec), configs, out_dir)
+        tables = decisive.write_outputs(study_design(spec), configs, out_dir)
         # the manifest says where and from which commit these tables were made (the records keep their own)
         write_study_manifest(out_dir, spec.name, started, time.perf_counter() - clock, invocation(),
                              pd.DataFrame(columns=STATUS_COLUMNS), code)
@@ -83,7 +83,7 @@ class SequentialDesign(StudyPolicy):
     def __init__(self, spec: Profile, configs: Sequence[RunConfig], *, analysis: bool = True, reuse: bool = True):
         self.spec, self.analysis, self.reuse, self.profile = spec, analysis, reuse, spec.name
         self.pages = pages_of("sequential")
-        self.study = decisive.study_design(spec)
+        self.study = study_design(spec)
         self.grid = decisive.by_cell(configs)  # every cell up to the cap, resolved and validated once (Profile.grid)
         self.configs = list(self.grid.values())
         self.plan = None  # no estimate before the cells: the looks to come are not known in advance
