@@ -10,6 +10,7 @@ from conftest import REPO
 
 from typhoon.profiles import get_profile
 from typhoon.records import locks, run_record
+from typhoon.runner.cells import Cell
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +44,7 @@ def test_grid_on_a_dask_cluster(tmp_path):
             distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                                      resources={"cell": 1}) as cluster:
         with distributed.Client(cluster) as client:
-            cells = run_cells(configs, tmp_path, DaskExecutor(client))
+            cells = run_cells([Cell(c) for c in configs], tmp_path, DaskExecutor(client))
     assert list(cells["status"]) == ["ok", "ok"]
     for config in configs:
         assert run_record.is_complete(tmp_path / config.relative_dir(), config)
