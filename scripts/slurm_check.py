@@ -16,7 +16,7 @@ the same in every run) four times:
   replacement job; the first cell sleeps long enough that the hung one starts well into the job, so the
   executor never mistakes it for a cell longer than a job;
 - ``kl-curve``: one epoch of a kl-original curve run (the study's MRPC seed 0, its real config: minutes on a CPU)
-  as a cell of the one study loop, on the local pool and then as a SLURM job; the curve files it writes
+  as a cell of the one study loop, on the local pool and as a SLURM job at the same time; the curve files it writes
   (``epochs.csv``, ``trace.csv``, ``mlm_loss.csv``, ``epoch1/masking_state.npz``) must be identical byte for byte;
 - ``design``: a sequential design (``tiny-design`` in :data:`PROFILES`, two comparisons on the tiny backbone, looks at 3
   and 6 seeds, a wide margin; a profiles file of its own, ``TYPHOON_PROFILES``) run locally and then with
@@ -338,19 +338,23 @@ def curve_command(out: Path, checkpoints: Path, cluster: bool) -> list[str]:
 
 
 def run_kl_curve(root: Path, slurm: OneNodeSlurm) -> dict:
-    """One kl-original curve epoch on the local pool, then as a SLURM job: its files must be the same bytes."""
+    """One kl-original curve epoch on the local pool and, at the same time, as a SLURM job (one core each): its files
+    must be the same bytes."""
     env = {**slurm.env, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "PYTHONUNBUFFERED": "1"}
-    problems, seconds, folders = [], {}, {}
+    problems, seconds, folders, running = [], {}, {}, {}
     for where in ("local", "slurm"):
         out, checkpoints = root / f"out-kl-{where}", root / f"checkpoints-{where}"
         command = curve_command(out, checkpoints, cluster=where == "slurm")
         say(f"kl-curve ({where}): {' '.join(command[1:])}")
-        started = time.monotonic()
-        with open(root / f"kl-curve-{where}.log", "w") as log:
-            code = subprocess.run(command, cwd=root / "jobs", env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=3 * 3600).returncode
-        seconds[where], folders[where] = time.monotonic() - started, out / "curve" / "mrpc" / "seed0"
+        log = open(root / f"kl-curve-{where}.log", "w")  # noqa: SIM115 - closed once the process ends
+        running[where] = (subprocess.Popen(command, cwd=root / "jobs", env=env, stdout=log, stderr=subprocess.STDOUT),
+                          log, time.monotonic())
+        folders[where] = out / "curve" / "mrpc" / "seed0"
+    for where, (process, log, started) in running.items():
+        code = process.wait(timeout=3 * 3600)
+        seconds[where] = time.monotonic() - started
+        log.close()
         if code != 0:
             problems.append(f"{where}: exit status {code} ({root / f'kl-curve-{where}.log'})")
     for name in CURVE_FILES:
@@ -360,8 +364,8 @@ def run_kl_curve(root: Path, slurm: OneNodeSlurm) -> dict:
         elif local.read_bytes() != slurm_file.read_bytes():
             problems.append(f"{name}: the SLURM job's bytes differ from the local pool's")
     say("kl-curve: " + (f"{len(CURVE_FILES)} files identical byte for byte" if not problems else "; ".join(problems))
-        + f" (local pool {seconds.get('local', 0):.0f} s, SLURM job {seconds.get('slurm', 0):.0f} s)")
-    return {"mode": "kl-curve", "seconds": sum(seconds.values()), "results": None, "verdicts": None,
+        + f" (local pool {seconds.get('local', 0):.0f} s, SLURM job {seconds.get('slurm', 0):.0f} s, at once)")
+    return {"mode": "kl-curve", "seconds": max(seconds.values(), default=0.0), "results": None, "verdicts": None,
             "problems": problems}
 
 
