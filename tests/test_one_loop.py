@@ -47,14 +47,13 @@ def test_a_curve_gives_the_same_bytes_on_the_local_pool_and_inline(tmp_path, mon
     """Two epochs of a (tiny) curve run as cells of the loop: in worker processes, and one after the other in this
     process. Each epoch goes on from the resume state the one before left; the files are the same bytes."""
     monkeypatch.setattr(kl_studies, "curve_config", tiny_curve_config)
-    outputs = {}
-    for where in ("pool", "inline"):
-        out = tmp_path / where
-        policy = kl_studies.KlOriginalCurve(tmp_path / f"checkpoints-{where}", 2, tasks=("mrpc",), seeds=(0,))
-        executor = InlineExecutor() if where == "inline" else None
-        summary = study.run_study(policy, out, workers=1, executor=executor)
-        assert summary.ok and list(summary.cells["record_path"]) == ["curve/mrpc/seed0"]  # a row per curve run
-        outputs[where] = out / "curve" / "mrpc" / "seed0"
+    outputs = {where: tmp_path / where / "curve" / "mrpc" / "seed0" for where in ("pool", "inline")}
+    # the command as a user types it: the local pool of worker processes; a curve too short for its tables is fine
+    assert cli.main(["kl-original", "curve", "--tasks", "mrpc", "--seeds", "0", "--epochs", "2", "--workers", "1",
+                     "--out", str(tmp_path / "pool"), "--checkpoints", str(tmp_path / "checkpoints-pool")]) == 0
+    policy = kl_studies.KlOriginalCurve(tmp_path / "checkpoints-inline", 2, tasks=("mrpc",), seeds=(0,))
+    summary = study.run_study(policy, tmp_path / "inline", workers=1, executor=InlineExecutor())
+    assert summary.ok and list(summary.cells["record_path"]) == ["curve/mrpc/seed0"]  # a row per curve run
     assert json.loads((outputs["pool"] / "run.json").read_text())["epochs_reached"] == 2
     for name in ("epochs.csv", "trace.csv", "mlm_loss.csv", "epoch1/masking_state.npz", "epoch2/masking_state.npz"):
         assert (outputs["pool"] / name).read_bytes() == (outputs["inline"] / name).read_bytes(), name

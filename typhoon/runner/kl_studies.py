@@ -49,11 +49,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 class _OneLook(StudyPolicy):
-    """A study of one look: every cell not done yet. Its ``finish`` writes the tables (``write``)."""
+    """A study part of one look: every cell not done yet. Its tables are written apart, from whatever states
+    have landed (``kl-original table``; ``kl-gap`` writes its table after its cells)."""
 
-    def __init__(self, cells: list[Cell], write=None, execution: dict | None = None):
+    def __init__(self, cells: list[Cell], execution: dict | None = None):
         self.every = [cell.placed(**(execution or {})) for cell in cells]  # --set device=...: where they run
-        self.write, self.looked = write, False
+        self.looked = False
         self.configs = [cell.config for cell in cells]
 
     def cells(self, out_dir: Path) -> list[Cell]:
@@ -74,16 +75,14 @@ class _OneLook(StudyPolicy):
         preflight(self.configs)
 
     def finish(self, out_dir: Path, cells: pd.DataFrame, log: progress.RunLog, run: dict) -> Path | None:
-        if self.write is not None and (Path(out_dir) / "states").is_dir():
-            self.write(Path(out_dir))
-        return None
+        return None  # no report: the tables are the study's (write_tables), from all that has landed
 
     def commit_message(self, out_dir: Path) -> str:
-        return f"{Path(out_dir).name}: tables and README from its states"
+        return f"{Path(out_dir).name}: states"
 
 
 class KlGapCauses(_OneLook):
-    """kl-gap: every missing (cause, task, seed) state (see the module docstring); then its table."""
+    """kl-gap: every missing (cause, task, seed) state (see the module docstring); its table: write_kl_gap_table."""
 
     title, log_name = "kl-gap", "kl-gap.log"
 
@@ -91,19 +90,18 @@ class KlGapCauses(_OneLook):
         chosen = [cause_named(name) for name in causes] if causes else list(CAUSES)
         super().__init__([Cell(cause_config(cause, task, seed), kind="kl_state",
                                folder=state_folder(cause.name, task, seed))
-                          for cause in chosen for task in tasks for seed in seeds], write_kl_gap_table, execution)
+                          for cause in chosen for task in tasks for seed in seeds], execution)
 
 
 class KlOriginalRows(_OneLook):
-    """kl-original's rows: every missing (row, task, seed) state at 1 MLM epoch; then the study's tables."""
+    """kl-original's rows: every missing (row, task, seed) state at 1 MLM epoch; the tables: write_tables."""
 
     title, log_name = "kl-original rows", "kl-original.log"
 
     def __init__(self, rows=None, tasks=TASKS, seeds=SEEDS, execution: dict | None = None):
         super().__init__([Cell(row_config(row, task, seed), kind="kl_state", folder=state_folder(row, task, seed),
                                args=(("compressed", True),))
-                          for row in rows or [r.name for r in ROWS] for task in tasks for seed in seeds],
-                         write_tables, execution)
+                          for row in rows or [r.name for r in ROWS] for task in tasks for seed in seeds], execution)
 
 
 class KlOriginalFinetune(_OneLook):
@@ -115,7 +113,7 @@ class KlOriginalFinetune(_OneLook):
     def __init__(self, tasks=TASKS, seeds=None, execution: dict | None = None):
         super().__init__([Cell(finetune_config(strategy, task, seed), under="finetune")
                           for task in tasks for seed in FINETUNE_SEEDS[task] if seeds is None or seed in seeds
-                          for strategy in FINETUNE_STRATEGIES], write_tables, execution)
+                          for strategy in FINETUNE_STRATEGIES], execution)
 
 
 class KlOriginalCurve(StudyPolicy):
@@ -158,9 +156,7 @@ class KlOriginalCurve(StudyPolicy):
         return False
 
     def finish(self, out_dir: Path, cells: pd.DataFrame, log: progress.RunLog, run: dict) -> Path | None:
-        if (Path(out_dir) / "states").is_dir():
-            write_tables(Path(out_dir))
-        return None
+        return None  # no report: the tables are the study's (write_tables), from all that has landed
 
 
 def write_tables(out: Path) -> dict:
