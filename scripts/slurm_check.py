@@ -332,7 +332,7 @@ def curve_command(out: Path, checkpoints: Path, cluster: bool) -> list[str]:
                "--epochs", "1", "--out", str(out), "--checkpoints", str(checkpoints), "--set", "num_threads=1"]
     if not cluster:
         return [*command, "--workers", "1"]
-    return [*command, "--cluster", "slurm", "--partition", "check", "--jobs", "1", "--cpus", "1", "--memory", "6GB",
+    return [*command, "--cluster", "slurm", "--partition", "check", "--jobs", "1", "--cpus", "1", "--memory", "3GB",
             "--interface", "lo", "--scheduler-option", "dashboard_address=127.0.0.1:0", "--walltime", "02:00:00",
             "--no-worker-timeout", "300"]
 
