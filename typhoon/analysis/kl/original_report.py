@@ -74,6 +74,8 @@ def finetune_sentence(finetune: pd.DataFrame) -> str:
         verdict = ("equivalent at α 0.05" + (f" and at the Bonferroni α {ALPHA_BONFERRONI:g}" if r.equivalent_bonferroni
                                               else f", not at the Bonferroni α {ALPHA_BONFERRONI:g}")
                    if r.equivalent else "not shown equivalent")
+        if r.n_pairs < r.n_registered:  # the design decides at its registered pairs: before them a reading is interim
+            verdict = f"an interim reading, not the registered verdict (due at {r.n_registered} pairs): {verdict}"
         text = (f"{task} {comparison}: {r.mean_diff:+.4f} {r.metric} [95 % {r.ci_low:+.4f}, {r.ci_high:+.4f}] on "
                 f"{r.n_pairs} of {r.n_registered} registered pairs, TOST p {r.tost_p:.2g} at ±{r.margin:g}: {verdict} "
                 f"(power {r.power_at_planning_sd:.2f} at the planning sd {r.planning_sd:g}, "
