@@ -150,7 +150,8 @@ def rows_not_yet_run(states: pd.DataFrame) -> list[str]:
 def identical_states(out: str | Path, row: str, reference: str) -> pd.DataFrame:
     """Per (task, seed) that both rows have: whether ``row``'s masking state is bit for bit ``reference``'s,
     every array of the two ``masking_state.npz`` (weights, counts, seen, probs, ...) equal in dtype, shape and
-    every value (prediction 8). The ``meta`` entry, a summary written beside the arrays, is not compared."""
+    bytes (prediction 8; a never-seen type's NaN weight equals itself, as numpy's == would not say). The ``meta``
+    entry, a summary written beside the arrays, is not compared."""
     found = []
     for folder in sorted(Path(out).glob(f"states/{row}/*/seed*")):
         other = Path(out) / "states" / reference / folder.parent.name / folder.name
@@ -159,7 +160,8 @@ def identical_states(out: str | Path, row: str, reference: str) -> pd.DataFrame:
         with np.load(folder / STATE_FILE) as a, np.load(other / STATE_FILE) as b:
             names = sorted(set(a.files) - {"meta"})
             same = names == sorted(set(b.files) - {"meta"}) and all(
-                a[n].dtype == b[n].dtype and a[n].shape == b[n].shape and np.array_equal(a[n], b[n]) for n in names)
+                a[n].dtype == b[n].dtype and a[n].shape == b[n].shape and a[n].tobytes() == b[n].tobytes()
+                for n in names)
         found.append({"row": row, "reference": reference, "task": folder.parent.name, "seed": int(folder.name[4:]),
                       "identical": bool(same)})
     return pd.DataFrame(found, columns=["row", "reference", "task", "seed", "identical"])
