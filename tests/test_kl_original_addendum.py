@@ -18,7 +18,7 @@ from scipy import stats as st
 
 from typhoon.analysis import kl
 from typhoon.analysis.kl.original_design import ADDENDUM_AGAINST, BONFERRONI_FAMILY
-from typhoon.analysis.kl.original_report import spread_sentence
+from typhoon.analysis.kl.original_report import every_rule_sentence, spread_sentence
 from typhoon.paths import repo_root
 
 COUNTS = np.array([0, 50, 30, 15, 5])
@@ -251,3 +251,22 @@ def test_a_row_with_fewer_states_than_a_change_needs_is_not_decided_not_not_yet_
     verdicts = kl.predictions(kl.rows_table(states), kl.rate_table(states), None).set_index("prediction")
     assert verdicts.loc[6, "verdict"] == "not decided" and verdicts.loc[6, "evidence"].startswith("1 of 6 states")
     assert "numerics" not in kl.rows_not_yet_run(states)
+
+
+@pytest.mark.parametrize("budget_high, held", [(7.5e-4, True), (6.9e-4, False)])
+def test_the_answer_says_whether_every_2023_rule_at_once_leaves_the_papers_figure_inside_an_interval(budget_high, held):
+    """'all_plus' per token: an interval holds 7e-4 when its low end is at or below it and its high end at or above."""
+    rows = pd.DataFrame([
+        {"row": "all_plus", "unit": unit, "n_states": 6, "kl": kl_, "kl_ci_low": low, "kl_ci_high": high,
+         "ratio_to_paper": kl_ / 7e-4, "reaches_7e-4": low <= 7e-4 <= high}
+        for unit, kl_, low, high in (("bernoulli", 3.8e-4, 2.1e-4, 6.8e-4),
+                                     ("bernoulli_vs_budget", 4.2e-4, 2.3e-4, budget_high),
+                                     ("masked_distribution", 9e-4, 5e-4, 1.6e-3))])  # not a per-token unit
+    verdicts = pd.DataFrame([{"prediction": 9, "verdict": "fails" if held else "holds"}])
+    said = every_rule_sentence(rows, verdicts)
+    assert "('all_plus', 6 states)" in said and "×0.54 the paper's" in said and "masked_distribution" not in said
+    if held:
+        assert "the interval of bernoulli_vs_budget holds 7e-4" in said and "(prediction 9: fails)" in said
+    else:
+        assert "no interval holds 7e-4 (prediction 9: holds)" in said
+    assert every_rule_sentence(rows[rows["row"] != "all_plus"], verdicts) == ""

@@ -31,7 +31,7 @@ from typhoon.analysis.kl.finetune import (
 from typhoon.analysis.kl.original_design import ADDENDUM, ADDENDUM_AGAINST, CURVE_EPOCHS, HYPOTHESIS, ROWS
 from typhoon.analysis.kl.rows import BASELINE, rate_table, read_row_states, rows_not_yet_run, rows_table
 from typhoon.analysis.kl.units import KL_DEFINITIONS
-from typhoon.analysis.kl.verdicts import IDENTICAL_TO, factor_text, identity_table, predictions
+from typhoon.analysis.kl.verdicts import IDENTICAL_TO, PER_TOKEN, factor_text, identity_table, predictions
 
 #: the 2023 budget in the words every text uses (the README, notebook 30, the report, docs/results.md)
 BUDGET_2023 = "rate = p over all ids, specials included"
@@ -92,16 +92,36 @@ def finetune_sentence(finetune: pd.DataFrame) -> str:
     return "Fine-tuned under the 2023 phase 1: " + "; ".join(parts) + "."
 
 
+def every_rule_sentence(rows: pd.DataFrame, verdicts: pd.DataFrame | None) -> str:
+    """The row nearest the 2023 run ('all_plus', every 2023 rule at once) in both per-token units, whether an
+    interval holds 7e-4, and prediction 9's verdict."""
+    mine = rows[(rows["row"] == "all_plus") & rows["unit"].isin(PER_TOKEN)]
+    if mine.empty:
+        return ""
+    held = list(mine.loc[mine["reaches_7e-4"] == True, "unit"])  # noqa: E712 (None where untestable)
+    verdict = ("" if verdicts is None else
+               f" (prediction 9: {verdicts.loc[verdicts['prediction'] == 9, 'verdict'].iloc[0]})")
+    return (f"With every 2023 rule at once ('all_plus', {mine['n_states'].iloc[0]} states), per token: "
+            + "; ".join(f"{r.unit} {r.kl:.2g} [95 % {r.kl_ci_low:.2g}, {r.kl_ci_high:.2g}], ×{r.ratio_to_paper:.2g} "
+                        "the paper's" for r in mine.itertuples())
+            + (f": the interval of {' and '.join(held)} holds 7e-4, so at one MLM epoch the paper's figure is not "
+               "ruled out" if held else ": no interval holds 7e-4") + verdict + ".")
+
+
 def answer(tables: dict[str, pd.DataFrame]) -> str:
     """The study's answer to 'why is our KL 0.05x the paper's?' in sentences, every number from ``tables``."""
     from typhoon.analysis.kl.units import max_band_kl
 
     rows = tables["rows"]
     per_token = rows[rows["unit"] == "bernoulli"].set_index("row")
-    top = per_token["kl"].idxmax()
-    t = per_token.loc[top]
-    sentences = [f"Per token (the per-token Bernoulli KL, the paper's stated unit), the highest row at one MLM epoch "
-                 f"is '{top}' ({t.n_states} states): {t.kl:.2g} nats/token [95 % {t.kl_ci_low:.2g}, {t.kl_ci_high:.2g}], "
+    t = per_token.loc[per_token["kl"].idxmax()]
+    # rows whose states are bit-identical (prediction 8) give the very same KL: name them together
+    top = [row for row in per_token.index if per_token.loc[row, "kl"] == t.kl]
+    sentences = [f"Per token (the per-token Bernoulli KL, the paper's stated unit), the highest "
+                 + (f"row at one MLM epoch is '{top[0]}' ({t.n_states} states)" if len(top) == 1 else
+                    f"rows at one MLM epoch are {' and '.join(repr(row) for row in top)} (identical states, "
+                    f"{t.n_states} each)")
+                 + f": {t.kl:.2g} nats/token [95 % {t.kl_ci_low:.2g}, {t.kl_ci_high:.2g}], "
                  f"×{t.ratio_to_paper:.2g} the paper's 7e-4; the baseline is {per_token.loc[BASELINE, 'kl']:.2g}."
                  if BASELINE in per_token.index else ""]
     sentences.append(f"The band allows far more: min-max into [0.6, 1] can reach {max_band_kl(0.3, 0.4):.2g} nats/token "
@@ -131,6 +151,7 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
                                         f"'{ADDENDUM_AGAINST[row]}', {per_token.loc[row, 'against_direction_bonferroni']}"
                                         if pd.notna(per_token.loc[row].get("against_change")) else
                                         f"too few pairs with '{ADDENDUM_AGAINST[row]}' yet") for row in added) + ".")
+    sentences.append(every_rule_sentence(rows, tables.get("predictions")))
     waiting = [row for row in ADDENDUM_AGAINST if row not in per_token.index]
     if waiting:
         sentences.append(f"Not yet run: {', '.join(repr(row) for row in waiting)}.")
