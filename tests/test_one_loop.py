@@ -97,6 +97,13 @@ def test_a_curve_asked_for_fewer_epochs_than_it_has_is_refused(tmp_path, capsys)
     assert sorted(tmp_path.rglob("*")) == before  # nothing written
 
 
+@pytest.mark.parametrize("epochs, said", [("0", "--epochs 0: a curve runs to at least 1 MLM epoch"),
+                                           ("-3", "--epochs must be an integer >= 0, got -3")])
+def test_a_curve_of_no_epochs_is_refused_before_its_runs_are_read(tmp_path, capsys, epochs, said):
+    err = refused(["kl-original", "curve", "--epochs", epochs, "--out", str(tmp_path / "study")], capsys)
+    assert said in err and not (tmp_path / "study").exists()
+
+
 def test_a_checkpoint_folder_of_another_run_is_refused(tmp_path, capsys):
     checkpoints = tmp_path / "ck"
     other = kl_runs.curve_config("mrpc", 0).replace(seed=7).to_dict()

@@ -115,11 +115,13 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         if args.part == "finetune":
             check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
+        allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         if args.part == "curve":
             from typhoon.runner import check_curve  # light: the curve's run.json and resume notes
 
+            if args.epochs < 1:  # a curve advances its runs by MLM epochs: 0 would train nothing
+                raise ValueError(f"--epochs {args.epochs}: a curve runs to at least 1 MLM epoch")
             check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS)
-        allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         check_can_write(args.out)
     elif args.command == "reanalyse":
         from typhoon.runner.reanalyse import study_profile
