@@ -117,7 +117,7 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
     t = per_token.loc[per_token["kl"].idxmax()]
     # rows whose states are bit-identical (prediction 8) give the very same KL: name them together
     top = [row for row in per_token.index if per_token.loc[row, "kl"] == t.kl]
-    sentences = [f"Per token (the per-token Bernoulli KL, the paper's stated unit), the highest "
+    sentences = ["Per token (the per-token Bernoulli KL, the paper's stated unit), the highest "
                  + (f"row at one MLM epoch is '{top[0]}' ({t.n_states} states)" if len(top) == 1 else
                     f"rows at one MLM epoch are {' and '.join(repr(row) for row in top)} (identical states, "
                     f"{t.n_states} each)")
