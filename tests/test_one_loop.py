@@ -104,6 +104,22 @@ def test_a_curve_of_no_epochs_is_refused_before_its_runs_are_read(tmp_path, caps
     assert said in err and not (tmp_path / "study").exists()
 
 
+def test_a_row_whose_states_were_trained_under_another_definition_is_refused(tmp_path, capsys):
+    """The committed states of row 'p' (trained when the row was registered) pass; one whose stored config has
+    another p and EMA start is refused with the fields named, and nothing is trained or written."""
+    committed = REPO / "results" / "kl_original" / "states" / "p" / "mrpc"
+    shutil.copytree(committed, tmp_path / "states" / "p" / "mrpc")
+    kl_runs.check_row_states(tmp_path, ["p"], ("mrpc",))  # as registered: no error
+    run_file = tmp_path / "states" / "p" / "mrpc" / "seed1" / "run.json"
+    stored = json.loads(run_file.read_text())
+    stored["config"].update(p=0.2, ema_start="zeros")
+    run_file.write_text(json.dumps(stored))
+    before = {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*")}
+    err = refused(["kl-original", "rows", "--row", "p", "--tasks", "mrpc", "--out", str(tmp_path)], capsys)
+    assert "row 'p': the state" in err and "seed1 was trained under another definition (differs in ema_start, p)" in err
+    assert {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*")} == before
+
+
 def test_a_checkpoint_folder_of_another_run_is_refused(tmp_path, capsys):
     checkpoints = tmp_path / "ck"
     other = kl_runs.curve_config("mrpc", 0).replace(seed=7).to_dict()

@@ -104,7 +104,7 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
             allowed_of(RunConfig, "seed").check("--seeds", seed)
         check_can_write(args.out)
     elif args.command == "kl-original":
-        from typhoon.analysis.kl.original_design import SEEDS, TASKS, check_finetune_seeds, row_named
+        from typhoon.analysis.kl.original_design import ROWS, SEEDS, TASKS, check_finetune_seeds, row_named
 
         for name in args.row or []:
             row_named(name)
@@ -113,6 +113,11 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
             args.tasks[i] = canonical_task(task)
         for seed in args.seeds or []:
             allowed_of(RunConfig, "seed").check("--seeds", seed)
+        if args.part == "rows":
+            from typhoon.runner import check_row_states  # light: the states' run.json
+
+            check_row_states(Path(args.out), args.row or [row.name for row in ROWS], args.tasks or TASKS,
+                             args.seeds or SEEDS)
         if args.part == "finetune":
             check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)

@@ -58,8 +58,6 @@ def state_folder(name: str, task: str, seed: int) -> str:
     return f"states/{name}/{task}/seed{seed}"
 
 
-
-
 def curve_folder(task: str, seed: int) -> str:
     """A curve run's folder, relative to the study's."""
     return f"curve/{task}/seed{seed}"
@@ -98,7 +96,7 @@ def check_curve(out: Path, checkpoints: Path, epochs: int, tasks=TASKS, seeds=(0
                                  f"({reached} epochs in {folder}); name the folder that holds it, or remove {folder} "
                                  "to start that run over")
             saved = json.loads(note.read_text())
-            differ = config_differences(saved["config"], task, seed)
+            differ = config_differences(saved["config"], curve_config(task, seed))
             if differ or saved["epoch"] != reached:
                 raise ValueError(f"--checkpoints {checkpoints}: the resume state of {task}/seed{seed} belongs to "
                                  + (f"another run (differs in {', '.join(differ)})" if differ else
@@ -106,8 +104,25 @@ def check_curve(out: Path, checkpoints: Path, epochs: int, tasks=TASKS, seeds=(0
                                  + f": name the folder of this run's states, or remove {folder} to start it over")
 
 
-def config_differences(saved: dict, task: str, seed: int) -> list[str]:
-    """The fields in which a resume state's run differs from the curve run ``task``/``seed`` (its identity:
-    where it ran does not count)."""
-    found, expected = RunConfig.from_dict(saved).identity(), curve_config(task, seed).identity()
-    return sorted(k for k in set(found) | set(expected) if found.get(k) != expected.get(k))
+def check_row_states(out: Path, rows, tasks=TASKS, seeds=(0, 1, 2)) -> None:
+    """Refuse, before anything is written, a row whose states in ``out`` were trained under another definition
+    than the registered one: a row is registered before its first state, so a changed row would silently put new
+    states beside (or over) states of the old one. ValueError naming the state and the fields that differ."""
+    for row in rows:
+        for task in tasks:
+            for seed in seeds:
+                run_file = state_dir(out, row, task, seed) / "run.json"
+                if not run_file.is_file():
+                    continue
+                differ = config_differences(json.loads(run_file.read_text())["config"], row_config(row, task, seed))
+                if differ:
+                    raise ValueError(f"row '{row}': the state {run_file.parent} was trained under another definition "
+                                     f"(differs in {', '.join(differ)}): a row is registered before its states and "
+                                     "keeps its definition; register the change as a new row, or use another --out")
+
+
+def config_differences(saved: dict, expected: RunConfig) -> list[str]:
+    """The fields in which a stored run (``saved``, a config as a record stores it) differs from ``expected`` (its
+    identity: where it ran does not count; a field added since takes its default)."""
+    found, wanted = RunConfig.from_dict(saved).identity(), expected.identity()
+    return sorted(k for k in set(found) | set(wanted) if found.get(k) != wanted.get(k))
