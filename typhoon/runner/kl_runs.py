@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typhoon.analysis.kl.gap_causes import Cause
+from typhoon.analysis.kl.gap_causes import RUN_FILE, Cause
 from typhoon.analysis.kl.original_design import (
     ALL_2023,
     BACKBONE,
     CURVE_EPOCHS,
     FINETUNE_SETTINGS,
     PROFILE,
+    SEEDS,
     TASKS,
     row_named,
 )
@@ -65,7 +66,7 @@ def curve_folder(task: str, seed: int) -> str:
 
 def epochs_reached(folder: Path) -> int:
     """How many MLM epochs the curve run in ``folder`` has written (its ``run.json`` is written last)."""
-    run_file = Path(folder) / "run.json"
+    run_file = Path(folder) / RUN_FILE
     return json.loads(run_file.read_text())["epochs_reached"] if run_file.is_file() else 0
 
 
@@ -79,7 +80,7 @@ def state_note_path(state: Path) -> Path:
     return Path(state).with_name(Path(state).name + ".json")
 
 
-def check_curve(out: Path, checkpoints: Path, epochs: int, tasks=TASKS, seeds=(0, 1, 2)) -> None:
+def check_curve(out: Path, checkpoints: Path, epochs: int, tasks=TASKS, seeds=SEEDS) -> None:
     """Refuse, before anything is written, a curve asked for fewer epochs than a run has, and a checkpoint folder
     that does not hold each started run's resume state (or holds another run's): ValueError naming it."""
     for task in tasks:
@@ -104,14 +105,14 @@ def check_curve(out: Path, checkpoints: Path, epochs: int, tasks=TASKS, seeds=(0
                                  + f": name the folder of this run's states, or remove {folder} to start it over")
 
 
-def check_row_states(out: Path, rows, tasks=TASKS, seeds=(0, 1, 2)) -> None:
+def check_row_states(out: Path, rows, tasks=TASKS, seeds=SEEDS) -> None:
     """Refuse, before anything is written, a row whose states in ``out`` were trained under another definition
     than the registered one: a row is registered before its first state, so a changed row would silently put new
     states beside (or over) states of the old one. ValueError naming the state and the fields that differ."""
     for row in rows:
         for task in tasks:
             for seed in seeds:
-                run_file = state_dir(out, row, task, seed) / "run.json"
+                run_file = state_dir(out, row, task, seed) / RUN_FILE
                 if not run_file.is_file():
                     continue
                 differ = config_differences(json.loads(run_file.read_text())["config"], row_config(row, task, seed))

@@ -31,7 +31,13 @@ from typhoon.analysis.kl.finetune import (
 from typhoon.analysis.kl.original_design import ADDENDUM, ADDENDUM_AGAINST, CURVE_EPOCHS, HYPOTHESIS, ROWS
 from typhoon.analysis.kl.rows import BASELINE, rate_table, read_row_states, rows_not_yet_run, rows_table
 from typhoon.analysis.kl.units import KL_DEFINITIONS
-from typhoon.analysis.kl.verdicts import IDENTICAL_TO, PER_TOKEN, factor_text, identity_table, predictions
+from typhoon.analysis.kl.verdicts import (
+    IDENTICAL_TO,
+    factor_text,
+    identity_table,
+    per_token_rows,
+    predictions,
+)
 
 #: the 2023 budget in the words every text uses (the README, notebook 30, the report, docs/results.md)
 BUDGET_2023 = "rate = p over all ids, specials included"
@@ -95,7 +101,7 @@ def finetune_sentence(finetune: pd.DataFrame) -> str:
 def every_rule_sentence(rows: pd.DataFrame, verdicts: pd.DataFrame | None) -> str:
     """The row nearest the 2023 run ('all_plus', every 2023 rule at once) in both per-token units, whether an
     interval holds 7e-4, and prediction 9's verdict."""
-    mine = rows[(rows["row"] == "all_plus") & rows["unit"].isin(PER_TOKEN)]
+    mine = per_token_rows(rows, "all_plus")
     if mine.empty:
         return ""
     held = list(mine.loc[mine["reaches_7e-4"] == True, "unit"])  # noqa: E712 (None where untestable)
@@ -116,7 +122,7 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
     per_token = rows[rows["unit"] == "bernoulli"].set_index("row")
     t = per_token.loc[per_token["kl"].idxmax()]
     # rows whose states are bit-identical (prediction 8) give the very same KL: name them together
-    top = [row for row in per_token.index if per_token.loc[row, "kl"] == t.kl]
+    top = list(per_token.index[per_token["kl"] == t.kl])
     sentences = ["Per token (the per-token Bernoulli KL, the paper's stated unit), the highest "
                  + (f"row at one MLM epoch is '{top[0]}' ({t.n_states} states)" if len(top) == 1 else
                     f"rows at one MLM epoch are {' and '.join(repr(row) for row in top)} (identical states, "

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats as st
 
 from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state
+from typhoon.analysis.kl.gap_causes import RUN_FILE, STATE_FILE
 from typhoon.analysis.kl.original_design import ADDENDUM_AGAINST, BONFERRONI_FAMILY, ROWS
 from typhoon.analysis.kl.units import KL_DEFINITIONS, kl_definitions, rate_spread
 
@@ -35,7 +36,7 @@ BASELINE = "baseline"
 KL_FACTOR = 3.0  # 'within 3x': the KL-gap study's criterion for closing the gap
 #: every definition in nats and in bits: the table's 10 units
 UNITS = [name for base in KL_DEFINITIONS for name in (base, f"{base}_bits")]
-STATE_FILE, RUN_FILE = "masking_state.npz", "run.json"
+
 
 def paper_kl(unit: str) -> float:
     """The paper's 7e-4 nats/token in ``unit``'s measure: nats, or bits for the ``_bits`` units (7e-4 / ln 2)."""

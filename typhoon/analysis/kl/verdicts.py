@@ -27,6 +27,11 @@ def identity_table(out: str | Path) -> pd.DataFrame:
                      ignore_index=True)
 
 
+def per_token_rows(rows: pd.DataFrame, row: str) -> pd.DataFrame:
+    """``row``'s lines of the rows table in the per-token units (:data:`PER_TOKEN`)."""
+    return rows[(rows["row"] == row) & rows["unit"].isin(PER_TOKEN)]
+
+
 def _row_unit(rows: pd.DataFrame, row: str, unit: str) -> pd.Series | None:
     found = rows[(rows["row"] == row) & (rows["unit"] == unit)]
     return None if found.empty else found.iloc[0]
@@ -149,7 +154,7 @@ def predictions(rows: pd.DataFrame, rates: pd.DataFrame, curve: pd.DataFrame | N
             f"'{IDENTICAL_TO[row]}'" + ("" if len(c) == REGISTERED_PAIRS else f" ({REGISTERED_PAIRS} registered)")
             for row, c in counts.items()))
     claim = "'all_plus' does not reach 7e-4 under the per-token Bernoulli KL"
-    mine = rows[(rows["row"] == "all_plus") & rows["unit"].isin(PER_TOKEN)]
+    mine = per_token_rows(rows, "all_plus")
     if mine.empty:
         add(9, claim, NOT_YET_RUN, "")
     else:
