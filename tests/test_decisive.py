@@ -146,9 +146,10 @@ def test_the_runner_trains_look_by_look_and_writes_the_verdicts(tmp_path, monkey
     monkeypatch.setattr(sequential_grid, "get_profile", lambda name: spec)
     monkeypatch.setattr(study_loop, "get_profile", lambda name: spec)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
-    for reader in (device_settings, grid, decisive):  # this machine's numerics, wherever they are read
-        monkeypatch.setattr(reader, "numerics_here",
-                            lambda config: run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast"))
+    here = run_numerics.Numerics("bf16", "cpu", "unknown", "eager", "fast")
+    for reader in (device_settings, decisive):  # this machine's numerics, wherever they are read
+        monkeypatch.setattr(reader, "numerics_here", lambda config: here)
+    monkeypatch.setattr(grid, "bit_source_here", lambda config: run_numerics.BitSource(here, "AMD", "2.13.0+cpu"))
     monkeypatch.setattr(decisive_checks, "POWER_STUDIES", 2_000)  # the power's precision is not under test here
     batches, arm = [], {s: i for i, s in enumerate(spec.strategies)}
 

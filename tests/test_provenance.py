@@ -4,7 +4,9 @@ manifest (machine, commit, lock, wall time), one profile per folder, and committ
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -31,6 +33,24 @@ def test_the_numerics_of_a_record_and_of_this_machine():
     fp32 = resolve("cpu", dict(task="mrpc", strategy="random", seed=0), {"precision": "fp32", "device": "cpu"})
     assert device_settings.planned_numerics(fp32) == "fp32 on cpu"
     assert device_settings.planned_numerics(fp32.replace(precision="bf16")) == "bf16 on cpu"
+
+
+def test_this_machines_bit_source_names_its_cpu_vendor_and_torch_build():
+    """What reuse compares a record with: this CPU's vendor as /proc/cpuinfo names it, the installed torch build
+    as its package metadata says (neither read through typhoon.machine)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+              if line.startswith("model name")]
+    if not models:
+        pytest.skip("no CPU model name in /proc/cpuinfo here")
+    vendor = next((name for name in ("Intel", "AMD") if name.lower() in models[0].lower()), None)
+    if vendor is None:
+        pytest.skip(f"a CPU of another vendor ({models[0]}): the check knows Intel's and AMD's names")
+    fp32 = resolve("cpu", dict(task="mrpc", strategy="random", seed=0), {"precision": "fp32", "device": "cpu"})
+    here = device_settings.bit_source_here(fp32)
+    assert here.vendor == vendor
+    assert here.torch == importlib.metadata.version("torch")
+    assert (here.numerics.precision, here.numerics.device) == ("fp32", "cpu") and here.known
 
 
 def test_a_grid_is_not_resumed_with_other_numerics(tmp_path, monkeypatch):

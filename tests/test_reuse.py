@@ -15,15 +15,23 @@ from typhoon.training import device_settings
 
 BF16_AMX = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
 FP32_AVX2 = run_numerics.Numerics("fp32", "cpu", "avx2", "eager", "fast")
-CPU_FLAGS = {"amx": {"avx2": True, "avx512f": True, "avx512_bf16": True, "amx_bf16": True},
-             "avx2": {"avx2": True}}
+CPU_FLAGS = {"amx": {"avx2": True, "avx512f": True, "avx512_bf16": True, "amx_bf16": True,
+                     "model": "Intel(R) Xeon(R) Platinum 8488C"},
+             "avx2": {"avx2": True, "model": "AMD EPYC 7763 64-Core Processor"}}
+TORCH = "2.13.0+cpu"
+#: what decides a run's bits on the machine each numerics above comes from: an Intel Xeon with AMX, an AMD EPYC
+#: with AVX2 only, one torch build
+ON_XEON = run_numerics.BitSource(BF16_AMX, "Intel", TORCH)
+ON_EPYC = run_numerics.BitSource(FP32_AVX2, "AMD", TORCH)
 
 
-def ran(numerics: run_numerics.Numerics) -> dict:
-    """metrics.json of a finished run with these numerics, as an older record stores them (no `numerics`)."""
+def ran(numerics: run_numerics.Numerics, model: str | None = None, torch_build: str = TORCH) -> dict:
+    """metrics.json of a finished run with these numerics, as an older record stores them (no `numerics`), on
+    the CPU of :data:`CPU_FLAGS` for its kernels unless ``model`` names another."""
     flags = CPU_FLAGS["amx" if numerics.kernels == "amx" else "avx2"]
     return {"status": "ok", "final": {"dev_f1": 0.8}, "precision": numerics.precision, "device": numerics.device,
-            "attention": numerics.attention, "dropout": numerics.dropout, "hardware": {"cpu": flags}}
+            "attention": numerics.attention, "dropout": numerics.dropout,
+            "hardware": {"cpu": {**flags, "model": model or flags["model"]}}, "versions": {"torch": torch_build}}
 
 
 def settings_of(numerics: run_numerics.Numerics) -> device_settings.RunSettings:
@@ -32,9 +40,11 @@ def settings_of(numerics: run_numerics.Numerics) -> device_settings.RunSettings:
                                        numerics.attention, numerics.dropout, threads=1)
 
 
-def write(folder, config, numerics=BF16_AMX):
-    """The record of ``config`` as a finished run writes it (its config.json with what ``auto`` resolved to)."""
-    run_record.write_record(folder / config.relative_dir(), settings_of(numerics).stored_config(config), ran(numerics))
+def write(folder, config, numerics=BF16_AMX, **where):
+    """The record of ``config`` as a finished run writes it (its config.json with what ``auto`` resolved to);
+    ``where``: :func:`ran`'s CPU model and torch build."""
+    run_record.write_record(folder / config.relative_dir(), settings_of(numerics).stored_config(config),
+                            ran(numerics, **where))
 
 
 @pytest.fixture
@@ -92,21 +102,47 @@ def test_the_committed_results_are_searched_only_when_named(repo):
 def test_a_record_with_other_numerics_is_not_reused_and_the_reason_is_said(repo):
     write(repo / "outputs" / "bottleneck", BOTTLENECK, BF16_AMX)
     out = repo / "outputs" / "cpu"
-    source, passed = reuse.find_equal_record(CPU, out, here=FP32_AVX2)
-    assert source is None and passed[0]["theirs"] == BF16_AMX.key and passed[0]["ours"] == FP32_AVX2.key
-    source, passed = reuse.find_equal_record(CPU, out, here=BF16_AMX)
+    source, passed = reuse.find_equal_record(CPU, out, here=ON_EPYC)
+    assert source is None and passed[0]["theirs"] == ON_XEON.label and passed[0]["ours"] == ON_EPYC.label
+    source, passed = reuse.find_equal_record(CPU, out, here=ON_XEON)
     assert source == (repo / "outputs" / "bottleneck" / CPU.relative_dir()).resolve() and passed == []
     # an explicit precision that differs from what the record ran is another run
-    assert reuse.find_equal_record(CPU.replace(precision="fp32"), out, here=BF16_AMX)[0] is None
+    assert reuse.find_equal_record(CPU.replace(precision="fp32"), out, here=ON_XEON)[0] is None
+
+
+@pytest.mark.parametrize("where, differs", [
+    ({"model": "Intel(R) Xeon(R) Gold 6338"}, "Intel cpu"),  # the same AVX2 fp32 kernels, another vendor's CPU
+    ({"torch_build": "2.12.0+cpu"}, "torch 2.12.0+cpu"),  # the same CPU, another torch build
+    ({"model": "QEMU Virtual CPU"}, "unknown cpu"),  # a CPU no vendor is known of: nothing says it matches
+])
+def test_a_record_of_the_same_numerics_on_another_cpu_vendor_or_torch_build_is_not_reused(repo, where, differs):
+    """Equal numerics (precision, kernel family, attention, dropout) are not enough: another vendor's library
+    code paths or another torch build sum in another order, so the record is not what this machine computes."""
+    write(repo / "outputs" / "bottleneck", BOTTLENECK, FP32_AVX2, **where)
+    out = repo / "outputs" / "cpu"
+    source, passed = reuse.find_equal_record(CPU, out, here=ON_EPYC)
+    assert source is None and differs in passed[0]["theirs"] and passed[0]["ours"] == ON_EPYC.label
+    line = reuse.ReusePlan(other_numerics=passed).lines()[0]
+    assert line.startswith("not reused: 1 equal record(s) ran with other numerics, CPU vendor or torch build")
+    assert differs in line and "AMD cpu" in line
+    write(repo / "outputs" / "bottleneck", BOTTLENECK, FP32_AVX2)  # the same record made on this kind of machine
+    assert reuse.find_equal_record(CPU, out, here=ON_EPYC)[0] is not None
 
 
 def test_the_same_profiles_records_count_only_in_a_named_folder(repo):
     write(repo / "outputs" / "elsewhere", CPU)
     out = repo / "outputs" / "cpu"
-    assert reuse.find_equal_record(CPU, out, here=BF16_AMX)[0] is None  # a separate reproduction of the grid
-    named = reuse.find_equal_record(CPU, out, [repo / "outputs" / "elsewhere"], here=BF16_AMX)[0]
+    assert reuse.find_equal_record(CPU, out, here=ON_XEON)[0] is None  # a separate reproduction of the grid
+    named = reuse.find_equal_record(CPU, out, [repo / "outputs" / "elsewhere"], here=ON_XEON)[0]
     assert named == (repo / "outputs" / "elsewhere" / CPU.relative_dir()).resolve()
-    assert reuse.find_equal_record(CPU.replace(seed=1), out, here=BF16_AMX)[0] is None  # another run
+    assert reuse.find_equal_record(CPU.replace(seed=1), out, here=ON_XEON)[0] is None  # another run
+
+
+def here_is(monkeypatch, here: run_numerics.BitSource) -> None:
+    """This machine, where the grid's numerics check and its reuse read it, is ``here``."""
+    monkeypatch.setattr(device_settings, "numerics_here", lambda config: here.numerics)
+    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: here.numerics.label)
+    monkeypatch.setattr(grid, "bit_source_here", lambda config: here)
 
 
 def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(repo, monkeypatch):
@@ -114,9 +150,7 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
     cells. `reproduce --profile cpu` must train them all here, not copy them and then refuse the mix."""
     for config in get_profile("cpu").grid():
         write(repo / "results" / "bottleneck", config.replace(profile="bottleneck"), BF16_AMX)
-    for reader in (device_settings, grid):  # this machine's numerics, where the grid's checks and reuse read them
-        monkeypatch.setattr(reader, "numerics_here", lambda config: FP32_AVX2)
-    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: FP32_AVX2.label)
+    here_is(monkeypatch, ON_EPYC)
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     seen = []
 
@@ -129,9 +163,7 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
         study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
-    for reader in (device_settings, grid):  # this machine's numerics, where the grid's checks and reuse read them
-        monkeypatch.setattr(reader, "numerics_here", lambda config: BF16_AMX)
-    monkeypatch.setattr(device_settings, "planned_numerics", lambda config: BF16_AMX.label)
+    here_is(monkeypatch, ON_XEON)
     seen.clear()
     with pytest.raises(Stop):
         study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])

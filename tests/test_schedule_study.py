@@ -136,9 +136,11 @@ def test_the_fixed_cells_are_the_cpu_profiles_and_pi0_matters_only_to_the_mixtur
 
 
 def test_a_record_without_the_full_mask_loss_is_not_reused_for_the_schedules_grid(tmp_path):
-    here = run_numerics.Numerics("fp32", "cpu", "avx2", "eager", "fast")
+    numerics = run_numerics.Numerics("fp32", "cpu", "avx2", "eager", "fast")
+    here = run_numerics.BitSource(numerics, "AMD", "2.13.0+cpu")
     cpu = resolve("cpu", dict(task="mrpc", backbone="minilm-l6", strategy="random", seed=0))
-    metrics = {"status": "ok", "final": {"dev_f1": 0.8}, "numerics": here.to_dict()}
+    metrics = {"status": "ok", "final": {"dev_f1": 0.8}, "numerics": numerics.to_dict(),
+               "hardware": {"cpu": {"model": "AMD EPYC"}}, "versions": {"torch": "2.13.0+cpu"}}
     run_record.write_record(tmp_path / "cpu" / cpu.relative_dir(), cpu, metrics)
     wanted = resolve("schedules", dict(task="mrpc", backbone="minilm-l6", strategy="random", seed=0))
     source, passed = reuse.find_equal_record(wanted, tmp_path / "schedules", [tmp_path / "cpu"], here=here,

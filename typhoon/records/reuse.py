@@ -6,9 +6,10 @@ have computed. So a record stands in for a cell only when
 
 - it is a finished (``ok``) record of the same run: equal identities (``RunConfig.identity``), every
   ``auto`` resolved -- the record's from what it ran with, the cell's from what this machine would use;
-- its numerics equal this machine's (:class:`typhoon.records.run_numerics.Numerics` ``key``: precision, device
-  kind, matrix-product kernels, attention and dropout kernels): a bf16 record is no fp32 run, an AMX
-  record no AVX512-BF16 one;
+- what decided its bits is what would decide them here (:class:`typhoon.records.run_numerics.BitSource`: the
+  numerics -- precision, device kind, matrix-product kernels, attention and dropout kernels --, the CPU's
+  vendor and the torch build): a bf16 record is no fp32 run, an AMX record no AVX512-BF16 one, and an Intel
+  AVX-512 record no AMD AVX-512 one, nor a record of another torch build (their sums come in another order);
 - it lies where reuse may look (:func:`reuse_candidates`): the output folders beside this one and under
   ``<repo>/outputs/``, of another profile. The committed reference runs (``<repo>/results/``) are never
   searched unless named (``reproduce --reuse-from results/cpu``): a reproduction that copied the results
@@ -62,7 +63,8 @@ def reuse_candidates(out_dir: Path, reuse_from: Sequence[Path] = ()) -> list[Pat
 @dataclass
 class ReusePlan:
     """What :func:`reuse_equal_records` did: the records copied, and the equal runs it left because they
-    ran with other numerics (so the user sees why a cell trains although an equal record exists)."""
+    ran with other numerics, CPU vendor or torch build (so the user sees why a cell trains although an equal
+    record exists)."""
 
     copied: list[dict] = field(default_factory=list)  # {"record_path", "reused_from"}
     other_numerics: list[dict] = field(default_factory=list)  # {"record_path", "source", "theirs", "ours"}
@@ -73,8 +75,9 @@ class ReusePlan:
         if self.other_numerics:
             theirs = sorted({o["theirs"] for o in self.other_numerics})
             ours = sorted({o["ours"] for o in self.other_numerics})
-            out.append(f"not reused: {len(self.other_numerics)} equal record(s) ran with other numerics "
-                       f"({'; '.join(theirs)}) than this machine would use ({'; '.join(ours)}); those cells train here")
+            out.append(f"not reused: {len(self.other_numerics)} equal record(s) ran with other numerics, CPU vendor or "
+                       f"torch build ({'; '.join(theirs)}) than this machine would use ({'; '.join(ours)}); those cells "
+                       "train here")
         if self.lacking:
             missing = sorted({m for o in self.lacking for m in o["missing"]})
             out.append(f"not reused: {len(self.lacking)} equal record(s) hold no {', '.join(missing)}, which this "
@@ -93,10 +96,11 @@ def finished_record_of(run_dir: Path, config: RunConfig) -> tuple[RunConfig, dic
 
 
 def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Path] = (), *,
-                      here: run_numerics.Numerics,
+                      here: run_numerics.BitSource,
                       required: Sequence[str] = ()) -> tuple[Path | None, list[dict]]:
     """The first record under :func:`reuse_candidates` that can stand in for ``config``'s run on this
-    machine (``here``: its numerics, :func:`typhoon.training.device_settings.numerics_here`) and holds every
+    machine (``here``: what decides a run's bits here, :func:`typhoon.training.device_settings.bit_source_here`;
+    only a record whose :class:`~typhoon.records.run_numerics.BitSource` is known and equal) and holds every
     metric in ``required`` (the profile's ``required_metrics``), and the equal runs passed over on the way
     (with ``theirs``/``ours`` numerics, or the ``missing`` metrics). Records of the same profile count only
     in a named folder: in another folder they are a separate reproduction of the same grid, which must run
@@ -113,10 +117,10 @@ def find_equal_record(config: RunConfig, out_dir: Path, reuse_from: Sequence[Pat
             passed_over.append({"record_path": config.relative_dir().as_posix(), "source": str(run_dir),
                                 "missing": missing})
             continue
-        theirs = run_numerics.numerics_of_metrics(found[1])
-        if theirs.key != here.key:
+        theirs = run_numerics.bit_source_of_metrics(found[1])
+        if not theirs.same_bits_expected(here):
             passed_over.append({"record_path": config.relative_dir().as_posix(), "source": str(run_dir),
-                                "theirs": theirs.key, "ours": here.key})
+                                "theirs": theirs.label, "ours": here.label})
             continue
         return run_dir, []  # found: what was passed over on the way does not matter
     return None, passed_over
@@ -149,16 +153,16 @@ def reuse_record(config: RunConfig, out_dir: Path, source: Path) -> None:
 
 def reuse_equal_records(configs: list[RunConfig], out_dir: Path, reuse_from: Sequence[Path] = (),
                         required: Sequence[str] = (), *,
-                        numerics_here: Callable[[RunConfig], run_numerics.Numerics]) -> ReusePlan:
+                        bit_source_here: Callable[[RunConfig], run_numerics.BitSource]) -> ReusePlan:
     """For every cell without a complete record in ``out_dir``, copy a record that can stand in for it
-    (:func:`find_equal_record` with the ``required`` metrics, :func:`reuse_record`); ``numerics_here``: the
-    numerics a config would run in on this machine (:func:`typhoon.training.device_settings.numerics_here`,
+    (:func:`find_equal_record` with the ``required`` metrics, :func:`reuse_record`); ``bit_source_here``: what
+    would decide a config's bits on this machine (:func:`typhoon.training.device_settings.bit_source_here`,
     which the training stage resolves)."""
     plan = ReusePlan()
     for config in configs:
         if is_complete(Path(out_dir) / config.relative_dir(), config):
             continue
-        source, passed_over = find_equal_record(config, out_dir, reuse_from, here=numerics_here(config),
+        source, passed_over = find_equal_record(config, out_dir, reuse_from, here=bit_source_here(config),
                                                  required=required)
         plan.other_numerics += [p for p in passed_over if "missing" not in p]
         plan.lacking += [p for p in passed_over if "missing" in p]

@@ -40,7 +40,7 @@ from typhoon.runner.notebooks import (
     pair_notebooks,
 )
 from typhoon.runner.policy import StudyPolicy
-from typhoon.training import check_numerics, numerics_here
+from typhoon.training import bit_source_here, check_numerics
 
 
 def check_analysis_settings(settings: dict, profile: str) -> None:
@@ -89,7 +89,7 @@ class FixedGrid(StudyPolicy):
     def prepare(self, out_dir: Path, log: progress.RunLog, commit_records: bool) -> None:
         """Copy equal records made elsewhere, refuse mixed numerics, and say why a stale record is replaced."""
         reused = (reuse_equal_records(self.configs, out_dir, self.reuse_from, self.spec.required_metrics,
-                                      numerics_here=numerics_here)
+                                      bit_source_here=bit_source_here)
                   if self.reuse else None)
         for line in reused.lines() if reused is not None else []:
             print(line)

@@ -15,8 +15,8 @@ from typhoon import lazy_face
 # any module of the stage runs this file first, and the light ones (the progress file the grid's monitor
 # reads, the software versions) must not pay for torch (seconds).
 _HOMES = {
-    **dict.fromkeys(["RunSettings", "check_numerics", "numerics_here", "planned_numerics", "resolve_settings"],
-                    "device_settings"),
+    **dict.fromkeys(["RunSettings", "bit_source_here", "check_numerics", "numerics_here", "planned_numerics",
+                     "resolve_settings"], "device_settings"),
     **dict.fromkeys(["EncoderShape", "matmul_peak", "step_flops"], "flops"),
     **dict.fromkeys(["code_version", "git_commit", "library_versions"], "software"),
     **dict.fromkeys(["progress_path"], "progress_file"),

@@ -16,8 +16,8 @@ import torch
 
 from typhoon import paths
 from typhoon.config import DEVICES
-from typhoon.machine import CpuFeatures, cpu_features
-from typhoon.records import Numerics, is_complete, numerics_of_run, record_numerics
+from typhoon.machine import CpuFeatures, cpu_features, cpu_vendor
+from typhoon.records import BitSource, Numerics, is_complete, numerics_of_run, record_numerics
 from typhoon.training.flops import DTYPES, matmul_peak
 
 if TYPE_CHECKING:
@@ -147,6 +147,15 @@ def planned_numerics(config: RunConfig) -> str:
 def numerics_here(config: RunConfig) -> Numerics:
     """The full numerics ``config`` would run with on this machine: every ``auto`` resolved here."""
     return resolve_settings(config).numerics
+
+
+def bit_source_here(config: RunConfig) -> BitSource:
+    """What would decide the bits of ``config``'s run on this machine: its numerics, this CPU's vendor (off the
+    CPU, none: the kernels name the GPU) and this torch build, as a record of it would store them
+    (:func:`typhoon.records.bit_source_of_metrics`)."""
+    numerics = numerics_here(config)
+    vendor = cpu_vendor(cpu_features().model) if numerics.device == "cpu" else ""
+    return BitSource(numerics, vendor, torch.__version__)
 
 
 def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:
