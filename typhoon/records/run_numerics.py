@@ -108,6 +108,13 @@ class BitSource:
     vendor: str  # machine.cpu_vendor of the record's CPU model; "" off the CPU (the kernels name the GPU)
     torch: str  # the torch version and build, e.g. "2.13.0+cpu"
 
+    @classmethod
+    def of(cls, numerics: Numerics, cpu_model: str | None, torch_build: str) -> BitSource:
+        """The bit source of a run in ``numerics`` on the CPU named ``cpu_model`` with ``torch_build``: the vendor
+        counts only on the CPU (on a GPU the kernels name the device). A record's and this machine's are both made
+        here, so reuse compares like with like."""
+        return cls(numerics, machine.cpu_vendor(cpu_model) if numerics.device == "cpu" else "", torch_build)
+
     @property
     def label(self) -> str:
         """``"fp32 on AMD cpu (avx512), torch 2.13.0+cpu, eager attention, fast dropout"``."""
@@ -127,10 +134,9 @@ class BitSource:
 
 def bit_source_of_metrics(metrics: dict) -> BitSource:
     """What decided a record's bits, from its ``metrics.json`` (:class:`BitSource`)."""
-    found = numerics_of_metrics(metrics)
     cpu = (metrics.get("hardware") or {}).get("cpu") or {}
-    vendor = machine.cpu_vendor(cpu.get("model")) if found.device == "cpu" else ""
-    return BitSource(found, vendor, str((metrics.get("versions") or {}).get("torch") or "unknown"))
+    return BitSource.of(numerics_of_metrics(metrics), cpu.get("model"),
+                        str((metrics.get("versions") or {}).get("torch") or "unknown"))
 
 
 def record_numerics(run_dir: Path) -> str | None:

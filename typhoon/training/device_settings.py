@@ -16,7 +16,7 @@ import torch
 
 from typhoon import paths
 from typhoon.config import DEVICES
-from typhoon.machine import CpuFeatures, cpu_features, cpu_vendor
+from typhoon.machine import CpuFeatures, cpu_features
 from typhoon.records import BitSource, Numerics, is_complete, numerics_of_run, record_numerics
 from typhoon.training.flops import DTYPES, matmul_peak
 
@@ -153,9 +153,7 @@ def bit_source_here(config: RunConfig) -> BitSource:
     """What would decide the bits of ``config``'s run on this machine: its numerics, this CPU's vendor (off the
     CPU, none: the kernels name the GPU) and this torch build, as a record of it would store them
     (:func:`typhoon.records.bit_source_of_metrics`)."""
-    numerics = numerics_here(config)
-    vendor = cpu_vendor(cpu_features().model) if numerics.device == "cpu" else ""
-    return BitSource(numerics, vendor, torch.__version__)
+    return BitSource.of(numerics_here(config), cpu_features().model, torch.__version__)
 
 
 def check_numerics(configs: list[RunConfig], out_dir: Path, allow_mixed: bool = False) -> dict[str, int]:
