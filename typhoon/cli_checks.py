@@ -92,7 +92,9 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
         if args.workers is not None:
             allowed_of(Profile, "workers").check("--workers", args.workers)
     if args.command in ("kl-gap", "kl-original"):
-        execution = RunConfig(**execution_overrides(args.set))  # where the cells run, checked as every field is
+        instead = ("another rule, batch order or length is another registered row or curve: --row (rows), --curve "
+                   "all / all_plus / all_gpu (curve)" if args.command == "kl-original" else "")
+        execution = RunConfig(**execution_overrides(args.set, instead))  # where the cells run, checked as every field is
         if not (args.cluster or args.scheduler):  # else the cells run on other machines
             machine.check_device_visible(execution.device)
     if args.command == "kl-gap":
@@ -120,13 +122,24 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
                              args.seeds or SEEDS)
         if args.part == "finetune":
             check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
+        if args.part == "table":
+            from typhoon.runner import check_curve_runs  # light: the curve runs' run.json
+
+            check_curve_runs(Path(args.out))
         allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
         if args.part == "curve":
+            from typhoon.analysis.kl.original_design import curve_named
             from typhoon.runner import check_curve  # light: the curve's run.json and resume notes
 
+            curve_named(args.curve)
             if args.epochs < 1:  # a curve advances its runs by MLM epochs: 0 would train nothing
                 raise ValueError(f"--epochs {args.epochs}: a curve runs to at least 1 MLM epoch")
-            check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS)
+            if args.epochs_per_cell < 1:
+                raise ValueError(f"--epochs-per-cell {args.epochs_per_cell}: a cell trains at least 1 MLM epoch")
+            if args.rehearse is not None and args.rehearse < 1:
+                raise ValueError(f"--rehearse {args.rehearse}: a rehearsal needs at least 1 example per run")
+            check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS,
+                        args.curve, execution.device, args.rehearse)
         check_can_write(args.out)
     elif args.command == "reanalyse":
         from typhoon.runner.reanalyse import study_profile

@@ -13,7 +13,7 @@ from typhoon import lazy_face
 # transformers and torch (seconds), which backbones and mlm_head import.
 _HOMES = {
     **dict.fromkeys(["ADAPTED"], "adapted"),
-    **dict.fromkeys(["BACKBONES", "Backbone", "load_backbone", "minilm_dir", "seeded"], "backbones"),
+    **dict.fromkeys(["BACKBONES", "Backbone", "load_backbone", "minilm_dir", "seeded", "weights_digest"], "backbones"),
     **dict.fromkeys(["MaskedLM"], "mlm_head"),
 }
 __all__ = list(_HOMES)

@@ -228,6 +228,20 @@ class Backbone:
         return model
 
 
+def weights_digest(model: torch.nn.Module) -> str:
+    """The SHA-256 of every tensor of ``model``'s state dict (name, dtype, shape and bytes, in name order): two
+    models with one digest hold the same weights, whatever files they were loaded from (a GPU machine that was
+    sent only the tensors a backbone needs checks its copy with it: scripts/device_bundle.py)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        tensor = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def load_tokenizer(source: str | Path) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(str(source), use_fast=True)
 

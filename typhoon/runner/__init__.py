@@ -18,7 +18,7 @@ _HOMES = {
                      "resume_command", "stop_on_signals"], "stop"),
     **dict.fromkeys(["ReproduceOptions", "execution_overrides", "run_on_cluster", "run_policy"], "options"),
     **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),
-    **dict.fromkeys(["check_curve", "check_row_states"], "kl_runs"),
+    **dict.fromkeys(["check_curve", "check_curve_runs", "check_row_states"], "kl_runs"),
     **dict.fromkeys(["study_pages_of"], "reanalyse"),
 }
 # Modules other stages use whole: their names read qualified (``kl_studies.write_tables``), or one of them is the

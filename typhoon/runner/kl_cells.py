@@ -3,9 +3,9 @@
 - ``kl_state`` (:data:`KL_STATE`): phase 1 of a run alone (no fine-tuning: the KL depends on nothing after it),
   its masking state, MLM losses and a summary written whole into the cell's folder (:func:`run_phase_one`);
   kl-gap's causes and kl-original's rows;
-- ``curve_epoch`` (:data:`CURVE_EPOCH`): one more MLM epoch of a kl-original curve run
-  (:func:`run_curve_epoch`): it goes on from the run's resume state after the previous epoch, bit for bit as
-  an uninterrupted run, and writes the next. After the epoch, in the run's folder: ``epochs.csv`` (losses and
+- ``curve_epoch`` (:data:`CURVE_EPOCH`): the next MLM epochs of a kl-original curve run, one by default
+  (:func:`run_curve_epoch`): it goes on from the run's resume state after the last epoch, bit for bit as an
+  uninterrupted run, and writes the state after each epoch it trains. After the epoch, in the run's folder: ``epochs.csv`` (losses and
   every KL definition per epoch), ``trace.csv`` (the KL every ``TRACE_EVERY`` steps), ``mlm_loss.csv``,
   ``run.json`` (written last: the epoch is done) and, at the design's snapshot epochs, ``epoch<e>/
   masking_state.npz``; the resume state (model, optimizer, schedule, generators, strategy, about 0.3 GB:
@@ -102,7 +102,7 @@ class KlState(CellKind):
 
 
 # --------------------------------------------------------------------------------------------------
-# One curve epoch
+# A curve run's next epochs
 
 
 def _diagnostics(strategy, n_sequences: int) -> dict:
@@ -113,8 +113,9 @@ def _diagnostics(strategy, n_sequences: int) -> dict:
 
 
 def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, epoch: int, progress: bool = False) -> int:
-    """Bring the curve run of ``config`` to MLM ``epoch`` (at most one epoch past its last one), its files in
-    ``folder`` and its resume state at ``state_path``; returns the epochs it has reached."""
+    """Bring the curve run of ``config`` to MLM ``epoch``, its files in ``folder`` and its resume state at
+    ``state_path`` written at the end of every epoch (a stop loses only the epoch in flight); returns the epochs it
+    has reached."""
     import pandas as pd
     import torch
 
@@ -129,8 +130,6 @@ def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, epoch: in
     reached = epochs_reached(folder)
     if reached >= epoch:
         return reached
-    if epoch != reached + 1:
-        raise ValueError(f"{folder}: epoch {epoch} asked of a run at epoch {reached}; a cell adds one epoch")
     record_path = folder.as_posix()
     started = time.perf_counter()
     ctx = set_up(config, progress)
@@ -146,6 +145,7 @@ def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, epoch: in
         resume.load_strategy_state(strategy, saved["strategy"])
         resume.restore_rng_states(ctx, saved["rng"])
     n_sequences = len(ctx.data["train"])
+    clock = {"since": started}
 
     def at_step_end(step: int, epoch: int) -> None:
         if step % TRACE_EVERY == 0:
@@ -158,7 +158,9 @@ def run_curve_epoch(config: RunConfig, folder: Path, state_path: Path, epoch: in
                                 "train_loss": sum(train_losses) / max(len(train_losses), 1),
                                 "dev_loss": next(r["loss"] for r in rows if r["split"] == "dev"),
                                 **_diagnostics(strategy, n_sequences)})
-        extra["wall_s"] += time.perf_counter() - started
+        now = time.perf_counter()
+        extra["wall_s"] += now - clock["since"]  # this epoch's share (a cell may train several)
+        clock["since"] = now
         if epoch in SNAPSHOT_EPOCHS or epoch == config.mlm_epochs:
             snapshot = folder / f"epoch{epoch}" / STATE_FILE
             snapshot.parent.mkdir(parents=True, exist_ok=True)
@@ -195,8 +197,9 @@ class CurveEpoch(CellKind):
             run_curve_epoch(cell.config, Path(out_dir) / cell.folder, Path(cell.arg("state")), epoch)
         except Exception as err:  # the cell's own failure is its row; a stop propagates (the last epoch stays)
             return _failed(cell, err, started)
+        first = epoch - self.epochs(cell) + 1  # the first epoch this cell trains
         return cell_row(cell, "ok", seconds=time.perf_counter() - started,
-                        resumed=f"MLM epoch {epoch - 1}" if epoch > 1 else None)
+                        resumed=f"MLM epoch {first - 1}" if first > 1 else None)
 
     def is_done(self, cell: Cell, out_dir: Path) -> bool:
         return epochs_reached(Path(out_dir) / cell.folder) >= cell.arg("epoch")
@@ -205,7 +208,7 @@ class CurveEpoch(CellKind):
         return Path(cell.arg("state")).is_file()
 
     def epochs(self, cell: Cell) -> int:
-        return 1
+        return dict(cell.args).get("epochs", 1)
 
     def clean(self, cell: Cell, out_dir: Path) -> None:
         _remove_temp(Path(out_dir) / cell.folder)

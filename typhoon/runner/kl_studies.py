@@ -117,37 +117,43 @@ class KlOriginalFinetune(_OneLook):
 
 
 class KlOriginalCurve(StudyPolicy):
-    """kl-original's curve: each run (task, seed) one MLM epoch further at every look, until each has ``epochs``
-    (or all of its own); a cell per run and epoch, going on from the run's resume state in ``checkpoints``."""
+    """kl-original's ``curve`` (:data:`~typhoon.analysis.kl.original_design.CURVES`): each run (task, seed)
+    ``epochs_per_cell`` MLM epochs further at every look, until each has ``epochs`` (or all of its own); a cell per
+    run and stretch of epochs, going on from the run's resume state in ``checkpoints`` and writing every epoch's
+    files and state as it ends. ``rehearse``: the runs on that many examples (:func:`~typhoon.runner.kl_runs.
+    curve_config`), to try the machinery on a new machine."""
 
     title, log_name = "kl-original curve", "kl-original.log"
 
-    def __init__(self, checkpoints: Path, epochs: int, tasks=TASKS, seeds=SEEDS, execution: dict | None = None):
+    def __init__(self, checkpoints: Path, epochs: int, tasks=TASKS, seeds=SEEDS, execution: dict | None = None,
+                 curve: str = "all", epochs_per_cell: int = 1, rehearse: int | None = None):
         self.checkpoints, self.runs = Path(checkpoints).resolve(), [(task, seed) for task in tasks for seed in seeds]
-        self.execution = execution or {}
+        self.execution, self.curve, self.epochs_per_cell = execution or {}, curve, epochs_per_cell
         self.target = {run: min(epochs, CURVE_EPOCHS[run[0]]) for run in self.runs}
-        self.configs = [curve_config(*run) for run in self.runs]
+        self.configs = {run: curve_config(*run, curve, rehearse) for run in self.runs}
 
-    def epoch_cell(self, task: str, seed: int, epoch: int) -> Cell:
-        return Cell(curve_config(task, seed), kind="curve_epoch", folder=curve_folder(task, seed),
-                    args=(("epoch", epoch), ("state", str(state_path(self.checkpoints, task, seed))))).placed(**self.execution)
+    def epoch_cell(self, task: str, seed: int, epoch: int, reached: int) -> Cell:
+        return Cell(self.configs[task, seed], kind="curve_epoch", folder=curve_folder(task, seed, self.curve),
+                    args=(("epoch", epoch), ("epochs", epoch - reached),
+                          ("state", str(state_path(self.checkpoints, task, seed, self.curve))))).placed(**self.execution)
 
     def cells(self, out_dir: Path) -> list[Cell]:
-        return [self.epoch_cell(*run, self.target[run]) for run in self.runs]
+        return [self.epoch_cell(*run, self.target[run], 0) for run in self.runs]
 
     def next_look(self, out_dir: Path, log: progress.RunLog) -> list[Cell]:
-        behind = [(run, epochs_reached(Path(out_dir) / curve_folder(*run))) for run in self.runs]
-        return [self.epoch_cell(*run, reached + 1) for run, reached in behind if reached < self.target[run]]
+        behind = [(run, epochs_reached(Path(out_dir) / curve_folder(*run, self.curve))) for run in self.runs]
+        return [self.epoch_cell(*run, min(reached + self.epochs_per_cell, self.target[run]), reached)
+                for run, reached in behind if reached < self.target[run]]
 
     def describe(self, out_dir: Path) -> str:
-        reached = [epochs_reached(Path(out_dir) / curve_folder(*run)) for run in self.runs]
-        return (f"{len(self.runs)} curve runs at epochs {'/'.join(map(str, reached))}, to "
+        reached = [epochs_reached(Path(out_dir) / curve_folder(*run, self.curve)) for run in self.runs]
+        return (f"{len(self.runs)} runs of the curve '{self.curve}' at epochs {'/'.join(map(str, reached))}, to "
                 f"{'/'.join(str(self.target[run]) for run in self.runs)}")
 
     def preflight(self) -> None:
         from typhoon.runner.grid import preflight
 
-        preflight(self.configs[:1])
+        preflight(list(self.configs.values())[:1])
 
     def go_on(self, ran: pd.DataFrame, log: progress.RunLog) -> bool:
         if ran["status"].isin(["ok", "skipped"]).all():
@@ -160,7 +166,8 @@ class KlOriginalCurve(StudyPolicy):
 
 
 def write_tables(out: Path) -> dict:
-    """The study's tables and README (:func:`typhoon.analysis.kl.write_report`) and, once a curve run
+    """The study's tables and README (:func:`typhoon.analysis.kl.write_report`; the command line has refused a
+    curve run that is not registered, :func:`~typhoon.runner.kl_runs.check_curve_runs`) and, once a curve run
     has landed, its figure of KL against MLM epochs (``typhoon.analysis.kl.CURVE_FIGURE``). Returns the tables."""
     from typhoon.analysis import kl as kl_original
     from typhoon.report import plot_kl_curve

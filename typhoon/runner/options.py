@@ -126,14 +126,14 @@ def run_policy(policy, out_dir, args: argparse.Namespace):
     return run_study(policy, Path(out_dir), workers=args.workers, profile_workers=get_profile(args.profile).workers)
 
 
-def execution_overrides(items: list[str] | None) -> dict:
+def execution_overrides(items: list[str] | None, instead: str = "") -> dict:
     """``--set`` of a study whose design fixes what its runs compute: only where they run (``device``,
-    ``num_threads``); ValueError naming any other key."""
+    ``num_threads``); ValueError naming any other key, and ``instead``: what the study offers in its place."""
     overrides = parse_overrides(items)
     other = sorted(set(overrides) - set(EXECUTION_FIELDS))
     if other:
         raise ValueError(f"--set {', '.join(other)}: the study's design fixes what its runs compute; here --set "
-                         f"takes only where they run: {', '.join(EXECUTION_FIELDS)}")
+                         f"takes only where they run: {', '.join(EXECUTION_FIELDS)}" + (f"; {instead}" if instead else ""))
     return overrides
 
 

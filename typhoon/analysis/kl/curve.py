@@ -35,13 +35,23 @@ END_OF_EPOCH, TRACE_READING = "end of epoch (registered)", "trace mean (suppleme
 TRACE_MEAN = "trace_mean_"  # a unit's geometric mean over an epoch's trace snapshots: this prefix + the unit
 
 
-def read_traces(out: str | Path) -> pd.DataFrame:
-    """Every curve run's ``trace.csv`` (one row per snapshot within an epoch), with its task and seed."""
-    frames = [pd.read_csv(path).assign(task=path.parts[-3], seed=int(path.parent.name[4:]))
-              for path in sorted(Path(out).glob("curve/*/seed*/trace.csv"))]
+def read_traces(out: str | Path, folder: str = "curve") -> pd.DataFrame:
+    """Every run's ``trace.csv`` of the curve in ``folder`` (one row per snapshot within an epoch), with its task
+    and seed."""
+    frames = [_trace(path).assign(task=path.parts[-3], seed=int(path.parent.name[4:]))
+              for path in sorted(Path(out).glob(f"{folder}/*/seed*/trace.csv"))]
+    frames = [frame for frame in frames if not frame.empty]
     if not frames:
-        raise FileNotFoundError(f"{out}: no curve trace (curve/<task>/seed<k>/trace.csv)")
+        raise FileNotFoundError(f"{out}: no curve trace ({folder}/<task>/seed<k>/trace.csv)")
     return pd.concat(frames, ignore_index=True)
+
+
+def _trace(path: Path) -> pd.DataFrame:
+    """A run's trace; empty where its epochs were shorter than TRACE_EVERY steps (a rehearsal's: no snapshot)."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def trace_means(traces: pd.DataFrame) -> pd.DataFrame:
@@ -53,16 +63,17 @@ def trace_means(traces: pd.DataFrame) -> pd.DataFrame:
     return means.assign(trace_snapshots=grouped.size()).reset_index()
 
 
-def read_curves(out: str | Path) -> pd.DataFrame:
-    """Every curve run's ``epochs.csv`` (one row per MLM epoch), with its task and seed, and, where the run
-    has a trace, each epoch's trace mean beside it (:func:`trace_means`; only the epochs the run finished)."""
+def read_curves(out: str | Path, folder: str = "curve") -> pd.DataFrame:
+    """Every run's ``epochs.csv`` of the curve in ``folder`` (one row per MLM epoch), with its task and seed, and,
+    where the run has a trace, each epoch's trace mean beside it (:func:`trace_means`; only the epochs the run
+    finished)."""
     frames = [pd.read_csv(path).assign(task=path.parts[-3], seed=int(path.parent.name[4:]))
-              for path in sorted(Path(out).glob("curve/*/seed*/epochs.csv"))]
+              for path in sorted(Path(out).glob(f"{folder}/*/seed*/epochs.csv"))]
     if not frames:
-        raise FileNotFoundError(f"{out}: no curve run (curve/<task>/seed<k>/epochs.csv)")
+        raise FileNotFoundError(f"{out}: no curve run ({folder}/<task>/seed<k>/epochs.csv)")
     curves = pd.concat(frames, ignore_index=True)
     try:
-        traces = read_traces(out)
+        traces = read_traces(out, folder)
     except FileNotFoundError:
         return curves
     return curves.merge(trace_means(traces), on=["task", "seed", "epoch"], how="left")
@@ -79,15 +90,15 @@ def readings(curves: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return found
 
 
-def curve_change(curves: pd.DataFrame) -> pd.DataFrame:
+def curve_change(curves: pd.DataFrame, row: str = CURVE_ROW) -> pd.DataFrame:
     """Per reading (:func:`readings`) and unit: the paired log ratio of the KL at the last epoch all runs
     reached to epoch 1, as a factor with its 95 % t interval over the runs (prediction 5, on the end-of-epoch
-    reading: the KL rises with the epochs)."""
-    return pd.concat([_change(frame).assign(reading=name) for name, frame in readings(curves).items()],
+    reading: the KL rises with the epochs); ``row``: the row the curve follows."""
+    return pd.concat([_change(frame, row).assign(reading=name) for name, frame in readings(curves).items()],
                      ignore_index=True).pipe(lambda t: t[["reading", *t.columns.drop("reading")]])
 
 
-def _change(curves: pd.DataFrame) -> pd.DataFrame:
+def _change(curves: pd.DataFrame, row: str) -> pd.DataFrame:
     last = int(curves.groupby(["task", "seed"])["epoch"].max().min())
     first_rows = curves[curves["epoch"] == 1].set_index(["task", "seed"])
     last_rows = curves[curves["epoch"] == last].set_index(["task", "seed"]).loc[first_rows.index]
@@ -95,7 +106,7 @@ def _change(curves: pd.DataFrame) -> pd.DataFrame:
     for unit in UNITS:
         ratio, low, high = t_interval(np.log(last_rows[unit].to_numpy(float) / first_rows[unit].to_numpy(float)))
         out.append({"unit": unit, "runs": len(first_rows), "last_common_epoch": last,
-                    "epochs_planned": f"{CURVE_ROW} row, 100 (MRPC) / 80 (CoLA)",
+                    "epochs_planned": f"{row} row, {CURVE_EPOCHS['mrpc']} (MRPC) / {CURVE_EPOCHS['cola']} (CoLA)",
                     "kl_epoch1": float(np.exp(np.log(first_rows[unit]).mean())),
                     "kl_last": float(np.exp(np.log(last_rows[unit]).mean())),
                     "change": math.exp(ratio), "change_ci_low": math.exp(low), "change_ci_high": math.exp(high),
@@ -171,10 +182,11 @@ def reading_trend(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def trace_spread(out: str | Path, unit: str = "bernoulli") -> pd.DataFrame:
-    """How much a snapshot's timing within an epoch moves the KL: per curve run and epoch, the lowest and
-    highest ``unit`` of its trace (every TRACE_EVERY steps), their ratio and the value at the epoch's end."""
-    grouped = read_traces(out).groupby(["task", "seed", "epoch"])[unit]
+def trace_spread(out: str | Path, unit: str = "bernoulli", folder: str = "curve") -> pd.DataFrame:
+    """How much a snapshot's timing within an epoch moves the KL: per run of the curve in ``folder`` and epoch,
+    the lowest and highest ``unit`` of its trace (every TRACE_EVERY steps), their ratio and the value at the
+    epoch's end."""
+    grouped = read_traces(out, folder).groupby(["task", "seed", "epoch"])[unit]
     spread = pd.DataFrame({"lowest": grouped.min(), "highest": grouped.max(), "last_traced": grouped.last()})
     return spread.assign(highest_over_lowest=spread["highest"] / spread["lowest"]).reset_index()
 

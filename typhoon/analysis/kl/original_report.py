@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from typhoon.analysis.kl.as_measured import (
+    measured_addendum,
+    measured_sentence,
+    measurement_name,
+    same_states,
+)
 from typhoon.analysis.kl.curve import (
     CURVE_FIGURE,
     END_OF_EPOCH,
@@ -28,8 +34,20 @@ from typhoon.analysis.kl.finetune import (
     decisive_margins_and_sds,
     finetune_table,
 )
-from typhoon.analysis.kl.original_design import ADDENDUM, ADDENDUM_AGAINST, CURVE_EPOCHS, HYPOTHESIS, ROWS
+from typhoon.analysis.kl.original_design import (
+    ADDENDUM,
+    ADDENDUM_AGAINST,
+    CURVE_EPOCHS,
+    HYPOTHESIS,
+    ROWS,
+    SECOND_ADDENDUM,
+)
 from typhoon.analysis.kl.rows import BASELINE, rate_table, read_row_states, rows_not_yet_run, rows_table
+from typhoon.analysis.kl.second_addendum import (
+    addendum_predictions,
+    second_addendum_section,
+    second_addendum_tables,
+)
 from typhoon.analysis.kl.units import KL_DEFINITIONS
 from typhoon.analysis.kl.verdicts import (
     IDENTICAL_TO,
@@ -98,16 +116,18 @@ def finetune_sentence(finetune: pd.DataFrame) -> str:
     return "Fine-tuned under the 2023 phase 1: " + "; ".join(parts) + "."
 
 
-def every_rule_sentence(rows: pd.DataFrame, verdicts: pd.DataFrame | None) -> str:
+def every_rule_sentence(rows: pd.DataFrame, verdicts: pd.DataFrame | None, same: dict[str, str] | None = None) -> str:
     """The row nearest the 2023 run ('all_plus', every 2023 rule at once) in both per-token units, whether an
-    interval holds 7e-4, and prediction 9's verdict."""
+    interval holds 7e-4, and prediction 9's verdict; ``same``: the rows that share their states
+    (:func:`~typhoon.analysis.kl.as_measured.same_states`), named together."""
     mine = per_token_rows(rows, "all_plus")
     if mine.empty:
         return ""
+    name = measurement_name("all_plus", same or {})
     held = list(mine.loc[mine["reaches_7e-4"] == True, "unit"])  # noqa: E712 (None where untestable)
     verdict = ("" if verdicts is None else
                f" (prediction 9: {verdicts.loc[verdicts['prediction'] == 9, 'verdict'].iloc[0]})")
-    return (f"With every 2023 rule at once ('all_plus', {mine['n_states'].iloc[0]} states), per token: "
+    return (f"With every 2023 rule at once ('{name}', {mine['n_states'].iloc[0]} states), per token: "
             + "; ".join(f"{r.unit} {r.kl:.2g} [95 % {r.kl_ci_low:.2g}, {r.kl_ci_high:.2g}], ×{r.ratio_to_paper:.2g} "
                         "the paper's" for r in mine.itertuples())
             + (f": the interval of {' and '.join(held)} holds 7e-4, so at one MLM epoch the paper's figure is not "
@@ -121,12 +141,13 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
     rows = tables["rows"]
     per_token = rows[rows["unit"] == "bernoulli"].set_index("row")
     t = per_token.loc[per_token["kl"].idxmax()]
-    # rows whose states are bit-identical (prediction 8) give the very same KL: name them together
-    top = list(per_token.index[per_token["kl"] == t.kl])
+    # rows whose states are bit-identical (prediction 8) are one measurement: named once, together
+    same = same_states(tables["identity"]) if "identity" in tables else {}
+    top = measurement_name(str(t.name), same)
     sentences = ["Per token (the per-token Bernoulli KL, the paper's stated unit), the highest "
-                 + (f"row at one MLM epoch is '{top[0]}' ({t.n_states} states)" if len(top) == 1 else
-                    f"rows at one MLM epoch are {' and '.join(repr(row) for row in top)} (identical states, "
-                    f"{t.n_states} each)")
+                 + (f"row at one MLM epoch is '{top}' ({t.n_states} states)" if " = " not in top else
+                    f"measurement at one MLM epoch is '{top}' (one measurement: the same {t.n_states} states bit "
+                    "for bit)")
                  + f": {t.kl:.2g} nats/token [95 % {t.kl_ci_low:.2g}, {t.kl_ci_high:.2g}], "
                  f"×{t.ratio_to_paper:.2g} the paper's 7e-4; the baseline is {per_token.loc[BASELINE, 'kl']:.2g}."
                  if BASELINE in per_token.index else ""]
@@ -146,18 +167,14 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
         sentences.append(text + " (prediction 2).")
     reaching = rows[(rows["reaches_7e-4"] == True) | (rows["within_3x"] == True)]  # noqa: E712
     units = sorted(set(reaching["unit"]) - {u for u in reaching["unit"] if u.endswith("_bits")})
-    sentences.append("Rows whose 95 % interval contains 7e-4 or lies within 3x of it, by unit: "
-                     + ("; ".join(f"{u}: {', '.join(reaching[reaching['unit'] == u]['row'])}" for u in units)
-                        if units else "none") + ". Per sequence is another unit than the paper's 'per token'.")
-    added = [row for row in ADDENDUM_AGAINST if row in per_token.index]
-    if added:
-        sentences.append("The addendum's rows, per-token Bernoulli KL against the row each changes (Bonferroni over 4): "
-                         + "; ".join(f"'{row}' {per_token.loc[row, 'kl']:.2g}, "
-                                     + (f"{factor_text(per_token.loc[row], 'against_', bonferroni=True)} against "
-                                        f"'{ADDENDUM_AGAINST[row]}', {per_token.loc[row, 'against_direction_bonferroni']}"
-                                        if pd.notna(per_token.loc[row].get("against_change")) else
-                                        f"too few pairs with '{ADDENDUM_AGAINST[row]}' yet") for row in added) + ".")
-    sentences.append(every_rule_sentence(rows, tables.get("predictions")))
+    sentences.append("Rows whose 95 % interval contains 7e-4 or lies within 3x of it, by unit (rows that share their "
+                     "states named once): "
+                     + ("; ".join(f"{u}: {', '.join(_measurements(reaching[reaching['unit'] == u]['row'], same))}"
+                                  for u in units) if units else "none")
+                     + ". Per sequence is another unit than the paper's 'per token'.")
+    if "addendum_measured" in tables:
+        sentences.append(measured_sentence(tables["addendum_measured"]))
+    sentences.append(every_rule_sentence(rows, tables.get("predictions"), same))
     waiting = [row for row in ADDENDUM_AGAINST if row not in per_token.index]
     if waiting:
         sentences.append(f"Not yet run: {', '.join(repr(row) for row in waiting)}.")
@@ -192,6 +209,11 @@ def answer(tables: dict[str, pd.DataFrame]) -> str:
     return " ".join(s for s in sentences if s)
 
 
+def _measurements(rows, same: dict[str, str]) -> list[str]:
+    """Each row once as its measurement ('sampler = all_plus'), in the rows' order."""
+    return list(dict.fromkeys(measurement_name(same.get(row, row), same) for row in rows))
+
+
 def _markdown(frame: pd.DataFrame) -> str:
     return frame.to_markdown(index=False, floatfmt=".3g")
 
@@ -203,6 +225,8 @@ def study_tables(out: str | Path, states: pd.DataFrame | None = None) -> dict[st
     out = Path(out)
     states = read_row_states(out) if states is None else states
     tables = {"rows": rows_table(states), "rates": rate_table(states), "identity": identity_table(out)}
+    tables["addendum_measured"] = measured_addendum(states, tables["rows"], tables["identity"])
+    curves = None
     try:
         curves = read_curves(out)
         tables["curve"], tables["curve_epochs"] = curve_change(curves), curves
@@ -211,11 +235,13 @@ def study_tables(out: str | Path, states: pd.DataFrame | None = None) -> dict[st
         tables["curve_levels"] = curve_levels(curves, read_traces(out))
     except FileNotFoundError:
         pass
+    tables.update(second_addendum_tables(out, curves))
     try:
         tables["finetune"] = finetune_table(out, *decisive_margins_and_sds())
     except FileNotFoundError:
         pass
-    tables["predictions"] = predictions(tables["rows"], tables["rates"], tables.get("curve"), tables["identity"])
+    tables["predictions"] = pd.concat([predictions(tables["rows"], tables["rates"], tables.get("curve"),
+                                                   tables["identity"]), addendum_predictions(tables)], ignore_index=True)
     return tables
 
 
@@ -244,7 +270,7 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
         "(`typhoon/analysis/kl/`: `rows.py`, `curve.py`, `finetune.py`, `verdicts.py`, `original_report.py`); "
         "design: `typhoon/analysis/kl/original_design.py`; runs: `typhoon/runner/kl_studies.py`. States per row: "
         + ", ".join(f"{row} {counts.get(row, 0)}" for row in [r.name for r in ROWS]) + ".\n",
-        "## Registered hypothesis\n", HYPOTHESIS + "\n", ADDENDUM + "\n",
+        "## Registered hypothesis\n", HYPOTHESIS + "\n", ADDENDUM + "\n", SECOND_ADDENDUM + "\n",
         "## The answer\n", answer(tables) + "\n",
         "## The predictions\n", _markdown(tables["predictions"]) + "\n",
         "A change 'raises' or 'lowers' the KL when its 95 % interval excludes ×1, 'leaves' it when the interval "
@@ -272,6 +298,7 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
     ]
     if "curve" in tables:
         sections += _curve_section(tables)
+    sections += second_addendum_section(tables)
     if "finetune" in tables:
         sections += ["## Fine-tuned: typhoon_2023 minus random and minus random_2023 under the 2023 phase 1\n",
                      _markdown(tables["finetune"]) + "\n",
@@ -304,8 +331,19 @@ def _addendum_section(tables: dict[str, pd.DataFrame], waiting: list[str]) -> li
                        else "fewer than two pairs yet"),
         "vs against (Bonferroni)": r.against_direction_bonferroni if pd.notna(r.against_change) else ""}
         for r in (s for _, s in mine.iterrows())])
+    measured = tables.get("addendum_measured")
+    if measured is not None and not measured.empty:
+        testable = measured[measured["testable"]]
+        lines += ["### As the states show them\n",
+                  _markdown(measured.drop(columns=["rows"]).astype(object).where(measured.notna(), "")) + "\n",
+                  "One line per comparison the states can make (`tables/addendum_measured.csv`): rows whose states are "
+                  "bit for bit the same (prediction 8) are one measurement, named together; a row whose states are "
+                  "those of the row it is compared with cannot differ from it, so its line is untestable (`why`) and "
+                  f"leaves the family; Bonferroni over the {len(testable)} testable comparisons (`family`). "
+                  "`registered`: the same line as registered, Bonferroni over the addendum's 4 (the table below).\n",
+                  "### As registered\n"]
     lines += ["Per-token Bernoulli KL (nats/token); each change is the geometric mean ratio over the paired (task, "
-              "seed) states, 95 % t interval unadjusted and Bonferroni over the addendum's 4 rows.\n",
+              "seed) states, 95 % t interval unadjusted and Bonferroni over the addendum's 4 rows, as registered.\n",
               _markdown(shown) + "\n"]
     identity = tables["identity"]
     if not identity.empty:

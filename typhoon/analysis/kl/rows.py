@@ -45,7 +45,7 @@ def paper_kl(unit: str) -> float:
 
 def read_row_states(out: str | Path) -> pd.DataFrame:
     """One row per finished state of ``out/states/<row>/<task>/seed<k>/``: its KL under every definition,
-    realised rate, spread of the rates, MLM losses and numerics."""
+    realised rate, spread of the rates, training tokens, MLM losses and numerics."""
     records = []
     for run_file in sorted(Path(out).glob(f"states/*/*/seed*/{RUN_FILE}")):
         folder = run_file.parent
@@ -54,11 +54,14 @@ def read_row_states(out: str | Path) -> pd.DataFrame:
         p = float(summary["config"]["p"])
         numerics = summary.get("numerics", {})
         records.append({"row": folder.parts[-3], "task": folder.parts[-2], "seed": int(folder.name[4:]), "p": p,
+                        "max_length": summary["config"].get("max_length"),
                         **kl_definitions(state["probs"], state["counts"], p, int(summary["n_train"])),
                         **rate_spread(state["probs"], state["counts"]),
                         # the token-weighted mean band value of the maskable types: the top type sits at 1
                         "mean_band_value": float(np.dot(state["probs"], state["counts"]) / state["counts"].sum()
                                                  / state["probs"].max()),
+                        # every token of the training text, specials included where the state counts them
+                        "training_tokens": int(state["counts"].sum()) + int(np.sum(state.get("special_counts", 0))),
                         "mlm_first_loss": summary.get("mlm_first_loss"), "mlm_dev_loss": summary.get("mlm_dev_loss"),
                         "numerics": f"{numerics.get('precision')} on {numerics.get('device')}"})
     return pd.DataFrame(records)
