@@ -14,24 +14,32 @@ from pathlib import Path
 from conftest import REPO
 
 
-def start(out: Path, *extra: str, faults=None) -> subprocess.Popen:
+def start(out: Path, *extra: str, faults=None, estimate: bool = False, stderr_apart: bool = False) -> subprocess.Popen:
+    """``reproduce --profile smoke`` into ``out``, its output in a log file (``proc.log_path``); ``stderr_apart``:
+    stderr in a file of its own (``proc.stderr_path``), not in the log. ``proc.started``: ``time.time()`` just before
+    the process was started."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TYPHOON_FAULT_INJECT", None)
     if faults:
         env["TYPHOON_FAULT_INJECT"] = json.dumps(faults)
-    # --no-estimate: the estimate's calibration (typhoon.runner.estimate; tested in test_estimate) would add a minute to
-    # every invocation here
-    cmd = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out), "--no-estimate",
-           *extra]
+    # --no-estimate unless asked: the estimate's calibration (typhoon.runner.estimate; tested in test_estimate) would
+    # add a minute to every invocation here that has cells to train
+    cmd = [sys.executable, "-m", "typhoon", "reproduce", "--profile", "smoke", "--out", str(out),
+           *([] if estimate else ["--no-estimate"]), *extra]
     log_path = out.parent / f"{out.name}-{time.monotonic_ns()}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    proc.log_path = log_path
+    stderr_path = log_path.with_suffix(".stderr") if stderr_apart else None
+    with open(log_path, "w") as log, open(stderr_path or os.devnull, "w") as err:
+        started = time.time()
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=err if stderr_apart else subprocess.STDOUT,
+                                start_new_session=True)
+    proc.log_path, proc.stderr_path, proc.started = log_path, stderr_path, started
     return proc
 
 
 def finish(proc: subprocess.Popen, timeout: float = 1200) -> tuple[int, str]:
+    """Wait for the batch; its exit status and log. ``proc.ended``: ``time.time()`` once it had ended."""
     code = proc.wait(timeout=timeout)
+    proc.ended = time.time()
     return code, proc.log_path.read_text()
 
 

@@ -106,6 +106,26 @@ def test_other_numerics_with_every_dev_metric_equal_read_equal_not_differs(tmp_p
     assert status[("random", 0)] == "differs (other numerics)" and status[("random", 1)] == "equal value, other numerics"
 
 
+def test_a_strategy_with_one_seed_is_one_pair_said_as_its_cell_compares_never_not_decided(tmp_path):
+    """The smoke grid's MiniLM cell: one seed in both runs, the same record in both. One pair has no interval, so
+    no verdict; the summary says so, and says the pair is bit-identical (as the cells line does), not that it is
+    "not decided". The two strategies with three seeds keep their verdicts."""
+    one_seed = {**REF, ("whole_word", 0): 0.83}
+    ref, run = make_run(tmp_path / "ref", one_seed), make_run(tmp_path / "run", one_seed)
+    comparison = reference.compare_with_reference(run, ref)
+    verdicts = comparison.means.set_index("strategy")["verdict"].to_dict()
+    assert verdicts == {"random": reference.AGREES, "typhoon": reference.AGREES, "whole_word": reference.ONE_PAIR}
+    summary = comparison.summary()
+    assert "cells: 7 bit-identical" in summary and "not decided" not in summary, summary
+    assert "2 agrees of 2 with two or more seeds" in summary, summary
+    assert ("1 of 3 with one seed in both runs (one pair: no interval, no verdict on the mean): "
+            "mrpc/minilm-l6/whole_word +0.0000, bit-identical") in summary, summary
+    # the same pair from other numerics, 0.012 apart: said with its difference and the cell's status
+    moved = make_run(tmp_path / "moved", {**REF, ("whole_word", 0): 0.842}, numerics=AVX2)
+    summary = reference.compare_with_reference(moved, ref).summary()
+    assert "mrpc/minilm-l6/whole_word +0.0120, differs (other numerics)" in summary, summary
+
+
 def test_mixed_numerics_and_a_missing_cell_are_said_per_cell(tmp_path):
     ref = make_run(tmp_path / "ref", REF)
     partial = {k: v for k, v in REF.items() if k != ("typhoon", 2)}

@@ -385,3 +385,53 @@ def test_a_resume_prices_what_is_left_from_its_own_estimate_without_calibrating(
     assert calls == [3, 2]
     estimate.estimate_grid("smoke", get_profile("smoke").grid({"p": 0.2})[:3], out, workers=2, analysis=False)
     assert calls == [3, 2, 3]  # other settings: the kept prices are not theirs (the first cell's record is of p=0.15)
+
+
+def test_only_a_calibration_that_ran_is_said_to_have_run(tmp_path, monkeypatch, capsys):
+    """Issue 68: a resume priced from its own estimate still said "while calibrating, ... got 51 %", and a rerun
+    with nothing to train "calibrated in 0 s: 1 calibration process(es)". The calls to the calibration are the
+    reference: where none was made, the text names where the prices (and the measured core share) came from."""
+    monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "cache"))
+    configs = get_profile("smoke").grid()[:3]
+    out = tmp_path / "out"
+    calls = []
+
+    def fake_calibration(todo, threads, processes, device=None, expected_s=None):  # other jobs held half the cores
+        calls.append(len(todo))
+        return [{**measured, "core_share": 0.51} for measured in _measured(todo)] * processes
+
+    monkeypatch.setattr(estimate, "run_calibration", fake_calibration)
+    monkeypatch.setattr(estimate.machine, "gpu_devices", lambda: [])
+    first = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=True)
+    assert calls == [3] and first.calibrated_now
+    assert "calibrated in" in first.text() and "while calibrating, the cells' processes got 51 %" in first.text()
+
+    # a resume: priced from the grid's own estimate, no calibration
+    from typhoon.records import provenance
+
+    provenance.record_stopped_invocation(out, "smoke", provenance.now(), 60.0, ["reproduce"], "stopped by SIGINT",
+                                         estimate=first.to_dict())
+    resumed = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=True)
+    assert calls == [3] and not resumed.calibrated_now
+    text = resumed.text()
+    assert "calibrated in" not in text and "while calibrating" not in text, text
+    assert "priced by this grid's own estimate" in text and "when these prices were measured, the cells' processes " \
+        "got 51 %" in text, text
+
+    # a restart in another folder: the kept calibration prices it, again none runs now
+    restarted = estimate.estimate_grid("smoke", configs, tmp_path / "other", workers=2, analysis=True)
+    assert calls == [3] and not restarted.calibrated_now
+    assert "while calibrating" not in restarted.text() and "when these prices were measured" in restarted.text()
+
+    # every cell complete: nothing to train, nothing calibrated, only the analysis is left to price
+    for config in configs:
+        run_record.write_record(out / config.relative_dir(), config,
+                                {"status": "ok", "final": {"dev_f1": 0.8}, "epochs": [], "device": "cpu"})
+    capsys.readouterr()
+    done = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=True)
+    assert calls == [3] and capsys.readouterr().out == ""
+    text = done.text()
+    assert text.splitlines()[0] == "estimate for profile 'smoke': 0 of 3 cells to run (3 complete): nothing to train, " \
+        "so no calibration", text
+    assert "calibrated in" not in text and "process(es)" not in text and "analysis notebooks ~" in text, text
+    assert done.calibration_s == 0.0 and done.how == "no calibration: no cell to run"

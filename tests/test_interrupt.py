@@ -8,6 +8,7 @@ temp file, progress file or partial record.
 """
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -103,18 +104,18 @@ def test_ctrl_c_stops_reproduce_within_seconds_and_leaves_nothing_half_done(tmp_
         assert run_record.read_json(run_dir / "metrics.json")["status"] == "ok"
     assert "Traceback" not in text
     assert "stopped by SIGINT" in text
-    assert_resume_hint(text, argv, REPO)
+    assert_resume_hint(text, argv)
     assert "stopped by SIGINT" in (out / "reproduce.log").read_text()
     print(f"reproduce: SIGINT to exit {seconds:.2f} s")
 
 
-def assert_resume_hint(text: str, argv: list[str], cwd: Path) -> None:
-    """The stop names the same command line, run by an interpreter that has the package: this test's own
-    (the command ran with it, from ``cwd``, without the venv on PATH), by its path from there."""
+def assert_resume_hint(text: str, argv: list[str]) -> None:
+    """The stop names the same command line (its paths absolute already), run by an interpreter that has the
+    package: this test's own (the command ran with it), by its absolute path."""
     (line,) = [line for line in text.splitlines() if "resume with: " in line]
-    python, _, rest = line.partition("resume with: ")[2].partition(" -m typhoon ")
-    assert rest == " ".join(argv)
-    assert (cwd / python).absolute() == Path(sys.executable).absolute() or python == "python", line
+    python, *words = shlex.split(line.partition("resume with: ")[2])
+    assert words == ["-m", "typhoon", *argv], line
+    assert Path(python).is_absolute() and Path(python).samefile(sys.executable), line
 
 
 @pytest.mark.slow  # runs `python -m typhoon run` and signals it
@@ -130,7 +131,7 @@ def test_sigterm_stops_run_and_leaves_no_lock_record_or_folder(tmp_path):
     assert seconds < 10, f"took {seconds:.1f} s to stop"
     assert "Traceback" not in text
     assert "stopped by SIGTERM: run runs/mrpc/tiny-random/random/seed0 not finished; no record written" in text
-    assert_resume_hint(text, argv, REPO)
+    assert_resume_hint(text, argv)
     # nothing is left but the cell's resume state, when the stop came after its MLM phase (its folders with it)
     state = out / "runs/mrpc/tiny-random/random/.seed0.resume.pt"
     left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -220,23 +221,32 @@ def test_clean_after_stop_keeps_records_and_live_writers(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "runs"]
 
 
-def test_resume_command_and_exit_codes(tmp_path):
-    on_path = tmp_path / "bin"
-    on_path.mkdir()
-    (on_path / "python").symlink_to(sys.executable)  # a python elsewhere, even one linked to this one
-    assert stop.resume_command(["run"], {"PATH": str(on_path)}).split(" ")[0] != "python"
-    venv_first = {"PATH": str(Path(sys.executable).parent)}  # this interpreter's bin folder first: an activated venv
-    assert stop.resume_command(["reproduce", "--out", "a b"], venv_first) == "python -m typhoon reproduce --out 'a b'"
-    # no `python` on PATH (or another one): the interpreter that has the package, by its path
-    named = stop.resume_command(["run", "--task", "mrpc"], {"PATH": str(tmp_path / "none")})
-    assert named.endswith(" -m typhoon run --task mrpc") and named.split(" ")[0] != "python"
-    assert Path(named.split(" ")[0]).absolute() == Path(sys.executable).absolute()
-    # started by make: the make command with its variables; flags make cannot pass keep the python form
-    make = {"MAKELEVEL": "1", **venv_first}
-    assert stop.resume_command(["reproduce", "--profile", "cpu", "--workers", "2"], make) == \
-        "make reproduce PROFILE=cpu WORKERS=2"
-    assert stop.resume_command(["reproduce", "--profile", "cpu", "--no-estimate"], make) == \
-        "python -m typhoon reproduce --profile cpu --no-estimate"
+def test_resume_command_is_one_absolute_form_from_any_folder_and_under_make(tmp_path, monkeypatch):
+    """Issue 68: "resume with:" printed a relative `.venv/bin/python` when started inside the repository, an
+    absolute path elsewhere, `python` with the venv on PATH and `make reproduce` under make. One form now: this
+    interpreter's absolute path (the file this test runs in, found through the file system) and the same words,
+    the paths absolute (resolved here by hand against the folder the command started from)."""
+    argv = ["reproduce", "--profile", "smoke", "--out", "a b", "--reuse-from=old", "--backbone", "minilm-l6"]
+    (tmp_path / "checkpoint").mkdir()
+    said = []
+    for folder, environment in ((REPO, {}), (tmp_path, {}), (tmp_path, {"MAKELEVEL": "1", "PATH": str(
+            Path(sys.executable).parent)})):
+        monkeypatch.chdir(folder)
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        python, *words = shlex.split(stop.resume_command(argv))
+        assert Path(python).is_absolute() and Path(python).samefile(sys.executable)
+        assert "/.." not in python and not python.startswith(".")
+        assert words == ["-m", "typhoon", "reproduce", "--profile", "smoke", "--out", f"{folder}/a b",
+                         f"--reuse-from={folder}/old", "--backbone", "minilm-l6"]
+        said.append(python)
+    assert len(set(said)) == 1  # the same interpreter path from inside the repository, outside it and under make
+    # a local checkpoint folder is a path: absolute too; a registry name is not (above)
+    words = shlex.split(stop.resume_command(["run", "--backbone", "checkpoint", "--out=out"]))
+    assert words[1:] == ["-m", "typhoon", "run", "--backbone", str(tmp_path / "checkpoint"), f"--out={tmp_path / 'out'}"]
+
+
+def test_exit_codes():
     assert stop.Interrupted(signal.SIGINT).exit_code == 130
     assert stop.Interrupted(signal.SIGTERM).exit_code == 143
     assert stop.as_interrupted(KeyboardInterrupt()).signal_name == "SIGINT"

@@ -206,11 +206,37 @@ def test_the_manifest_wall_time_is_the_whole_reproduce_and_the_grid_keeps_its_ow
         (out_dir / "report.html").write_text("<html></html>")
         return out_dir / "report.html"
 
+    def against_reference(profile, out_dir):  # the comparison said after the summary: 1 s here
+        time.sleep(1.0)
+        return "your run against the reference: a stand-in"
+
     monkeypatch.setattr(grid, "run_analysis", analysis)
-    monkeypatch.setattr(grid, "against_reference", lambda profile, out_dir: None)
+    monkeypatch.setattr(grid, "against_reference", against_reference)
     started = time.perf_counter()
     study.reproduce("smoke", tmp_path, estimate=False)
     took = time.perf_counter() - started
     manifest = provenance.read_manifest(tmp_path)
-    assert manifest["wall_s"] >= manifest["grid_wall_s"] + 1.5
-    assert manifest["wall_s"] <= took + 0.1
+    assert manifest["wall_s"] >= manifest["grid_wall_s"] + 1.5 + 1.0
+    # issue 68: the manifest missed the last seconds (the comparison with the reference among them); measured here
+    # around the call, the whole of it is in wall_s (to the 0.1 s it is rounded to, and the return)
+    assert took - 0.3 <= manifest["wall_s"] <= took + 0.1
+
+
+def test_a_command_invocation_is_timed_from_its_process_start(monkeypatch):
+    """Run as the typhoon command, an invocation's clock starts when its process started (its imports and input
+    checks count), told by psutil here from the wall clock, and by the code from /proc and the boot clock; called
+    from Python it starts at the call."""
+    import time
+
+    import psutil
+
+    age = time.time() - psutil.Process().create_time()  # this test's process: pytest started seconds ago at least
+    assert provenance.process_age_s() == pytest.approx(age, abs=1.5)  # psutil counts from the boot's whole second
+    _, clock = provenance.invocation_clock()
+    assert 0 <= time.perf_counter() - clock < 0.1  # pytest is not the typhoon command: from now
+    monkeypatch.setattr("sys.argv", [str(Path(provenance.__file__).parents[1] / "__main__.py"), "reproduce"])
+    started, clock = provenance.invocation_clock()
+    assert time.perf_counter() - clock == pytest.approx(age, abs=1.5)
+    from datetime import datetime
+
+    assert datetime.fromisoformat(started).timestamp() == pytest.approx(psutil.Process().create_time(), abs=2.0)

@@ -10,6 +10,7 @@ golden ones.
 
 import io
 import json
+import re
 import signal
 import sys
 import time
@@ -64,6 +65,13 @@ def results(out: Path) -> pd.DataFrame:
     return pd.read_csv(out / "results.csv")[METRIC_COLUMNS]
 
 
+# What the fixture's batches said: per batch ("cells": step 3, the cells trained with one failing; "analysis": step 5,
+# the rerun that makes the tables, notebooks and report), its stdout and its stderr; and step 5's start and end as
+# this process measured them (time.time() just before it was started and once it had ended).
+SAID: dict[str, tuple[str, str]] = {}
+MEASURED: dict[str, float] = {}
+
+
 @pytest.fixture(scope="module")
 def resumed(tmp_path_factory) -> Path:
     """The smoke grid as a user whose machine keeps failing would run it, rerun after each failure; returns the
@@ -92,8 +100,10 @@ def resumed(tmp_path_factory) -> Path:
     done = complete_records(out)
 
     # 3. a failing cell: recorded as failed with its error, the rest (the MiniLM cell too) completes, exit
-    #    status non-zero
-    code, log = finish(start(out, "--no-analysis", faults=[failing]))
+    #    status non-zero; its stderr apart (test_stderr_holds_only_what_the_user_should_act_on)
+    proc = start(out, "--no-analysis", faults=[failing], stderr_apart=True)
+    code, log = finish(proc)
+    SAID["cells"] = (log, proc.stderr_path.read_text())
     assert code == 1 and "FAILED runs/mrpc/tiny-random/whole_word/seed1" in log
     failed = run_record.read_json(out / "runs/mrpc/tiny-random/whole_word/seed1/metrics.json")
     assert failed["status"] == "failed" and "injected fault" in failed["error"]
@@ -114,11 +124,62 @@ def resumed(tmp_path_factory) -> Path:
     assert len(complete_records(out)) == len(GRID)
     done = complete_records(out)
 
-    # 5. the rerun finishes what is missing and nothing else
-    code, log = finish(start(out))
+    # 5. the rerun finishes what is missing and nothing else; with the estimate, which has nothing to price but the
+    #    analysis, and its stderr apart
+    proc = start(out, estimate=True, stderr_apart=True)
+    code, log = finish(proc)
+    SAID["analysis"] = (log, proc.stderr_path.read_text())
+    MEASURED.update(started=proc.started, ended=proc.ended)
     assert code == 0, log[-3000:]
     assert_untouched(out, done)
     return out
+
+
+# What a smoke run may say on stderr: only messages the user should act on, each a pattern of the whole line. A
+# cell that fails is said on stdout (the summary's "FAILED <record>: <error>", and the exit status 1); what a run
+# says of its progress (the estimate, the cells, a resume, the analysis, the comparison with the reference) is
+# stdout too. None of these is expected in the runs below.
+ACT_ON = (
+    # a notebook that raised: its executed copy shows where (typhoon.runner.grid)
+    re.compile(r"analysis failed: .+"),
+    # a resume state that cannot be used: the cell starts over, and the user may look at why (typhoon.training.resume)
+    re.compile(r"typhoon: \S+: resume state \S+ (is unreadable \(.+\)|belongs to another run \(differs in .+\)); "
+               r"starting over"),
+)
+
+
+@pytest.mark.parametrize("batch", ["cells", "analysis"])
+def test_stderr_holds_only_what_the_user_should_act_on(resumed, batch):
+    """Issue 68: every run that executed notebooks printed nbformat's MissingIDFieldWarning on stderr. Here, line by
+    line, the stderr of the batch that trained the cells (one of them failing) and of the one that made the
+    analysis and the report holds only lines of ACT_ON."""
+    _, stderr = SAID[batch]
+    stray = [line for line in stderr.splitlines() if not any(pattern.fullmatch(line) for pattern in ACT_ON)]
+    assert not stray, f"{batch}: stderr holds lines the user cannot act on:\n" + "\n".join(stray[:40])
+
+
+def test_the_rerun_says_what_it_did(resumed):
+    """The batch that had nothing to train (step 5) says it calibrated nothing, and the reference comparison says
+    its one-seed MiniLM strategy as one pair, without a verdict that would contradict its cells' status."""
+    stdout, _ = SAID["analysis"]
+    assert "0 of 7 cells to run (7 complete): nothing to train, so no calibration" in stdout, stdout[-3000:]
+    assert "calibrated in" not in stdout and "while calibrating" not in stdout and "process(es)" not in stdout
+    [line] = [line for line in stdout.splitlines() if "mrpc/minilm-l6/typhoon" in line]
+    assert "1 of 4 with one seed in both runs (one pair: no interval, no verdict on the mean)" in line, line
+    assert "not decided" not in line, line
+
+
+def test_the_manifest_wall_time_is_the_whole_invocation(resumed):
+    """Issue 68: MANIFEST.json's wall_s missed the last ~6 s of the invocation. Against the batch's start and end
+    measured here (just before it was started, once it had ended): its wall_s is that span, less the moments before
+    its process started and after it ended, and its start is the process's."""
+    from datetime import datetime
+
+    manifest = provenance.read_manifest(resumed)
+    measured = MEASURED["ended"] - MEASURED["started"]
+    assert measured - 1.5 <= manifest["wall_s"] <= measured + 0.05, (manifest["wall_s"], measured)
+    started = datetime.fromisoformat(manifest["started"]).timestamp()  # to the second, truncated
+    assert MEASURED["started"] - 1.0 <= started <= MEASURED["started"] + 1.0
 
 
 def test_smoke_profile_outputs(resumed):

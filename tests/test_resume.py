@@ -93,9 +93,10 @@ def test_a_run_interrupted_after_a_boundary_resumes_to_the_same_record(boundary,
     capfd.readouterr()
 
     record = run(config, tmp_path, progress=False)
-    err = capfd.readouterr().err
+    said = capfd.readouterr()
     where = "the MLM phase" if boundary == "mlm" else f"fine-tuning epoch {boundary[2:]}"
-    assert f"resuming after {where} from .seed0.resume.pt" in err, err
+    assert f"resuming after {where} from .seed0.resume.pt" in said.out, said  # news, on stdout
+    assert "resuming" not in said.err, said.err
     assert not record.skipped and record.metrics["status"] == "ok"
     assert record_differences(reference, run_dir) == []
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["seed0"]  # the state is gone with the record
@@ -117,7 +118,7 @@ def test_a_killed_run_command_resumes_to_the_same_record(reference, tmp_path):
     del env[_faults.ENV]
     again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming after the MLM phase" in again.stderr
+    assert "resuming after the MLM phase" in again.stdout and "resuming" not in again.stderr
     assert record_differences(reference, run_dir) == []
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["seed0"]
 
@@ -151,7 +152,7 @@ def test_a_state_of_another_config_or_code_is_refused(tmp_path, capsys, monkeypa
     same = resume.load(path, context(), "cell")
     assert same["boundary"] == "ft1" and same["progress"]["elapsed_s"] == 1.0
     assert torch.equal(same["models"]["classifier"]["w"], torch.ones(2))
-    assert "cell: resuming after fine-tuning epoch 1 from .seed0.resume.pt" in capsys.readouterr().err
+    assert "cell: resuming after fine-tuning epoch 1 from .seed0.resume.pt" in capsys.readouterr().out
 
     other = context(ft_lr=3e-4)  # the same record folder, another run
     assert other.config.relative_dir() == context().config.relative_dir()

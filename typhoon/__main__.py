@@ -1,8 +1,9 @@
-"""`python -m typhoon`: the command line (typhoon.cli), and how the process ends after a stop or a refusal."""
+"""`python -m typhoon`: the command line (typhoon.cli), and how the process ends after a stop, a refusal or a
+finished training command."""
 
 import sys
 
-from typhoon.cli import main
+from typhoon.cli import STOPPABLE_COMMANDS, main
 
 
 def run_command() -> None:
@@ -11,6 +12,12 @@ def run_command() -> None:
         from typhoon.runner import exit_stopped
 
         exit_stopped(code)
+    if code in (0, 1) and sys.argv[1:2] and sys.argv[1] in STOPPABLE_COMMANDS:
+        # finished: its outputs, and the manifest's last write (wall_s, the whole invocation), are on disk; the
+        # interpreter's teardown would add 2-3 s with torch, transformers and datasets loaded, after that write
+        from typhoon.runner import exit_finished
+
+        exit_finished(code)
     if code == 2:  # refused or out of disk: a notebook client thread may still wait on a kernel that is gone
         from typhoon.runner import exit_now_if_threads_linger
 

@@ -220,6 +220,11 @@ def strategies_on_command_line(argv: list[str]) -> list[str]:
     return found
 
 
+# The commands that train: Ctrl-C / SIGTERM stop them cleanly (typhoon.runner.stop), and, finished, the process
+# ends without the interpreter's teardown (typhoon.__main__)
+STOPPABLE_COMMANDS = ("run", "reproduce", "kl-gap", "kl-original")
+
+
 def main(argv: list[str] | None = None) -> int:
     absolute_path_variables()  # before anything reads them: kernels and workers inherit the absolute paths
     try:
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         args.checked = check_input(args)  # what the command runs, made once: it parses and resolves nothing again
     except USER_ERRORS as err:
         return refused(err)
-    if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
+    if args.command in STOPPABLE_COMMANDS:
         with stop_on_signals():
             return _stoppable(args, argv)
     return _dispatch(args)

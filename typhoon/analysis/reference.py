@@ -12,7 +12,9 @@ Three levels, each a tidy table (written to ``stats/reference_*.csv`` by noteboo
 2. **Per task × backbone × strategy** (:func:`compare_means`): whether this run's mean agrees with the
    reference's within the seed-to-seed noise. The criterion, stated before the data: the paired
    difference by seed (this run − reference) has a 90 % t interval (TOST at 5 %) inside ±margin ->
-   ``agrees``; entirely outside -> ``disagrees``; otherwise ``not decided``. The margin
+   ``agrees``; entirely outside -> ``disagrees``; otherwise ``not decided``. A strategy with one seed in both
+   runs is one pair: no interval, so no verdict (``one pair``), and the summary says how that pair compares
+   instead (bit-identical, or its difference). The margin
    (:func:`agreement_margins`) is the reference's own seed-to-seed sd of the dev metric for that task,
    pooled over strategies, and never below the study's 0.01: a reproduction whose mean moves by less than
    one seed sd moves less than re-running one seed of the reference does, which a 3-seed study cannot
@@ -43,6 +45,9 @@ from typhoon.records import RUN_KEYS, bit_source_of_metrics, read_json
 MIN_MARGIN = 0.01  # the study's own margin of a difference that matters (stats.DEFAULT_MARGIN)
 ALPHA = 0.05  # TOST at 5 %: the 90 % interval
 AGREES, DISAGREES, NOT_DECIDED = "agrees", "disagrees", "not decided"
+# one seed in both runs: one paired difference, no interval; not "not decided", which would read as a doubt
+# about a pair that may well be bit-identical
+ONE_PAIR = "one pair"
 # Two records of other numerics (another CPU vendor, kernel family, precision or torch build) agree when every
 # number they computed is within this of the other's: the dev metrics and losses, the difference taken relative to
 # the value where that is above 1 (an MLM loss of 10 nats), absolute below. Another summation order moves an fp32
@@ -252,7 +257,8 @@ def verdict(low: float, high: float, margin: float) -> str:
 
 def compare_means(cells: pd.DataFrame, margins: pd.DataFrame) -> pd.DataFrame:
     """Per task × backbone × strategy: this run's and the reference's mean over the seeds both have, the
-    paired difference with its 90 % interval, the margin and the verdict (see the module's criterion)."""
+    paired difference with its 90 % interval, the margin and the verdict (see the module's criterion;
+    :data:`ONE_PAIR` where both have one seed)."""
     both = cells[cells["run_value"].notna() & cells["reference_value"].notna()]
     rows = []
     for (task, backbone, strategy), group in both.groupby(["task", "backbone", "strategy"], sort=True):
@@ -264,7 +270,7 @@ def compare_means(cells: pd.DataFrame, margins: pd.DataFrame) -> pd.DataFrame:
                          reference_mean=group["reference_value"].mean(), mean_difference=mean,
                          ci90_low=low, ci90_high=high, margin=margin,
                          identical_cells=int((group["status"] == IDENTICAL).sum()),
-                         verdict=verdict(low, high, margin)))
+                         verdict=verdict(low, high, margin) if len(group) >= 2 else ONE_PAIR))
     columns = ["task", "backbone", "strategy", "metric", "n_pairs", "run_mean", "reference_mean", "mean_difference",
                "ci90_low", "ci90_high", "margin", "identical_cells", "verdict"]
     return pd.DataFrame(rows, columns=columns)
@@ -347,15 +353,22 @@ class ReferenceComparison:
         status = self.cells["status"].value_counts().to_dict()
         lines = [f"your run against the reference ({paths.shown(self.ref_dir)}):",
                  "  cells: " + ", ".join(f"{n} {s}" for s, n in sorted(status.items())), *self.numerics_lines()]
-        if len(self.means):
-            counts = self.means["verdict"].value_counts().to_dict()
+        judged, single = self.means[self.means["verdict"] != ONE_PAIR], self.means[self.means["verdict"] == ONE_PAIR]
+        if len(judged):
+            counts = judged["verdict"].value_counts().to_dict()
             lines.append("  means (paired by seed, 90 % CI inside ±margin = agrees): "
-                         + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f" of {len(self.means)}")
-            for r in self.means[self.means["verdict"] != AGREES].itertuples():
-                interval = (f"[{r.ci90_low:+.4f}, {r.ci90_high:+.4f}]" if r.n_pairs >= 2
-                            else f"({r.n_pairs} pair: no interval)")
-                lines.append(f"    {r.task}/{r.backbone}/{r.strategy}: {r.mean_difference:+.4f} {interval} "
-                             f"vs ±{r.margin:.3f}: {r.verdict}")
+                         + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f" of {len(judged)}"
+                         + (" with two or more seeds" if len(single) else ""))
+            for r in judged[judged["verdict"] != AGREES].itertuples():
+                lines.append(f"    {r.task}/{r.backbone}/{r.strategy}: {r.mean_difference:+.4f} "
+                             f"[{r.ci90_low:+.4f}, {r.ci90_high:+.4f}] vs ±{r.margin:.3f}: {r.verdict}")
+        if len(single):  # said by how its one pair of cells compares (the cells' status), never as a doubt
+            paired = self.cells.dropna(subset=["run_value", "reference_value"]).set_index(["task", "backbone", "strategy"])
+            lines.append(f"  {len(single)} of {len(self.means)} with one seed in both runs (one pair: no interval, "
+                         "no verdict on the mean): "
+                         + "; ".join(f"{r.task}/{r.backbone}/{r.strategy} {r.mean_difference:+.4f}, "
+                                     + paired.loc[(r.task, r.backbone, r.strategy), "status"]
+                                     for r in single.itertuples()))
         if len(self.conclusions):
             same = int(self.conclusions["same"].sum())
             lines.append(f"  conclusions: {same} of {len(self.conclusions)} the same as the reference's")

@@ -23,7 +23,8 @@ _HOMES = {
     **dict.fromkeys(["finished_record_of", "reuse_equal_records", "reuse_record"], "reuse"),
     **dict.fromkeys(["BitSource", "Numerics", "bit_source_of_metrics", "numerics_of_metrics", "numerics_of_run", "record_numerics",
                      "record_numerics_detail", "results_numerics"], "run_numerics"),
-    **dict.fromkeys(["check_git_repo", "commit_cell", "commit_paths", "git_state", "invocation", "invocations",
+    **dict.fromkeys(["check_git_repo", "close_invocation", "commit_cell", "commit_paths", "git_state", "invocation",
+                     "invocation_clock", "invocations",
                      "now", "read_manifest", "record_stopped_invocation", "trained_at_line", "write_manifest"],
                     "provenance"),
 }

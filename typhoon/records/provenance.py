@@ -16,10 +16,12 @@ of the run's config (its identity), and their variants are tested to compute the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,6 +114,44 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started; None where it cannot be told. On Linux from the process's start in
+    ``/proc/self/stat`` (clock ticks since boot, 10 ms) against the boot clock, which no change of the wall clock
+    moves; elsewhere psutil's start time against the wall clock."""
+    with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()  # after the name: field 3 on
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22
+        if age >= 0:
+            return age
+    with contextlib.suppress(Exception):
+        import psutil
+
+        return max(0.0, time.time() - psutil.Process().create_time())
+    return None
+
+
+def invocation_clock() -> tuple[str, float]:
+    """When this invocation began: its start as the manifest says it (ISO, UTC) and the ``time.perf_counter()``
+    reading of that moment, so that ``time.perf_counter() - clock`` is its wall time so far. Run as the
+    ``typhoon`` command (:func:`invocation`), the invocation is the process: its start-up, imports and input
+    checks count. Called from Python, it begins now."""
+    age = (process_age_s() if invocation() else None) or 0.0
+    clock = time.perf_counter() - age
+    return datetime.fromtimestamp(time.time() - age, UTC).isoformat(timespec="seconds"), clock
+
+
+def close_invocation(out_dir: Path, started: str, wall_s: float) -> bool:
+    """The manifest's ``finished`` and ``wall_s`` set for the invocation that began at ``started``, as its last
+    write (after the summary, the comparison with the reference and the last lines said): ``wall_s`` is then the
+    whole invocation. False, with nothing written, where the manifest describes another invocation or none."""
+    manifest = read_manifest(out_dir)
+    if not manifest or manifest.get("started") != started:
+        return False
+    manifest.update(finished=now(), wall_s=round(wall_s, 1))
+    atomic.atomic_write_json(Path(out_dir) / MANIFEST, manifest)
+    return True
+
+
 def read_manifest(out_dir: Path) -> dict | None:
     return run_record.read_json(Path(out_dir) / MANIFEST)
 
@@ -187,9 +227,11 @@ def write_manifest(out_dir: Path, profile: str, started: str, wall_s: float, com
 
 def invocation() -> list[str]:
     """The command line of this process as ``typhoon`` arguments (for the manifest); [] when this
-    process is not the ``typhoon`` command (e.g. ``reproduce`` called from Python)."""
-    program = Path(sys.argv[0]).name if sys.argv else ""
-    if program not in ("__main__.py", "typhoon"):
+    process is not the ``typhoon`` command (e.g. ``reproduce`` called from Python, or from pytest, whose
+    ``python -m pytest`` is another package's ``__main__.py``)."""
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    own_main = Path(__file__).resolve().parents[1] / "__main__.py"  # python -m typhoon
+    if program is None or not (program.name == "typhoon" or program.resolve() == own_main):
         return []
     return [paths.redact(arg) for arg in sys.argv[1:]]
 

@@ -14,7 +14,7 @@ from typhoon import lazy_face
 # any module of the stage runs this file first, and the command line imports stop and options at start-up
 # (no dependency), which must not pay for the grid (pandas, the report) or the workers.
 _HOMES = {
-    **dict.fromkeys(["as_interrupted", "exit_now_if_threads_linger", "exit_stopped", "remove_empty_folders",
+    **dict.fromkeys(["as_interrupted", "exit_finished", "exit_now_if_threads_linger", "exit_stopped", "remove_empty_folders",
                      "resume_command", "stop_on_signals"], "stop"),
     **dict.fromkeys(["ReproduceOptions", "execution_overrides", "run_on_cluster", "run_policy"], "options"),
     **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),

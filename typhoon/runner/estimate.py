@@ -118,10 +118,24 @@ class GridEstimate:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def calibrated_now(self) -> bool:
+        """Whether this estimate calibrated (False: nothing to run, or priced by a kept calibration)."""
+        return bool(self.cells_todo) and not self.reused_from
+
+    def analysis_text(self) -> str:
+        return (f"analysis notebooks ~{duration(self.analysis_s)} (reference figure, not calibrated here"
+                + ("" if self.quick_analysis else "; at least: quick = false does more") + ")")
+
     def text(self, max_cells: int = 12) -> str:
-        lines = [f"estimate for profile {self.profile!r}: {len(self.cells_todo)} of {self.cells_total} cells to run "
-                 f"({self.cells_total - len(self.cells_todo)} complete), {self.workers} at once"
-                 + (f", {self.threads} thread(s) each" if self.threads else ""),
+        """What the estimate says: how it priced the cells (a calibration now, or the one it reused, named),
+        each cell, the grid. Only a calibration that ran now is said to have run."""
+        head = (f"estimate for profile {self.profile!r}: {len(self.cells_todo)} of {self.cells_total} cells to run "
+                f"({self.cells_total - len(self.cells_todo)} complete)")
+        if not self.cells_todo:
+            return "\n".join([f"{head}: nothing to train, so no calibration",
+                               *([f"  {self.analysis_text()}"] if self.analysis_s else [])])
+        lines = [f"{head}, {self.workers} at once" + (f", {self.threads} thread(s) each" if self.threads else ""),
                  f"  kernels: {self.kernels}",
                  f"  priced by {self.reused_from}" if self.reused_from else
                  f"  calibrated in {self.calibration_s:.0f} s: {self.how}",
@@ -140,16 +154,16 @@ class GridEstimate:
         if len(self.cells_todo) > max_cells:
             lines.append(f"  ... and {len(self.cells_todo) - max_cells} more cells")
         lines.append(f"  grid: {duration(self.grid_s)} for the cells on {self.workers} worker(s)"
-                     + (f" + analysis notebooks ~{duration(self.analysis_s)} (reference figure, not calibrated here"
-                        + ("" if self.quick_analysis else "; at least: quick = false does more") + ")"
-                        if self.analysis_s else "")
+                     + (f" + {self.analysis_text()}" if self.analysis_s else "")
                      + f" = about {duration(self.total_s)}")
+        # the share was measured by the calibration the prices come from: this one, or the one reused
+        measured = "while calibrating" if self.calibrated_now else "when these prices were measured"
         oversubscribed = self.cores and self.workers * (self.threads or 1) > self.cores
         if self.core_share < 0.9 and oversubscribed:
             lines.append(f"  {self.workers} cell(s) x {self.threads or 1} thread(s) on {self.cores} usable core(s): each "
-                         f"process got {100 * self.core_share:.0f} % of a core while calibrating, as the cells will")
+                         f"process got {100 * self.core_share:.0f} % of a core {measured}, as the cells will")
         elif self.core_share < 0.9:
-            lines.append(f"  the machine is shared: while calibrating, the cells' processes got {100 * self.core_share:.0f} % "
+            lines.append(f"  the machine is shared: {measured}, the cells' processes got {100 * self.core_share:.0f} % "
                          f"of their cores; on idle cores about {duration(self.idle_total_s)}")
         return "\n".join(lines)
 
@@ -331,7 +345,8 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     grid_s = makespan([per_cell[p]["total_s"] for p in paths_todo], workers, start_s)
     analysis_s = makespan(list(ANALYSIS_REFERENCE_S.values()), workers) + REFERENCE_NOTEBOOK_S if analysis else 0.0
     how = (f"{processes} calibration process(es) at once{' on one GPU' if gpus else ''}, as the grid runs its cells, each timing "
-           f"{MIN_SAMPLE_BATCHES}-{SAMPLE_BATCHES} batches per phase twice (cold, warm) per kind of cell")
+           f"{MIN_SAMPLE_BATCHES}-{SAMPLE_BATCHES} batches per phase twice (cold, warm) per kind of cell" if todo
+           else "no calibration: no cell to run")
     if own is not None:
         share = float(own.get("core_share", 1.0))
     else:
@@ -339,7 +354,8 @@ def estimate_grid(profile: str, configs: list[RunConfig], out_dir: Path, workers
     return GridEstimate(profile=profile, cells_total=len(configs), cells_todo=paths_todo, workers=workers,
                         threads=threads, kernels=kernels, per_cell=per_cell, worker_start_s=start_s,
                         analysis_s=analysis_s, grid_s=grid_s, total_s=grid_s + analysis_s,
-                        calibration_s=time.perf_counter() - started, how=own["how"] if own else how, kinds=kinds,
+                        calibration_s=time.perf_counter() - started if todo else 0.0,
+                        how=own["how"] if own else how, kinds=kinds,
                         quick_analysis=bool(quick_analysis), timing_key=key, made_at=made_at, reused_from=reused_from,
                         core_share=share, cores=machine.usable_cores())
 

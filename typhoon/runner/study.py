@@ -34,11 +34,12 @@ from typhoon.profiles import get_profile
 from typhoon.records import (
     STATUS_COLUMNS,
     check_git_repo,
+    close_invocation,
     commit_cell,
     commit_paths,
     git_state,
     invocation,
-    now,
+    invocation_clock,
     output_folder_lock,
     record_stopped_invocation,
 )
@@ -162,7 +163,8 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
     paths.check_writable(out_dir)  # a file in the way, no permission, a full disk: said now, not mid-study
     stop.clear_stop()
     log = progress.RunLog(out_dir / policy.log_name)
-    started, clock, code, command = now(), time.perf_counter(), git_state(), invocation()
+    # the invocation's clock: from the process's start when this is the typhoon command (its imports and checks)
+    (started, clock), code, command = invocation_clock(), git_state(), invocation()
     cells = pd.DataFrame(columns=STATUS_COLUMNS)
     own_executor = executor is None
     with output_folder_lock(out_dir):
@@ -209,15 +211,18 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
         for line in policy.answer(out_dir):
             print(line)
             log.write(line)
+        print(summary.table() if len(cells) else "no cell to train")
+        for line in policy.after(out_dir, report):
+            print(line)
+            log.write(line)
+        if report:
+            print(f"report: {report}")
+        print(f"log: {log.path}", flush=True)
+        # the manifest's last write, after everything said: its wall_s is the whole invocation (the command then
+        # ends without the interpreter's teardown, typhoon.__main__), the commit of the outputs after it
+        close_invocation(out_dir, started, time.perf_counter() - clock)
         if commit_records:
             commit_paths(check_git_repo(out_dir), [out_dir], policy.commit_message(out_dir))
-    print(summary.table() if len(cells) else "no cell to train")
-    for line in policy.after(out_dir, report):
-        print(line)
-        log.write(line)
-    if report:
-        print(f"report: {report}")
-    print(f"log: {log.path}")
     return summary
 
 

@@ -164,7 +164,7 @@ def load(path: Path, ctx, record_path: str) -> dict | None:
 
     A state that cannot be read or belongs to another run is refused: the cell starts over, and a line on
     stderr says why (the state is replaced at the run's first boundary). A usable one is returned with its
-    ``progress`` parsed, and a line says where the run goes on from.
+    ``progress`` parsed, and a line on stdout says where the run goes on from (news, nothing to act on).
     """
     if not path.exists():
         return None
@@ -180,7 +180,7 @@ def load(path: Path, ctx, record_path: str) -> dict | None:
              "starting over")
         return None
     state["progress"] = json.loads(state["progress"])
-    _say(f"{record_path}: resuming after {describe(state['boundary'])} from {path.name}")
+    print(f"typhoon: {record_path}: resuming after {describe(state['boundary'])} from {path.name}", flush=True)
     return state
 
 
@@ -205,6 +205,7 @@ def describe(boundary: str) -> str:
 
 
 def _say(text: str) -> None:
+    """A state refused: on stderr, where what the user may act on goes (the cell starts over)."""
     print(f"typhoon: {text}", file=sys.stderr, flush=True)
 
 
