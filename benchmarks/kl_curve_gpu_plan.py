@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from typhoon.analysis.kl.original_design import CURVE_EPOCHS, CURVES, SEEDS, TASKS
+from typhoon.studies.kl_original.design import CURVE_EPOCHS, CURVES, SEEDS, TASKS
 from typhoon.data.glue_files import get_task, locate_glue, read_glue_split
 
 BATCH = 16  # the 2023 recipe's batch (RECIPE_2023), every curve's

@@ -13,7 +13,7 @@ stages may use. Read from the AST of every module (function-level imports includ
   whole (``plugins.load``): importing it, or a name from it, goes through the face. A name taken from a face
   must be in its ``__all__``. A subpackage the face lists (``analysis.kl``) is a face of its own, read the same
   way one level down: ``from typhoon.analysis.kl import rows_table`` goes through it, ``from
-  typhoon.analysis.kl.rows import rows_table`` around it.
+  typhoon.studies.kl_original.rows import rows_table`` around it.
 * **private names crossing a module**: a name with one leading underscore (not a dunder) taken from another
   module of the package: ``from .run_summary import _strategy_order``, or ``run_summary._metric_of`` on an
   imported module. A private *module* (``typhoon/_faults.py``) is the package's own: its modules may import
@@ -48,7 +48,7 @@ def module_files(package: Path) -> dict[str, Path]:
 
 
 def stage_of(module: str) -> str:
-    """``typhoon.analysis.kl.gap`` -> ``analysis``; ``typhoon.config`` -> ``config``; ``typhoon`` -> ``__init__``."""
+    """``typhoon.studies.kl_gap.table`` -> ``analysis``; ``typhoon.config`` -> ``config``; ``typhoon`` -> ``__init__``."""
     parts = module.split(".")[1:]
     return parts[0] if parts else "__init__"
 

@@ -108,6 +108,16 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return action.choices
 
 
+def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers below ``parser``: each command's, and its parts' (``data fetch``, ``kl-original curve``)."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += [command, *every_parser(command)]
+    return found
+
+
 def typhoon_commands(page: Path) -> list[list[str]]:
     """The words of every `python -m typhoon ...` command on a page, and of every code span that starts
     with `run --` or `reproduce --` (a command the prose shortens); `[--flag]` read as `--flag`."""
@@ -188,8 +198,7 @@ CLI_PAGES = ["grid.md", "speed.md", "cluster.md", "data.md", "profiles.md", "ext
 
 @pytest.mark.parametrize("name", CLI_PAGES)
 def test_bare_flags_on_the_cli_pages_are_typhoon_flags(name):
-    parsers = list(subcommands(build_parser()).values())
-    parsers += subcommands(subcommands(build_parser())["data"]).values()
+    parsers = every_parser(build_parser())  # every command's, and each part's (data fetch, kl-original curve)
     flags = {flag for p in parsers for flag in p._option_string_actions}
     spans = INLINE_CODE.findall(FENCE.sub("", read(REPO / "docs" / name)))
     bare = {span.split()[0].partition("=")[0] for span in spans if re.match(r"--\w", span)}

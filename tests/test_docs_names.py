@@ -25,8 +25,8 @@ from test_docs import (
     build_parser,
     code_of,
     defined_names,
+    every_parser,
     read,
-    subcommands,
 )
 
 PACKAGE = REPO / "typhoon"
@@ -242,8 +242,7 @@ def script_flags(script: str) -> frozenset[str]:
 
 @functools.cache
 def typhoon_flags() -> frozenset[str]:
-    parsers = list(subcommands(build_parser()).values())
-    parsers += subcommands(subcommands(build_parser())["data"]).values()
+    parsers = every_parser(build_parser())  # every command's, and each part's (data fetch, kl-original curve)
     return frozenset(flag for p in [build_parser(), *parsers] for flag in p._option_string_actions)
 
 

@@ -89,8 +89,8 @@ def test_the_prepared_curves_run_from_an_empty_folder_offline_and_land_where_the
     landed = subprocess.run([sys.executable, "scripts/device_bundle.py", "land", str(tmp_path / "back"), str(study)],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     assert landed.returncode == 0, landed.stderr
-    from typhoon.analysis import kl
-    from typhoon.analysis.kl.original_design import CURVES
+    from typhoon.studies import kl_original as kl
+    from typhoon.studies.kl_original.design import CURVES
 
     for name in ("all_plus", "all_gpu"):
         for task in ("mrpc", "cola"):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from typhoon.analysis.kl import gap_causes as kl_gap_causes
-from typhoon.analysis.kl.gap import kl_gap_conclusion, kl_gap_display, kl_gap_table
 from typhoon.masking import get_strategy, kl_to_uniform
-from typhoon.runner import kl_runs as kl_gap
+from typhoon.studies.kl_gap import design as kl_gap_causes
+from typhoon.studies.kl_gap import policy as kl_gap
+from typhoon.studies.kl_gap.table import kl_gap_conclusion, kl_gap_display, kl_gap_table
 
 
 def test_each_cause_changes_only_its_own_fields_of_the_cpu_typhoon_cell():
@@ -39,7 +39,7 @@ def _write_state(out, cause, task, seed, spread, power=3):
     strategy.weights = rng.normal(0, spread, size=300) ** power
     strategy.seen[:] = True
     strategy.recalibrate()
-    folder = kl_gap.state_dir(out, cause, task, seed)
+    folder = kl_gap_causes.state_dir(out, cause, task, seed)
     folder.mkdir(parents=True)
     strategy.save(folder / kl_gap_causes.STATE_FILE)
     summary = {"numerics": {"precision": "fp32", "device": "cpu"}, "machine": {"cpu_features": ["avx2"]},

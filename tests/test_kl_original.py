@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import torch
 
-from typhoon.analysis.kl import original_design as design
 from typhoon.masking import load_state
 from typhoon.profiles import resolve
-from typhoon.runner import kl_cells
-from typhoon.runner import kl_runs as kl_original
+from typhoon.studies.kl_original import cells as kl_cells
+from typhoon.studies.kl_original import design
+from typhoon.studies.kl_original import runs as kl_original
 
 
 def test_each_row_changes_only_its_own_fields_of_the_baseline():

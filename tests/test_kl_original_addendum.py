@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from typhoon.analysis import kl
-from typhoon.analysis.kl.original_design import ADDENDUM_AGAINST, BONFERRONI_FAMILY
-from typhoon.analysis.kl.original_report import every_rule_sentence, spread_sentence
 from typhoon.paths import repo_root
+from typhoon.studies import kl_original as kl
+from typhoon.studies.kl_original.design import ADDENDUM_AGAINST, BONFERRONI_FAMILY
+from typhoon.studies.kl_original.report import every_rule_sentence, spread_sentence
 
 COUNTS = np.array([0, 50, 30, 15, 5])
 KEYS = [(task, seed) for task in ("mrpc", "cola") for seed in (0, 1, 2)]

@@ -16,10 +16,10 @@ import pytest
 from scipy import stats as st
 
 from typhoon import cli
-from typhoon.analysis import kl
-from typhoon.analysis.kl.as_measured import measured_addendum, same_states
-from typhoon.analysis.kl.original_design import CURVE_EPOCHS, CURVES
-from typhoon.analysis.kl.second_addendum import (
+from typhoon.studies import kl_original as kl
+from typhoon.studies.kl_original.as_measured import measured_addendum, same_states
+from typhoon.studies.kl_original.design import CURVE_EPOCHS, CURVES
+from typhoon.studies.kl_original.second_addendum import (
     addendum_predictions,
     second_addendum_tables,
 )
@@ -209,7 +209,7 @@ def test_a_rehearsal_is_refused_in_the_studys_folder_and_its_runs_by_the_studys_
     assert f"--rehearse: {tmp_path} holds the study's states" in err
     run = tmp_path / CURVES["all_plus"].folder / "mrpc" / "seed0"
     run.mkdir(parents=True)
-    from typhoon.runner.kl_runs import curve_config
+    from typhoon.studies.kl_original.runs import curve_config
 
     config = curve_config("mrpc", 0, "all_plus", rehearse=8).to_dict()
     (run / "run.json").write_text(json.dumps({"config": config, "epochs_reached": 1}))
@@ -219,14 +219,14 @@ def test_a_rehearsal_is_refused_in_the_studys_folder_and_its_runs_by_the_studys_
     assert sorted(tmp_path.rglob("*")) == before
     config = curve_config("mrpc", 0, "all_plus").to_dict()  # the registered run's config passes that check
     (run / "run.json").write_text(json.dumps({"config": config, "epochs_reached": 1}))
-    from typhoon.runner.kl_runs import check_curve_runs
+    from typhoon.studies.kl_original.runs import check_curve_runs
 
     check_curve_runs(tmp_path)
 
 
 def test_the_committed_curve_runs_are_the_registered_curves(tmp_path):
     from typhoon.paths import repo_root
-    from typhoon.runner.kl_runs import check_curve_runs
+    from typhoon.studies.kl_original.runs import check_curve_runs
 
     check_curve_runs(repo_root() / "results" / "kl_original")  # the 'all' curve's six runs: no error
 

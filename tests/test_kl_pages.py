@@ -33,7 +33,7 @@ def interval(low: float, high: float, fmt=g2) -> str:
 @pytest.fixture(scope="module")
 def figures() -> dict[str, str]:
     """Each quoted figure, by name, from the study's tables (and, for the token counts, its states)."""
-    from typhoon.analysis import kl
+    from typhoon.studies import kl_original as kl
 
     tables = {path.stem: pd.read_csv(path) for path in (STUDY / "tables").glob("*.csv")}
     rows = tables["rows"].set_index(["row", "unit"])

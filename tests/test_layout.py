@@ -126,7 +126,7 @@ def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):
 
 
 def stage_of(module: str) -> str:
-    """``typhoon.analysis.kl.gap`` -> ``analysis``, ``typhoon.config`` -> ``config``, ``typhoon`` -> ``__init__``."""
+    """``typhoon.studies.kl_gap.table`` -> ``analysis``, ``typhoon.config`` -> ``config``, ``typhoon`` -> ``__init__``."""
     parts = module.split(".")[1:]
     return parts[0] if parts else "__init__"
 

@@ -15,8 +15,10 @@ from inline_executor import InlineExecutor
 
 from typhoon import cli
 from typhoon.profiles import get_profile, resolve
-from typhoon.runner import kl_runs, kl_studies, study
+from typhoon.runner import study
 from typhoon.runner.cells import Cell
+from typhoon.studies.kl_original import policy as kl_studies
+from typhoon.studies.kl_original import runs as kl_runs
 
 
 def test_the_longest_cells_go_first_by_their_estimate():

@@ -12,6 +12,7 @@ import pytest
 from typhoon import figure_style
 from typhoon.analysis import pairwise, run_summary, seed_budget
 from typhoon.report import figures, masking_figures
+from typhoon.studies.kl_original import figure as kl_figure
 
 
 def _results(strategies=("typhoon", "random", "wwm"), seeds=3, tasks=("mrpc",), backbones=("bert",)):
@@ -313,12 +314,12 @@ def test_the_saliency_scatter_is_one_image_in_the_svg_not_a_marker_per_type(tmp_
 def test_the_kl_curve_draws_each_run_and_its_power_law_to_the_planned_end(tmp_path, saved_figures):
     """kl-original's curve: one line per run through its epochs' KLs, and each run's fitted line reaching, at its
     task's planned end, exp(intercept + slope · log E) -- computed here by hand for an exact power law."""
-    from typhoon.analysis.kl.original_design import CURVE_EPOCHS
+    from typhoon.studies.kl_original.design import CURVE_EPOCHS
 
     laws = {("mrpc", 0): (2e-4, -0.3), ("mrpc", 1): (1e-4, 0.2), ("cola", 0): (5e-5, 0.5)}
     curves = pd.DataFrame([{"task": task, "seed": seed, "epoch": e, "bernoulli": a * e ** b}
                            for (task, seed), (a, b) in laws.items() for e in range(1, 6 if task == "mrpc" else 8)])
-    _check(masking_figures.plot_kl_curve(curves, tmp_path / "curve"))
+    _check(kl_figure.plot_kl_curve(curves, tmp_path / "curve"))
     fig = saved_figures[-1]
     _assert_readable(fig)
     for ax in fig.axes:
@@ -331,4 +332,4 @@ def test_the_kl_curve_draws_each_run_and_its_power_law_to_the_planned_end(tmp_pa
         paper = [line for line in ax.get_lines() if list(line.get_ydata()) == [7e-4, 7e-4]]
         assert len(paper) == 1
     with pytest.raises(ValueError, match="bernoulli"):
-        masking_figures.plot_kl_curve(curves.drop(columns="bernoulli"), tmp_path / "bad")
+        kl_figure.plot_kl_curve(curves.drop(columns="bernoulli"), tmp_path / "bad")

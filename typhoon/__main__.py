@@ -3,16 +3,16 @@ finished training command."""
 
 import sys
 
-from typhoon.cli import STOPPABLE_COMMANDS, main
+from typhoon import cli
 
 
 def run_command() -> None:
-    code = main()
+    code = cli.main()
     if code in (130, 143):  # stopped by a signal, everything cleaned up: end now (typhoon.runner.stop.exit_stopped)
         from typhoon.runner import exit_stopped
 
         exit_stopped(code)
-    if code in (0, 1) and sys.argv[1:2] and sys.argv[1] in STOPPABLE_COMMANDS:
+    if code in (0, 1) and cli.TRAINED:
         # finished: its outputs, and the manifest's last write (wall_s, the whole invocation), are on disk; the
         # interpreter's teardown would add 2-3 s with torch, transformers and datasets loaded, after that write
         from typhoon.runner import exit_finished

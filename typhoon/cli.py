@@ -28,12 +28,11 @@ from typhoon.paths import (
 from typhoon.profiles import load_profiles
 from typhoon.records import LockedError
 from typhoon.runner import (  # light: stop and options; the options import the runners when they run
+    add_executor_arguments,
     as_interrupted,
-    execution_overrides,
     remove_empty_folders,
     resume_command,
     run_on_cluster,
-    run_policy,
     stop_on_signals,
 )
 
@@ -117,46 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     again.add_argument("out", help="its output folder, e.g. results/cpu")
     again.set_defaults(func=_reanalyse)
 
-    kl_gap = sub.add_parser("kl-gap", help="the KL-gap study: Typhoon's phase 1 under each candidate cause of the gap "
-                            "to the paper's 7e-4 nats/token (resumes), then its table (typhoon/runner/kl_studies.py)")
-    kl_gap.add_argument("--out", default="results/kl_gap", help="the study's folder (default results/kl_gap)")
-    kl_gap.add_argument("--cause", action="append", help="run only this cause (repeatable; default: all)")
-    kl_gap.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
-    kl_gap.add_argument("--table-only", action="store_true", help="train nothing: write the table from the states there")
-    kl_gap.add_argument("--set", action="append", metavar="KEY=VALUE", help="where the cells run: device=... or "
-                        "num_threads=... (the design fixes the rest)")
-    add_executor_arguments(kl_gap)
-    kl_gap.set_defaults(profile="cpu", func=_kl_gap)
+    from typhoon.studies import add_commands
 
-    kl_original = sub.add_parser("kl-original", help="the kl-original study: the paper's 2023 calibration rules one at a "
-                                 "time (rows), over its long MLM phase (curve), fine-tuned against random (finetune); "
-                                 "each part resumes, its cells on any executor (typhoon/runner/kl_studies.py)")
-    kl_original.add_argument("part", choices=("rows", "curve", "finetune", "table"),
-                             help="which part to run; table: train nothing, write the tables and README.md "
-                             "from the states in --out")
-    kl_original.add_argument("--out", default="results/kl_original", help="the study's folder (default results/kl_original)")
-    kl_original.add_argument("--row", action="append", help="rows: run only this row (repeatable; default: all)")
-    kl_original.add_argument("--tasks", nargs="+", help="tasks: mrpc, cola (default both)")
-    kl_original.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
-    kl_original.add_argument("--curve", default="all", help="curve: which curve -- all (registered; ran on a CPU), "
-                             "all_plus (the 2023 recipe: random batches, fp32) or all_gpu (the 'all' curve from epoch 0 "
-                             "on a GPU; --set device=cuda) (default all)")
-    kl_original.add_argument("--epochs", type=int, default=1,
-                             help="curve: advance every run until each has this many MLM epochs, at most its plan "
-                             "(MRPC 100, CoLA 80) (default 1; never fewer than a run has)")
-    kl_original.add_argument("--epochs-per-cell", type=int, default=1, help="curve: MLM epochs a cell trains before "
-                             "the next look (default 1; on a GPU, where a cell's set-up costs as much as an epoch, the "
-                             "whole plan); every epoch's files and resume state are written as it ends")
-    kl_original.add_argument("--rehearse", type=int, metavar="N", help="curve: try the machinery on N training and "
-                             "dev examples per run, into a folder of its own (never the study's: its tables refuse "
-                             "such runs)")
-    kl_original.add_argument("--checkpoints", default=".kl_original_checkpoints",
-                             help="curve: the folder of the runs' resume states, ~0.3 GB each, not committed "
-                             "(default .kl_original_checkpoints)")
-    kl_original.add_argument("--set", action="append", metavar="KEY=VALUE", help="where the cells run: device=... "
-                             "or num_threads=... (the design fixes the rest)")
-    add_executor_arguments(kl_original)
-    kl_original.set_defaults(profile="cpu", func=_kl_original)
+    add_commands(sub)  # each study's own commands (typhoon/studies/registry.py), each with only its own flags
 
     data = sub.add_parser("data", help="GLUE data: fetch a task that the bundle does not carry")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -168,35 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--url", help="download from this zip instead of the official address (a mirror)")
     fetch.add_argument("--force", action="store_true", help="download again even if the task is there")
     fetch.set_defaults(func=_data_fetch)
+    own_parsers(parser)
     return parser
-
-
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where a study's cells run: a local pool of ``--workers``, a Dask scheduler, or the jobs of a SLURM or local
-    Dask cluster and their resources; the same flags for ``reproduce``, ``kl-gap`` and ``kl-original``."""
-    add = parser.add_argument
-    add("--workers", type=int, help="cells run at once, each in its own process (default: the profile's `workers`; "
-        "on CPU they share the cores)")
-    add("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
-    add("--cluster", choices=("slurm", "local"), help="run the cells as jobs of a SLURM cluster (dask-jobqueue; one "
-        "cell per job, the jobs' resources from the profile's [<profile>.cluster] table and the flags below), or of a "
-        "local Dask cluster (to try the set-up)")
-    add("--partition", help="--cluster: SLURM partition")
-    add("--account", help="--cluster: SLURM account")
-    add("--gpus", type=int, help="--cluster: GPUs per job")
-    add("--cpus", type=int, help="--cluster: CPU cores per job")
-    add("--memory", help="--cluster: memory per job, e.g. 32GB")
-    add("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
-    add("--jobs", type=int, help="--cluster: jobs (cells at once), kept alive while cells remain")
-    add("--interface", help="--cluster: network interface the scheduler and workers listen on, e.g. ib0 (lo: this "
-        "machine only)")
-    add("--scheduler-option", action="append", metavar="KEY=VALUE", help="--cluster: an option of the Dask "
-        "scheduler, e.g. port=8786, host=10.0.0.1, dashboard_address=127.0.0.1:0 (adds to the profile's "
-        "scheduler_options)")
-    add("--retries", type=int, help="--cluster: times a cell whose job was lost runs again before it is recorded "
-        "failed (default 2)")
-    add("--no-worker-timeout", type=float, metavar="SECONDS", dest="no_worker_timeout_s",
-        help="--cluster: stop (exit 2) when no worker has been alive this long (default 3600)")
 
 
 # The errors that mean bad input: a message and exit 2, no traceback (:func:`refused`)
@@ -220,12 +155,19 @@ def strategies_on_command_line(argv: list[str]) -> list[str]:
     return found
 
 
-# The commands that train: Ctrl-C / SIGTERM stop them cleanly (typhoon.runner.stop), and, finished, the process
-# ends without the interpreter's teardown (typhoon.__main__)
-STOPPABLE_COMMANDS = ("run", "reproduce", "kl-gap", "kl-original")
+# Whether this process ran a command that trains (:func:`trains`): finished, it ends without the interpreter's
+# teardown (typhoon.__main__)
+TRAINED = False
+
+
+def trains(args: argparse.Namespace) -> bool:
+    """Whether the command trains: ``run``, ``reproduce`` and a study's commands that run cells. Ctrl-C / SIGTERM
+    stop them cleanly (:mod:`typhoon.runner.stop`)."""
+    return args.command in ("run", "reproduce") or getattr(args, "trains", False)
 
 
 def main(argv: list[str] | None = None) -> int:
+    global TRAINED  # read by typhoon.__main__ once the command returns
     absolute_path_variables()  # before anything reads them: kernels and workers inherit the absolute paths
     try:
         words = sys.argv[1:] if argv is None else list(argv)
@@ -235,12 +177,18 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()  # reads profiles.toml (the profile names in --help)
     except ValueError as err:
         return refused(err)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser: its usage names the flags it takes
+        own = getattr(args, "command_parser", parser)
+        takes = sorted({flag for action in own._actions for flag in action.option_strings if flag.startswith("--")}
+                       - {"--help"})
+        own.error(f"unrecognized arguments: {' '.join(extra)}; {own.prog} takes {', '.join(takes) or 'no flag'}")
     try:
         args.checked = check_input(args)  # what the command runs, made once: it parses and resolves nothing again
     except USER_ERRORS as err:
         return refused(err)
-    if args.command in STOPPABLE_COMMANDS:
+    if trains(args):
+        TRAINED = True
         with stop_on_signals():
             return _stoppable(args, argv)
     return _dispatch(args)
@@ -288,42 +236,6 @@ def _run(args: argparse.Namespace) -> int:
         raise
     print(f"{'already complete' if record.skipped else 'done'}: {record.run_dir}")
     print("  ".join(f"{k}={v:.4f}" for k, v in record.final.items()))
-    return 0
-
-
-def _kl_original(args: argparse.Namespace) -> int:
-    """``typhoon kl-original <part>``: the part's missing cells, through the study loop on the executor the flags
-    name, in ``--out``; ``table``: the study's tables."""
-    from typhoon.analysis.kl.original_design import SEEDS, TASKS
-    from typhoon.runner import kl_studies
-
-    out, tasks, seeds = Path(args.out), tuple(args.tasks or TASKS), tuple(args.seeds or SEEDS)
-    if args.part == "table":
-        tables = kl_studies.write_tables(out)
-        print(tables["predictions"][["prediction", "verdict", "claim"]].to_string(index=False))
-        return 0
-    execution = execution_overrides(args.set)
-    policy = (kl_studies.KlOriginalRows(args.row, tasks, seeds, execution) if args.part == "rows" else
-              kl_studies.KlOriginalCurve(Path(args.checkpoints), args.epochs, tasks, seeds, execution, args.curve,
-                                         args.epochs_per_cell, args.rehearse)
-              if args.part == "curve" else kl_studies.KlOriginalFinetune(tasks, args.seeds, execution))
-    return 0 if run_policy(policy, out, args).ok else 1
-
-
-def _kl_gap(args: argparse.Namespace) -> int:
-    """``typhoon kl-gap``: the missing states of the study through the study loop, then its table (CSV and
-    Markdown) in ``--out``."""
-    from typhoon.runner import kl_studies
-
-    out = Path(args.out)
-    if not args.table_only:
-        summary = run_policy(kl_studies.KlGapCauses(args.cause, seeds=args.seeds or kl_studies.KL_GAP_SEEDS,
-                                                    execution=execution_overrides(args.set)), out, args)
-        if not summary.ok:
-            return 1
-    table = kl_studies.write_kl_gap_table(out)
-    print(table[["cause", "n_states", "kl", "kl_ci_low", "kl_ci_high", "ratio_to_paper", "change_vs_baseline",
-                 "raises_kl", "closes_gap"]].to_string(index=False))
     return 0
 
 
@@ -412,3 +324,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return args.func(args)
     except USER_ERRORS as err:
         return refused(err)
+
+
+def own_parsers(parser: argparse.ArgumentParser) -> None:
+    """Each command's own parser as its ``command_parser`` default (kl-original's parts each theirs): a flag it
+    does not take is refused by it, naming the flags it does."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(command_parser=command)
+                own_parsers(command)

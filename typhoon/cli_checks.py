@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from typhoon import machine
-from typhoon.config import RunConfig, allowed_of, parse_overrides
+from typhoon.config import RunConfig, parse_overrides
 from typhoon.masking import ignored_parameters, plugins
-from typhoon.names import canonical_task, check_backbone, check_task
+from typhoon.names import check_backbone, check_task, said
 from typhoon.paths import (
     check_can_write,
     check_profile,
@@ -22,15 +22,9 @@ from typhoon.paths import (
     glue_dir_from_env,
     resolve_out_dir,
 )
-from typhoon.profiles import Profile, get_profile, resolve
+from typhoon.profiles import get_profile, resolve
 from typhoon.records import check_folder_free
-from typhoon.runner import ReproduceOptions, execution_overrides
-
-
-def said(note: str | None) -> None:
-    """A line on stderr about how an input was read (``task 'MRPC' read as 'mrpc'``); nothing for None."""
-    if note:
-        print(f"typhoon: {note}", file=sys.stderr)
+from typhoon.runner import ReproduceOptions, check_executor_arguments
 
 
 def named_strategies(args: argparse.Namespace) -> list[str]:
@@ -51,7 +45,7 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
     Returns what ``run`` and ``reproduce`` then use as it is: ``--set`` parsed once into typed values and the
     cell (a RunConfig) or the grid (the ReproduceOptions, every cell resolved) made once from them."""
     checked = None
-    if args.command in ("run", "reproduce", "kl-gap", "kl-original"):
+    if args.command in ("run", "reproduce") or getattr(args, "trains", False):
         glue_dir_from_env()  # TYPHOON_GLUE_DIR set to no folder: said now, not after a warning and a run
     if args.command in ("run", "reproduce"):
         named = named_strategies(args)
@@ -86,62 +80,11 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
             check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
             check_can_write(out_dir)
             check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
-    if args.command in ("reproduce", "kl-gap", "kl-original"):
-        if args.cluster and args.scheduler:
-            raise ValueError("give --cluster or --scheduler, not both")
-        if args.workers is not None:
-            allowed_of(Profile, "workers").check("--workers", args.workers)
-    if args.command in ("kl-gap", "kl-original"):
-        instead = ("another rule, batch order or length is another registered row or curve: --row (rows), --curve "
-                   "all / all_plus / all_gpu (curve)" if args.command == "kl-original" else "")
-        execution = RunConfig(**execution_overrides(args.set, instead))  # where the cells run, checked as every field is
-        if not (args.cluster or args.scheduler):  # else the cells run on other machines
-            machine.check_device_visible(execution.device)
-    if args.command == "kl-gap":
-        from typhoon.analysis.kl.gap_causes import cause_named  # light: the causes are RunConfig changes
-
-        for name in args.cause or []:
-            cause_named(name)
-        for seed in args.seeds or []:
-            allowed_of(RunConfig, "seed").check("--seeds", seed)
-        check_can_write(args.out)
-    elif args.command == "kl-original":
-        from typhoon.analysis.kl.original_design import ROWS, SEEDS, TASKS, check_finetune_seeds, row_named
-
-        for name in args.row or []:
-            row_named(name)
-        for i, task in enumerate(args.tasks or []):  # the study's tasks, in any case
-            said(check_task(task, among=("mrpc", "cola")))
-            args.tasks[i] = canonical_task(task)
-        for seed in args.seeds or []:
-            allowed_of(RunConfig, "seed").check("--seeds", seed)
-        if args.part == "rows":
-            from typhoon.runner import check_row_states  # light: the states' run.json
-
-            check_row_states(Path(args.out), args.row or [row.name for row in ROWS], args.tasks or TASKS,
-                             args.seeds or SEEDS)
-        if args.part == "finetune":
-            check_finetune_seeds(args.seeds or [], args.tasks or TASKS)
-        if args.part == "table":
-            from typhoon.runner import check_curve_runs  # light: the curve runs' run.json
-
-            check_curve_runs(Path(args.out))
-        allowed_of(RunConfig, "mlm_epochs").check("--epochs", args.epochs)
-        if args.part == "curve":
-            from typhoon.analysis.kl.original_design import curve_named
-            from typhoon.runner import check_curve  # light: the curve's run.json and resume notes
-
-            curve_named(args.curve)
-            if args.epochs < 1:  # a curve advances its runs by MLM epochs: 0 would train nothing
-                raise ValueError(f"--epochs {args.epochs}: a curve runs to at least 1 MLM epoch")
-            if args.epochs_per_cell < 1:
-                raise ValueError(f"--epochs-per-cell {args.epochs_per_cell}: a cell trains at least 1 MLM epoch")
-            if args.rehearse is not None and args.rehearse < 1:
-                raise ValueError(f"--rehearse {args.rehearse}: a rehearsal needs at least 1 example per run")
-            check_curve(Path(args.out), Path(args.checkpoints), args.epochs, args.tasks or TASKS, args.seeds or SEEDS,
-                        args.curve, execution.device, args.rehearse)
-        check_can_write(args.out)
-    elif args.command == "reanalyse":
+    if args.command == "reproduce":
+        check_executor_arguments(args)
+    if getattr(args, "checks", None) is not None:  # a study's command: its own checks (typhoon/studies/<name>/)
+        checked = args.checks(args)
+    if args.command == "reanalyse":
         from typhoon.runner.reanalyse import study_profile
 
         get_profile(study_profile(Path(args.out).resolve()))

@@ -8,6 +8,7 @@ of start-up) read them from here.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,3 +171,9 @@ def check_checkpoint_folder(folder: Path) -> None:
     if missing:
         raise FileNotFoundError(f"backbone folder {folder} holds no checkpoint: no {' and no '.join(missing)} "
                                 "(a folder saved by transformers' save_pretrained, with its tokenizer)")
+
+
+def said(note: str | None) -> None:
+    """A line on stderr about how an input was read (``task 'MRPC' read as 'mrpc'``); nothing for None."""
+    if note:
+        print(f"typhoon: {note}", file=sys.stderr)

@@ -6,7 +6,7 @@ analyses; it trains nothing. The design it runs is read and printed by :mod:`typ
 
 The records on disk are the state: every invocation re-reads them, analyses the looks they reach (each
 comparison stopped at its first decision) and plans the cells of the next look (:func:`plan_next_look`),
-so a stopped run resumes where it was. Seeds 0-2 come from the records of ``design.reuse_from``
+so a stopped run resumes where it was. Seeds 0-2 come from the records of the design's ``reuse_from``
 (``results/cpu``, ``results/bottleneck``) where the RunConfig identity matches. The arms of one seed
 share their numerics (a pair never mixes bf16 and fp32, nor AMX and AVX512-BF16 kernels):
 :func:`check_seed_numerics` refuses to train a cell that would, ``stats/seeds.csv`` says which numerics

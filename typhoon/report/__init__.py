@@ -15,7 +15,6 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["check_page", "report_page"], "browser"),
     **dict.fromkeys(["plot_run_curves"], "figures"),
-    **dict.fromkeys(["plot_kl_curve"], "masking_figures"),
     **dict.fromkeys(["render_report"], "html"),
     **dict.fromkeys(["update_answer", "update_readme"], "results_readme"),
     **dict.fromkeys(["StudyPages", "pages_of"], "study_pages"),

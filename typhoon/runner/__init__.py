@@ -2,8 +2,8 @@
 resuming, cluster executors and the progress monitor. Other stages (the command line, ``__main__``) take
 these names from here (``from typhoon.runner import stop_on_signals``): how a stop is handled (``stop``),
 the options of ``reproduce`` and where they run (``options``), and a sequential study's tables rewritten
-(``sequential_grid``). Three modules are used whole: ``kl_studies`` (the KL studies' policies of the one
-study loop, ``kl_studies.KlOriginalCurve``), ``reanalyse`` and ``dask_executor`` (each named by its function).
+(``sequential_grid``). Two modules are used whole: ``reanalyse`` and ``dask_executor`` (each named by its
+function).
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["as_interrupted", "exit_finished", "exit_now_if_threads_linger", "exit_stopped", "remove_empty_folders",
                      "resume_command", "stop_on_signals"], "stop"),
-    **dict.fromkeys(["ReproduceOptions", "execution_overrides", "run_on_cluster", "run_policy"], "options"),
+    **dict.fromkeys(["ReproduceOptions", "add_executor_arguments", "check_executor_arguments", "checked_execution",
+                     "execution_overrides", "run_on_cluster", "run_policy"], "options"),
     **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),
-    **dict.fromkeys(["check_curve", "check_curve_runs", "check_row_states"], "kl_runs"),
+    **dict.fromkeys(["TRAIN", "Cell", "CellKind", "cell_row", "error_line"], "cells"),
+    **dict.fromkeys(["OneLook", "StudyPolicy", "preflight"], "policy"),
+    **dict.fromkeys(["RunLog"], "progress"),
     **dict.fromkeys(["study_pages_of"], "reanalyse"),
 }
-# Modules other stages use whole: their names read qualified (``kl_studies.write_tables``), or one of them is the
-# module's own name (``reanalyse.reanalyse``).
-_NAMESPACES = ("dask_executor", "kl_studies", "reanalyse")
+# Modules other stages use whole: one of their names is the module's own (``reanalyse.reanalyse``).
+_NAMESPACES = ("dask_executor", "reanalyse")
 __all__ = [*_HOMES, *_NAMESPACES]
 __getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

@@ -33,13 +33,12 @@ def relative_work(cells) -> dict[int, float]:
 
     from typhoon.data import load_glue
     from typhoon.models import load_backbone
-    from typhoon.runner.cells import kind_of
     from typhoon.training import EncoderShape
 
     params = {name: EncoderShape.from_config(load_backbone(name).config).matmul_parameters
               for name in {cell.config.backbone for cell in cells}}
     examples = {task: len(load_glue(task)["train"]) for task in {cell.config.task for cell in cells}}
-    return {id(cell): float(params[cell.config.backbone] * kind_of(cell).epochs(cell)
+    return {id(cell): float(params[cell.config.backbone] * cell.kind.epochs(cell)
                             * min(examples[cell.config.task], cell.config.max_train_examples or math.inf))
             for cell in cells}
 

@@ -4,10 +4,11 @@ hands to an executor -- a run's config, the *kind* of work it is and the folder 
 the worker process of a Dask or SLURM worker, :mod:`typhoon.runner.dask_executor`; a test, inline). No Jupyter
 kernel: a cell costs its own set-up and training, nothing more.
 
-Each kind (:data:`CELL_KINDS`) says how a cell of it runs, when it is done, and what to clean when the process
-running it died: ``train``, a grid's whole run (:func:`train_cell`, through :func:`typhoon.training.run.run`,
-its record under the study folder); ``kl_state`` and ``curve_epoch``, the KL studies' phase-1 state and a
-curve run's next MLM epoch (:mod:`typhoon.runner.kl_studies`).
+Each kind (a :class:`CellKind`, the object a cell carries) says how a cell of it runs, when it is done, and what
+to clean when the process running it died: :data:`TRAIN`, a grid's whole run (:func:`train_cell`, through
+:func:`typhoon.training.run.run`, its record under the study folder) is the engine's; a study brings its own
+kinds (the KL studies' phase-1 state and a curve run's next MLM epochs: :mod:`typhoon.studies.kl_gap.cells`,
+:mod:`typhoon.studies.kl_original.cells`).
 
 Also here, for whoever runs cells: whether a grid's cell is done, the failed record of a cell whose process
 died before it could write one, and the removal of what such a cell left behind.
@@ -16,7 +17,6 @@ died before it could write one, and the removal of what such a cell left behind.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import shutil
 import time
 from dataclasses import dataclass
@@ -37,38 +37,6 @@ from typhoon.records import (
 from typhoon.training import progress_path
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One unit of a study's work (see the module docstring): ``config``, the run it belongs to; ``kind``, a key of
-    :data:`CELL_KINDS`; ``folder``, what it writes, relative to the study's output folder (a ``train`` cell's
-    record folder, its config's under ``folder``'s parent: ``under``); ``args``, the kind's own arguments as
-    (name, value) pairs (a curve epoch's epoch and resume state); ``seconds``, its estimated time (the loop hands
-    out the longest first)."""
-
-    config: RunConfig
-    kind: str = "train"
-    under: str = ""  # train: the record's root below the study folder ("" or, say, "finetune")
-    folder: str = ""  # other kinds: their folder below the study folder
-    args: tuple = ()
-    seconds: float | None = None
-
-    @property
-    def path(self) -> str:
-        """The folder it writes, relative to the study folder: its status row's ``record_path``."""
-        if self.folder:
-            return self.folder
-        relative = self.config.relative_dir().as_posix()
-        return f"{self.under}/{relative}" if self.under else relative
-
-    def arg(self, name: str):
-        return dict(self.args)[name]
-
-    def placed(self, **execution) -> Cell:
-        """This cell with the execution fields of its config set (``device``, ``num_threads``: where it runs,
-        never what it computes)."""
-        return dataclasses.replace(self, config=self.config.replace(**execution)) if execution else self
-
-
 class CellKind:
     """How the cells of one kind run (:meth:`run`, in the worker: the status row, never raising for the cell's
     own failure), when one is done (:meth:`is_done`, in the batch) and what a process that died running one
@@ -83,6 +51,11 @@ class CellKind:
     def has_resume_state(self, cell: Cell, out_dir: Path) -> bool:
         """Whether a stopped run of ``cell`` left a state its next run goes on from."""
         return False
+
+    def resume_note(self, cell: Cell, out_dir: Path) -> str | None:
+        """What the loop says before the cell starts, when it goes on from a resume state (None: nothing; a kind
+        that says it as it runs says nothing here)."""
+        return None
 
     def epochs(self, cell: Cell) -> int:
         """How many epochs over its task's training text the cell trains (its MLM phase by default)."""
@@ -109,6 +82,14 @@ class TrainCell(CellKind):
     def has_resume_state(self, cell: Cell, out_dir: Path) -> bool:
         return resume_state_path(Path(out_dir) / cell.path).exists()
 
+    def resume_note(self, cell: Cell, out_dir: Path) -> str | None:
+        """What the whole run goes on from, when it has a resume state (the run checks the state is its own, and
+        says so again as it loads it)."""
+        from typhoon.training import resume
+
+        boundary = saved_boundary(cell.config, Path(out_dir) / cell.under)
+        return f"{cell.path}: resumes after {resume.describe(boundary)} (its resume state)" if boundary else None
+
     def epochs(self, cell: Cell) -> int:
         return cell.config.mlm_epochs + cell.config.ft_epochs
 
@@ -121,20 +102,43 @@ class TrainCell(CellKind):
 
 
 TRAIN = TrainCell()
-#: Each kind of cell and where it lives, ``module:name`` (imported where a cell of it is run or checked).
-CELL_KINDS = {"train": "typhoon.runner.cells:TRAIN",
-              "kl_state": "typhoon.runner.kl_cells:KL_STATE",
-              "curve_epoch": "typhoon.runner.kl_cells:CURVE_EPOCH"}
 
 
-def kind_of(cell: Cell) -> CellKind:
-    module, _, name = CELL_KINDS[cell.kind].partition(":")
-    return getattr(importlib.import_module(module), name)
+@dataclass(frozen=True)
+class Cell:
+    """One unit of a study's work (see the module docstring): ``config``, the run it belongs to; ``kind``, how it
+    runs (a :class:`CellKind`: :data:`TRAIN` or a study's own); ``folder``, what it writes, relative to the study's output folder (a ``train`` cell's
+    record folder, its config's under ``folder``'s parent: ``under``); ``args``, the kind's own arguments as
+    (name, value) pairs (a curve epoch's epoch and resume state); ``seconds``, its estimated time (the loop hands
+    out the longest first)."""
+
+    config: RunConfig
+    kind: CellKind = TRAIN
+    under: str = ""  # train: the record's root below the study folder ("" or, say, "finetune")
+    folder: str = ""  # other kinds: their folder below the study folder
+    args: tuple = ()
+    seconds: float | None = None
+
+    @property
+    def path(self) -> str:
+        """The folder it writes, relative to the study folder: its status row's ``record_path``."""
+        if self.folder:
+            return self.folder
+        relative = self.config.relative_dir().as_posix()
+        return f"{self.under}/{relative}" if self.under else relative
+
+    def arg(self, name: str):
+        return dict(self.args)[name]
+
+    def placed(self, **execution) -> Cell:
+        """This cell with the execution fields of its config set (``device``, ``num_threads``: where it runs,
+        never what it computes)."""
+        return dataclasses.replace(self, config=self.config.replace(**execution)) if execution else self
 
 
 def run_cell(cell: Cell, out_dir: str | Path) -> dict:
     """Run one cell in this process: its status row (``STATUS_COLUMNS``; ``record_path`` is ``cell.path``)."""
-    return kind_of(cell).run(cell, Path(out_dir))
+    return cell.kind.run(cell, Path(out_dir))
 
 
 def cell_row(cell: Cell, status: str, **details) -> dict:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from typhoon.runner import stop
-from typhoon.runner.cells import Cell, cell_row, kind_of
+from typhoon.runner.cells import Cell, cell_row
 from typhoon.runner.executor import CellExecutor
 
 # A worker lost after this share of its job's walltime was ended by the walltime (the worker connects some
@@ -215,7 +215,7 @@ class DaskExecutor(CellExecutor):
             task, cell.task, cell.worker = cell.task, None, None
             with contextlib.suppress(Exception):
                 self.client.cancel([task], force=True)
-            kind_of(cell.cell).clean(cell.cell, cell.out_dir)  # no other run of the cell has started: it was pinned
+            cell.cell.kind.clean(cell.cell, cell.out_dir)  # no other run of the cell has started: it was pinned
             cell.losses.append(label)
             what = cell.cell.path
             cause = self._walltime_cause(address, cell)
@@ -236,7 +236,7 @@ class DaskExecutor(CellExecutor):
     def _fail(self, cell: _Submitted, why: str) -> None:
         """The cell is recorded failed (its worker was lost too often): its row, its failed record."""
         error = f"LostWorker: {why}"
-        kind_of(cell.cell).lost(cell.cell, cell.out_dir, error)
+        cell.cell.kind.lost(cell.cell, cell.out_dir, error)
         cell.row = cell_row(cell.cell, "failed", error=error)
         self.settled.set()
 
@@ -254,7 +254,7 @@ class DaskExecutor(CellExecutor):
             return
         if outcome is not None:  # the cell function itself failed on the worker (not the cell: that is a row)
             error = f"{type(outcome).__name__}: {outcome}"
-            kind_of(cell.cell).lost(cell.cell, cell.out_dir, error)
+            cell.cell.kind.lost(cell.cell, cell.out_dir, error)
             row = cell_row(cell.cell, "failed", error=error)
         cell.row = row
         self.settled.set()

@@ -108,7 +108,7 @@ def cluster_spec(args: argparse.Namespace, out_dir):
 
 
 def run_policy(policy, out_dir, args: argparse.Namespace):
-    """A study's policy (:mod:`typhoon.runner.kl_studies`) on the executor the command line's flags name: the
+    """A study's policy (:mod:`typhoon.studies.kl_original.policy`) on the executor the command line's flags name: the
     jobs of ``--cluster``, the workers of ``--scheduler``, else a local pool of ``--workers``; its Summary."""
     from typhoon.runner.study import run_study
 
@@ -124,6 +124,58 @@ def run_policy(policy, out_dir, args: argparse.Namespace):
 
         return run_study(policy, Path(out_dir), workers=1, executor=dask_executor(args.scheduler))
     return run_study(policy, Path(out_dir), workers=args.workers, profile_workers=get_profile(args.profile).workers)
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a study's cells run: a local pool of ``--workers``, a Dask scheduler, or the jobs of a SLURM or local
+    Dask cluster and their resources; the same flags for ``reproduce`` and every study's command that trains."""
+    add = parser.add_argument
+    add("--workers", type=int, help="cells run at once, each in its own process (default: the profile's `workers`; "
+        "on CPU they share the cores)")
+    add("--scheduler", help="address of a Dask scheduler (tcp://host:8786) to spread cells over machines")
+    add("--cluster", choices=("slurm", "local"), help="run the cells as jobs of a SLURM cluster (dask-jobqueue; one "
+        "cell per job, the jobs' resources from the profile's [<profile>.cluster] table and the flags below), or of a "
+        "local Dask cluster (to try the set-up)")
+    add("--partition", help="--cluster: SLURM partition")
+    add("--account", help="--cluster: SLURM account")
+    add("--gpus", type=int, help="--cluster: GPUs per job")
+    add("--cpus", type=int, help="--cluster: CPU cores per job")
+    add("--memory", help="--cluster: memory per job, e.g. 32GB")
+    add("--walltime", help="--cluster: time limit per job, e.g. 04:00:00")
+    add("--jobs", type=int, help="--cluster: jobs (cells at once), kept alive while cells remain")
+    add("--interface", help="--cluster: network interface the scheduler and workers listen on, e.g. ib0 (lo: this "
+        "machine only)")
+    add("--scheduler-option", action="append", metavar="KEY=VALUE", help="--cluster: an option of the Dask "
+        "scheduler, e.g. port=8786, host=10.0.0.1, dashboard_address=127.0.0.1:0 (adds to the profile's "
+        "scheduler_options)")
+    add("--retries", type=int, help="--cluster: times a cell whose job was lost runs again before it is recorded "
+        "failed (default 2)")
+    add("--no-worker-timeout", type=float, metavar="SECONDS", dest="no_worker_timeout_s",
+        help="--cluster: stop (exit 2) when no worker has been alive this long (default 3600)")
+
+
+def check_executor_arguments(args: argparse.Namespace) -> None:
+    """The executor flags of a command that trains (:func:`add_executor_arguments`), checked once, before any
+    work: ValueError naming what is wrong."""
+    if args.cluster and args.scheduler:
+        raise ValueError("give --cluster or --scheduler, not both")
+    if args.workers is not None:
+        allowed_of(Profile, "workers").check("--workers", args.workers)
+
+
+def checked_execution(args: argparse.Namespace, instead: str = "") -> dict:
+    """Where a study's cells run (``--set device=... / num_threads=...``, :func:`execution_overrides`), checked
+    as every field is (a RunConfig is made of them), the device seen on this machine unless the cells run on others
+    (``--cluster``, ``--scheduler``), with the executor flags (:func:`check_executor_arguments`): the overrides the
+    study's cells are placed with."""
+    from typhoon import machine
+
+    check_executor_arguments(args)
+    overrides = execution_overrides(args.set, instead)
+    execution = RunConfig(**overrides)
+    if not (args.cluster or args.scheduler):
+        machine.check_device_visible(execution.device)
+    return overrides
 
 
 def execution_overrides(items: list[str] | None, instead: str = "") -> dict:

@@ -4,7 +4,7 @@ The loop asks a policy for the cells of its next look, runs them, and asks again
 policy makes what it makes of them (tables, notebooks, a report) and says its answer. A policy owns its study's
 report and its answer: the loop, the report and the README ask it, never what kind of study a folder holds.
 The policies: :class:`typhoon.runner.grid.FixedGrid` (a profile's grid), :class:`typhoon.runner.sequential_grid.
-SequentialDesign` (a profile's sequential design) and the KL studies' parts (:mod:`typhoon.runner.kl_studies`).
+SequentialDesign` (a profile's sequential design) and the KL studies' parts (:mod:`typhoon.studies.kl_original.policy`).
 
 Three methods make a policy (:meth:`StudyPolicy.cells`, :meth:`~StudyPolicy.next_look`, :meth:`~StudyPolicy.finish`);
 the others have the plain study's answer and are written where a study differs.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from typhoon import paths
 from typhoon.runner import progress
-from typhoon.runner.cells import Cell, cell_row, kind_of
+from typhoon.runner.cells import Cell, cell_row
 
 
 class StudyPolicy(ABC):
@@ -63,7 +63,7 @@ class StudyPolicy(ABC):
 
     def describe(self, out_dir: Path) -> str:
         every = self.cells(out_dir)
-        done = sum(kind_of(cell).is_done(cell, out_dir) for cell in every)
+        done = sum(cell.kind.is_done(cell, out_dir) for cell in every)
         return f"{len(every)} cells ({len(every) - done} to run, {done} complete already)"
 
     def done_before(self, out_dir: Path, todo: list[Cell]) -> int:
@@ -94,3 +94,39 @@ class StudyPolicy(ABC):
 
     def commit_message(self, out_dir: Path) -> str:
         return f"{paths.shown(out_dir)}: tables, figures, notebooks and report"
+
+
+def preflight(configs: list) -> None:
+    """Check that every task's data and every backbone of ``configs`` load, before anything is written."""
+    from typhoon.data import load_glue, require_labelled_splits
+    from typhoon.models import load_backbone
+
+    for task in dict.fromkeys(c.task for c in configs):
+        require_labelled_splits(load_glue(task), task)
+    for name in dict.fromkeys(c.backbone for c in configs):
+        load_backbone(name)
+
+
+class OneLook(StudyPolicy):
+    """A study of one look: every cell of ``cells`` not done yet, each placed where ``execution`` says
+    (``device``, ``num_threads``: where it runs, never what it computes)."""
+
+    def __init__(self, cells: list[Cell], execution: dict | None = None):
+        self.every = [cell.placed(**(execution or {})) for cell in cells]
+        self.looked = False
+        self.configs = [cell.config for cell in cells]
+
+    def cells(self, out_dir: Path) -> list[Cell]:
+        return self.every
+
+    def next_look(self, out_dir: Path, log: progress.RunLog) -> list[Cell]:
+        if self.looked:
+            return []
+        self.looked = True
+        return [cell for cell in self.every if not cell.kind.is_done(cell, out_dir)]
+
+    def done_before(self, out_dir: Path, todo: list[Cell]) -> int:
+        return len(self.every) - len(todo)
+
+    def preflight(self) -> None:
+        preflight(self.configs)

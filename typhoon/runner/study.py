@@ -4,7 +4,7 @@
 look needs and what to make of them: a profile's plain grid (:class:`typhoon.runner.grid.FixedGrid`: one look,
 every cell without a complete record, then the analysis notebooks and the report), its sequential design
 (:class:`typhoon.runner.sequential_grid.SequentialDesign`: seeds look by look until every comparison is decided or
-at its cap, then notebook 50), or a KL study's part (:mod:`typhoon.runner.kl_studies`: kl-original's rows, its
+at its cap, then notebook 50), or a KL study's part (:mod:`typhoon.studies.kl_original.policy`: kl-original's rows, its
 curve epoch by epoch, its fine-tuned pairs; kl-gap's causes). :func:`reproduce` is a profile's study. The
 cells (:class:`typhoon.runner.cells.Cell`) run on one executor (:mod:`typhoon.runner.executor`): the local pool
 of worker processes by default, a Dask or SLURM cluster when given; the longest first, so that no worker waits
@@ -44,7 +44,7 @@ from typhoon.records import (
     record_stopped_invocation,
 )
 from typhoon.runner import progress, stop
-from typhoon.runner.cells import Cell, kind_of, saved_boundary
+from typhoon.runner.cells import Cell
 from typhoon.runner.executor import CellExecutor
 from typhoon.runner.policy import StudyPolicy
 from typhoon.runner.workers import WorkerPool, choose_workers, slots_for
@@ -181,7 +181,7 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
         try:  # a stop (Ctrl-C) or a full disk from here on is cleaned up by stopped()
             policy.before_cells(out_dir, workers, log)
             while todo := policy.next_look(out_dir, log):
-                for line in filter(None, (resume_line(cell, out_dir) for cell in todo)):
+                for line in filter(None, (cell.kind.resume_note(cell, out_dir) for cell in todo)):
                     print(line, flush=True)
                     log.write(line)
                 if executor is None:
@@ -226,17 +226,6 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
     return summary
 
 
-def resume_line(cell: Cell, out_dir: Path) -> str | None:
-    """What a whole run about to start goes on from, when it has a resume state (the run checks the state is its
-    own, and says so again as it loads it); None for other kinds of cells, which say it as they run."""
-    from typhoon.training import resume
-
-    if cell.kind != "train":
-        return None
-    boundary = saved_boundary(cell.config, out_dir / cell.under)
-    return f"{cell.path}: resumes after {resume.describe(boundary)} (its resume state)" if boundary else None
-
-
 def stopped(error: BaseException, out_dir: Path, policy: StudyPolicy, log: progress.RunLog) -> BaseException:
     """After the cells or the analysis were cut short: stop what still runs, remove what it left
     (:func:`typhoon.runner.stop.clean_after_stop`), log it, and return the exception to raise.
@@ -252,10 +241,10 @@ def stopped(error: BaseException, out_dir: Path, policy: StudyPolicy, log: progr
     stop.stop_child_processes()  # an analysis kernel, a worker still there
     stop.clean_after_stop(out_dir)
     every = policy.cells(out_dir)
-    complete = sum(kind_of(cell).is_done(cell, out_dir) for cell in every)
+    complete = sum(cell.kind.is_done(cell, out_dir) for cell in every)
     if isinstance(error, KeyboardInterrupt):
         result = stop.as_interrupted(error)
-        kept = [cell for cell in every if kind_of(cell).has_resume_state(cell, out_dir)]
+        kept = [cell for cell in every if cell.kind.has_resume_state(cell, out_dir)]
         result.details = (f"all {complete} cells complete; the analysis was stopped before the report"
                           if complete == len(every) else
                           f"{complete} of {len(every)} cells complete (their records are kept)")

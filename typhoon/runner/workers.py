@@ -35,7 +35,7 @@ from pathlib import Path
 from typhoon import machine
 from typhoon.config import RunConfig
 from typhoon.runner import stop
-from typhoon.runner.cells import Cell, cell_row, error_line, kind_of
+from typhoon.runner.cells import Cell, cell_row, error_line
 from typhoon.runner.executor import CellExecutor
 
 SPAWN = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA and torch's threads survive no fork
@@ -234,7 +234,7 @@ def died_row(cell: Cell, out_dir: Path, why: str, seconds: float) -> dict:
     if stop.stopping():
         return cell_row(cell, "stopped", seconds=seconds)
     error = f"WorkerDied: the worker process running it {why}"
-    kind_of(cell).lost(cell, out_dir, error)
+    cell.kind.lost(cell, out_dir, error)
     return cell_row(cell, "failed", error=error, seconds=seconds)
 
 
@@ -288,7 +288,7 @@ class WorkerPool(CellExecutor):
                 self.workers[i] = WorkerProcess(f"typhoon-worker-{i}")
             except RuntimeError as err:  # run_cell itself failed (not the cell: that is a row)
                 message = str(err).split("\n", 1)[0]
-                kind_of(cell).lost(cell, out_dir, message, str(err))
+                cell.kind.lost(cell, out_dir, message, str(err))
                 rows.append(cell_row(cell, "failed", error=message, seconds=time.perf_counter() - started))
             if rows[-1]["status"] == "failed" and "OutOfMemoryError" in str(rows[-1]["error"]):
                 worker.close()  # a clean CUDA context for the next cell

@@ -41,7 +41,7 @@ def adapt_mlm(ctx, mlm: MaskedLM, strategy: MaskingStrategy, saliency: SaliencyS
     Each step is :func:`typhoon.training.step.mlm_step`, the strategy learning from the run's ``saliency``
     source (a task source: the gradient of the warmed-up task model's loss, which reaches no parameter).
 
-    For a phase of many epochs (a KL study's curve, :mod:`typhoon.runner.kl_cells`), as :func:`fine_tune` has them:
+    For a phase of many epochs (a KL study's curve, :mod:`typhoon.studies.kl_original.cells`), as :func:`fine_tune` has them:
     ``saved``, a state saved after an MLM epoch (the model, optimizer, schedule and the phase's progress; the
     caller restores the strategy and the generators), from which the next epoch follows;
     ``at_epoch_end(epoch, models, progress)``, called after each epoch's dev loss with the state dicts and the

@@ -265,7 +265,7 @@ def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
 def phase_one(ctx: RunContext) -> PhaseOne:
     """Phase 1 of a run: the strategy prepared on the task's token counts, the task model warmed up where
     the saliency comes from the task, the MLM adapted. The global torch seed must be set before (dropout).
-    Also what the KL studies run alone (:func:`typhoon.runner.kl_cells.run_phase_one`)."""
+    A study that measures the masking alone runs just this phase."""
     config, backbone = ctx.config, ctx.backbone
     strategy = prepared_strategy(ctx)
 

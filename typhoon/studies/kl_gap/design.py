@@ -1,15 +1,25 @@
 """The KL-gap study's registered design: its candidate causes (:data:`CAUSES`), each a change of the ``cpu``
-profile's Typhoon cell, the :data:`HYPOTHESIS` registered before any run, and the files of one state. Light
+profile's Typhoon cell, the :data:`HYPOTHESIS` registered before any run, and the files and folder of one state. Light
 (no torch, numpy or pandas): the command line checks a cause's name with it. The runs are
-:class:`typhoon.runner.kl_studies.KlGapCauses`'s; the table is :mod:`typhoon.analysis.kl.gap`'s.
+:class:`typhoon.studies.kl_gap.policy.KlGapCauses`'s; the table is :mod:`typhoon.studies.kl_gap.table`'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 STATE_FILE = "masking_state.npz"
 RUN_FILE = "run.json"
+
+
+def state_folder(name: str, task: str, seed: int) -> str:
+    """A state's folder, relative to the study's: ``states/<name>/<task>/seed<k>``."""
+    return f"states/{name}/{task}/seed{seed}"
+
+
+def state_dir(out: Path, name: str, task: str, seed: int) -> Path:
+    return Path(out) / state_folder(name, task, seed)
 
 
 @dataclass(frozen=True)

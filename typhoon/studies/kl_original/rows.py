@@ -1,5 +1,5 @@
-"""The kl-original study's rows (design and hypothesis: :mod:`typhoon.analysis.kl.original_design`; runs:
-:class:`typhoon.runner.kl_studies.KlOriginalRows`): each finished state read back, the t interval every table uses, and two tables.
+"""The kl-original study's rows (design and hypothesis: :mod:`typhoon.studies.kl_original.design`; runs:
+:class:`typhoon.studies.kl_original.policy.KlOriginalRows`): each finished state read back, the t interval every table uses, and two tables.
 
 - :func:`rows_table`: per row (a 2023 rule, alone or all together, at 1 MLM epoch) and KL definition
   (:data:`typhoon.analysis.kl.units.KL_DEFINITIONS`, nats and bits): the geometric-mean KL of its (task, seed)
@@ -12,9 +12,9 @@
 - :func:`rate_table`: per row, the realised masking rate against the budget p and the spread of the per-type rates.
 
 A state's KLs are recomputed here from its ``masking_state.npz`` (probabilities and counts) and its run's
-``n_train``, not read from what the run printed. The curve is :mod:`typhoon.analysis.kl.curve`'s, the
-fine-tuned pairs :mod:`typhoon.analysis.kl.finetune`'s, the predictions and the README
-:mod:`typhoon.analysis.kl.original_report`'s.
+``n_train``, not read from what the run printed. The curve is :mod:`typhoon.studies.kl_original.curve`'s, the
+fine-tuned pairs :mod:`typhoon.studies.kl_original.finetune`'s, the predictions and the README
+:mod:`typhoon.studies.kl_original.report`'s.
 """
 
 from __future__ import annotations
@@ -27,10 +27,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state
-from typhoon.analysis.kl.gap_causes import RUN_FILE, STATE_FILE
-from typhoon.analysis.kl.original_design import ADDENDUM_AGAINST, BONFERRONI_FAMILY, ROWS
-from typhoon.analysis.kl.units import KL_DEFINITIONS, kl_definitions, rate_spread
+from typhoon.analysis.kl import (
+    KL_DEFINITIONS,
+    PAPER_KL_NATS_PER_TOKEN,
+    kl_definitions,
+    load_masking_state,
+    rate_spread,
+)
+from typhoon.studies.kl_gap.design import RUN_FILE, STATE_FILE
+from typhoon.studies.kl_original.design import ADDENDUM_AGAINST, BONFERRONI_FAMILY, ROWS
 
 BASELINE = "baseline"
 KL_FACTOR = 3.0  # 'within 3x': the KL-gap study's criterion for closing the gap
@@ -113,7 +118,7 @@ def paired_change(mine: pd.DataFrame, other: pd.DataFrame, unit: str, family: in
 def rows_table(states: pd.DataFrame) -> pd.DataFrame:
     """Per (row, unit): the geometric-mean KL with its 95 % interval over the row's states, its ratio to
     7e-4, the paired change against the baseline and the two criteria (module docstring); an addendum row
-    (:data:`~typhoon.analysis.kl.original_design.ADDENDUM_AGAINST`) also against the row it changes
+    (:data:`~typhoon.studies.kl_original.design.ADDENDUM_AGAINST`) also against the row it changes
     (``against`` and the ``*_against`` columns), Bonferroni over its own family. Only the rows with states are
     listed (:func:`rows_not_yet_run` names the others); a change needs at least two (task, seed) pairs."""
     if states.empty:

@@ -1,12 +1,12 @@
 """The kl-original study's second addendum (issue 68; registered text:
-:data:`~typhoon.analysis.kl.original_design.SECOND_ADDENDUM`): two curves beside the registered one, their
+:data:`~typhoon.studies.kl_original.design.SECOND_ADDENDUM`): two curves beside the registered one, their
 tables and predictions (10)-(12).
 
 - ``all_plus``: the 2023 recipe's curve (every 2023 rule, random batches) over 100 (MRPC) / 80 (CoLA) epochs;
 - ``all_gpu``: the registered 'all' curve again from epoch 0 on a GPU, compared with the CPU's 'all' curve over
   the epochs both reached (:func:`numerics_comparison`).
 
-Each curve is read as the registered one is (:mod:`typhoon.analysis.kl.curve`: end of epoch, registered; trace
+Each curve is read as the registered one is (:mod:`typhoon.studies.kl_original.curve`: end of epoch, registered; trace
 mean, supplementary), at the last epoch all its runs reached. The runs of both are one GPU command
 (``scripts/gpu_curve.sh``); until their files land, every table here is absent and the predictions 'not yet run'.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis.kl.curve import (
+from typhoon.studies.kl_original.curve import (
     END_OF_EPOCH,
     curve_change,
     curve_levels,
@@ -27,9 +27,9 @@ from typhoon.analysis.kl.curve import (
     read_traces,
     trace_spread,
 )
-from typhoon.analysis.kl.original_design import CURVE_EPOCHS, CURVES, SEEDS, TASKS
-from typhoon.analysis.kl.rows import UNITS, change_direction, paper_kl, t_interval
-from typhoon.analysis.kl.verdicts import NOT_YET_RUN, within_factor
+from typhoon.studies.kl_original.design import CURVE_EPOCHS, CURVES, SEEDS, TASKS
+from typhoon.studies.kl_original.rows import UNITS, change_direction, paper_kl, t_interval
+from typhoon.studies.kl_original.verdicts import NOT_YET_RUN, within_factor
 
 ADDED = ("all_plus", "all_gpu")  # the second addendum's curves
 RUNS = len(TASKS) * len(SEEDS)  # a curve's registered runs
@@ -56,7 +56,7 @@ def curve_tables(out: str | Path, name: str) -> dict[str, pd.DataFrame]:
 def numerics_comparison(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     """Prediction 12: per unit, the GPU's 'all' curve against the CPU's at the end of each epoch. Per run (task,
     seed) that both have: the mean over the epochs both reached of log(KL GPU / KL CPU); over the runs, its
-    geometric mean as a factor with the 95 % t interval, and what it says (:func:`~typhoon.analysis.kl.rows.
+    geometric mean as a factor with the 95 % t interval, and what it says (:func:`~typhoon.studies.kl_original.rows.
     change_direction`)."""
     merged = gpu.merge(cpu, on=["task", "seed", "epoch"], suffixes=("_gpu", "_cpu"))
     # a GPU run short of its CPU twin's epochs: the comparison is interim (prediction 12 waits for it)
@@ -139,7 +139,7 @@ def _last_level(epochs: pd.DataFrame, epoch: int, unit: str = "bernoulli") -> di
 
 def second_addendum_tables(out: str | Path, registered_curve: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     """Every table of the second addendum from the files in ``out`` (``registered_curve``: the CPU's 'all' curve,
-    :func:`~typhoon.analysis.kl.curve.read_curves`, for prediction 12)."""
+    :func:`~typhoon.studies.kl_original.curve.read_curves`, for prediction 12)."""
     tables = {}
     for name in ADDED:
         tables.update(curve_tables(out, name))
@@ -154,7 +154,7 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 def second_addendum_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     """The README's section on the second addendum: the curves as far as they ran, and what waits."""
-    from typhoon.analysis.kl.units import KL_DEFINITIONS
+    from typhoon.analysis.kl import KL_DEFINITIONS
 
     lines = ["## The second addendum: the 2023 recipe's curve, and the 'all' curve on a GPU\n",
              "Registered before any of their states (the text is above). Both run as one command on one GPU "

@@ -1,5 +1,5 @@
 """The kl-original study's registered predictions, each judged from the tables: (1)-(5) of the hypothesis and
-(6)-(9) of the addendum (:mod:`typhoon.analysis.kl.original_design`). A verdict is 'holds', 'fails', 'not
+(6)-(9) of the addendum (:mod:`typhoon.studies.kl_original.design`). A verdict is 'holds', 'fails', 'not
 decided' (an interval that neither shows nor rules out what was predicted, or fewer pairs than registered), or
 'not yet run' (no state of the row yet): a row with no states is never given a verdict."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from typhoon.analysis.kl.original_design import ADDENDUM_AGAINST, SEEDS, TASKS
-from typhoon.analysis.kl.rows import LEAVES_FACTOR, identical_states
+from typhoon.studies.kl_original.design import ADDENDUM_AGAINST, SEEDS, TASKS
+from typhoon.studies.kl_original.rows import LEAVES_FACTOR, identical_states
 
 #: the registered pairs of each comparison of a row: every task x seed
 REGISTERED_PAIRS = len(TASKS) * len(SEEDS)
@@ -22,7 +22,7 @@ NOT_YET_RUN = "not yet run"
 
 def identity_table(out: str | Path) -> pd.DataFrame:
     """Prediction 8's check, per (row, task, seed) that both rows have: whether the state is bit for bit its
-    reference row's (:func:`typhoon.analysis.kl.rows.identical_states`)."""
+    reference row's (:func:`typhoon.studies.kl_original.rows.identical_states`)."""
     return pd.concat([identical_states(out, row, reference) for row, reference in IDENTICAL_TO.items()],
                      ignore_index=True)
 
@@ -62,7 +62,7 @@ def _combine(*parts: str) -> str:
 def predictions(rows: pd.DataFrame, rates: pd.DataFrame, curve: pd.DataFrame | None,
                 identity: pd.DataFrame | None = None) -> pd.DataFrame:
     """The nine registered predictions, each with its verdict and the numbers it rests on. ``curve``: the
-    curve table (:func:`~typhoon.analysis.kl.curve.curve_change`; prediction 5 reads its end-of-epoch
+    curve table (:func:`~typhoon.studies.kl_original.curve.curve_change`; prediction 5 reads its end-of-epoch
     reading); ``identity``: :func:`identity_table` (prediction 8; None: not checked)."""
     out = []
 

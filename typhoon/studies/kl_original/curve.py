@@ -1,5 +1,5 @@
 """The kl-original study's curve: the 'all' row over the 2023 code's long MLM phase (runs:
-:class:`typhoon.runner.kl_studies.KlOriginalCurve`), read two ways (the addendum's (d)):
+:class:`typhoon.studies.kl_original.policy.KlOriginalCurve`), read two ways (the addendum's (d)):
 
 - the **end-of-epoch state** (registered, prediction 5): each run's ``epochs.csv``, the KL of the masking state
   at the end of each epoch. The EMA puts 0.8 on the last batch's saliency, so each is close to one snapshot;
@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis.kl.original_design import CURVE_EPOCHS, CURVE_ROW
-from typhoon.analysis.kl.rows import UNITS, change_direction, paper_kl, t_interval
+from typhoon.studies.kl_original.design import CURVE_EPOCHS, CURVE_ROW
+from typhoon.studies.kl_original.rows import UNITS, change_direction, paper_kl, t_interval
 
-CURVE_FIGURE = "figures/kl_curve"  # drawn by typhoon.runner.kl_studies.write_tables, shown in the README
+CURVE_FIGURE = "figures/kl_curve"  # drawn by typhoon.studies.kl_original.policy.write_tables, shown in the README
 #: the two readings of the curve, as the tables name them
 END_OF_EPOCH, TRACE_READING = "end of epoch (registered)", "trace mean (supplementary)"
 TRACE_MEAN = "trace_mean_"  # a unit's geometric mean over an epoch's trace snapshots: this prefix + the unit

@@ -1,6 +1,6 @@
 """The kl-original study's answer: the answer in sentences (every number read from the tables) and the study's
 README with its tables (``python -m typhoon kl-original table``); the predictions' verdicts are
-:mod:`typhoon.analysis.kl.verdicts`'."""
+:mod:`typhoon.studies.kl_original.verdicts`'."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from typhoon.analysis.kl.as_measured import (
+from typhoon.analysis.kl import KL_DEFINITIONS
+from typhoon.studies.kl_original.as_measured import (
     measured_addendum,
     measured_sentence,
     measurement_name,
     same_states,
 )
-from typhoon.analysis.kl.curve import (
+from typhoon.studies.kl_original.curve import (
     CURVE_FIGURE,
     END_OF_EPOCH,
     curve_change,
@@ -25,7 +26,15 @@ from typhoon.analysis.kl.curve import (
     read_traces,
     trace_spread,
 )
-from typhoon.analysis.kl.finetune import (
+from typhoon.studies.kl_original.design import (
+    ADDENDUM,
+    ADDENDUM_AGAINST,
+    CURVE_EPOCHS,
+    HYPOTHESIS,
+    ROWS,
+    SECOND_ADDENDUM,
+)
+from typhoon.studies.kl_original.finetune import (
     ALPHA,
     ALPHA_BONFERRONI,
     CONTROLS,
@@ -34,22 +43,19 @@ from typhoon.analysis.kl.finetune import (
     decisive_margins_and_sds,
     finetune_table,
 )
-from typhoon.analysis.kl.original_design import (
-    ADDENDUM,
-    ADDENDUM_AGAINST,
-    CURVE_EPOCHS,
-    HYPOTHESIS,
-    ROWS,
-    SECOND_ADDENDUM,
+from typhoon.studies.kl_original.rows import (
+    BASELINE,
+    rate_table,
+    read_row_states,
+    rows_not_yet_run,
+    rows_table,
 )
-from typhoon.analysis.kl.rows import BASELINE, rate_table, read_row_states, rows_not_yet_run, rows_table
-from typhoon.analysis.kl.second_addendum import (
+from typhoon.studies.kl_original.second_addendum import (
     addendum_predictions,
     second_addendum_section,
     second_addendum_tables,
 )
-from typhoon.analysis.kl.units import KL_DEFINITIONS
-from typhoon.analysis.kl.verdicts import (
+from typhoon.studies.kl_original.verdicts import (
     IDENTICAL_TO,
     factor_text,
     identity_table,
@@ -119,7 +125,7 @@ def finetune_sentence(finetune: pd.DataFrame) -> str:
 def every_rule_sentence(rows: pd.DataFrame, verdicts: pd.DataFrame | None, same: dict[str, str] | None = None) -> str:
     """The row nearest the 2023 run ('all_plus', every 2023 rule at once) in both per-token units, whether an
     interval holds 7e-4, and prediction 9's verdict; ``same``: the rows that share their states
-    (:func:`~typhoon.analysis.kl.as_measured.same_states`), named together."""
+    (:func:`~typhoon.studies.kl_original.as_measured.same_states`), named together."""
     mine = per_token_rows(rows, "all_plus")
     if mine.empty:
         return ""
@@ -136,7 +142,7 @@ def every_rule_sentence(rows: pd.DataFrame, verdicts: pd.DataFrame | None, same:
 
 def answer(tables: dict[str, pd.DataFrame]) -> str:
     """The study's answer to 'why is our KL 0.05x the paper's?' in sentences, every number from ``tables``."""
-    from typhoon.analysis.kl.units import max_band_kl
+    from typhoon.analysis.kl import max_band_kl
 
     rows = tables["rows"]
     per_token = rows[rows["unit"] == "bernoulli"].set_index("row")
@@ -267,8 +273,8 @@ def write_report(out: str | Path) -> dict[str, pd.DataFrame]:
     sections = [
         "# kl-original: the paper's 2023 calibration rules, measured under every KL definition\n",
         "Written by `python -m typhoon kl-original table` from the states in this folder "
-        "(`typhoon/analysis/kl/`: `rows.py`, `curve.py`, `finetune.py`, `verdicts.py`, `original_report.py`); "
-        "design: `typhoon/analysis/kl/original_design.py`; runs: `typhoon/runner/kl_studies.py`. States per row: "
+        "(`typhoon/studies/kl_original/`: `rows.py`, `curve.py`, `finetune.py`, `verdicts.py`, `as_measured.py`, "
+        "`second_addendum.py`, `report.py`); design: `design.py`; runs: `policy.py`. States per row: "
         + ", ".join(f"{row} {counts.get(row, 0)}" for row in [r.name for r in ROWS]) + ".\n",
         "## Registered hypothesis\n", HYPOTHESIS + "\n", ADDENDUM + "\n", SECOND_ADDENDUM + "\n",
         "## The answer\n", answer(tables) + "\n",

@@ -1,6 +1,6 @@
-"""The KL studies' runs as configs and folders: each cause's, row's, curve run's and fine-tuned cell's config
-(the ``cpu`` profile's cell with the design's change), where its output goes, and what the command line checks of
-a curve before anything runs. Light (no pandas, no torch): a curve asked for fewer epochs than it has, or given
+"""The kl-original study's runs as configs and folders: each row's, curve run's and fine-tuned cell's config (the
+``cpu`` profile's cell with the design's change), where its output goes, and what the command line checks of a
+curve or a row before anything runs. Light (no pandas, no torch): a curve asked for fewer epochs than it has, or given
 another run's checkpoints, is refused at once.
 """
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typhoon.analysis.kl.gap_causes import RUN_FILE, Cause
-from typhoon.analysis.kl.original_design import (
+from typhoon.config import RunConfig
+from typhoon.profiles import resolve
+from typhoon.studies.kl_gap.design import RUN_FILE, state_dir
+from typhoon.studies.kl_original.design import (
     BACKBONE,
     CURVE_EPOCHS,
     CURVES,
@@ -20,17 +22,6 @@ from typhoon.analysis.kl.original_design import (
     TASKS,
     row_named,
 )
-from typhoon.config import RunConfig
-from typhoon.profiles import resolve
-
-KL_GAP_BACKBONE = "minilm-l6"  # the kl-gap baseline: the cpu profile's fresh-head cell
-KL_GAP_SEEDS = (0, 1, 2)  # the kl-gap study's registered seeds, per task of TASKS
-
-
-def cause_config(cause: Cause, task: str, seed: int) -> RunConfig:
-    """The Typhoon cell of the cpu profile for ``task`` and ``seed``, with the cause's change."""
-    return resolve(PROFILE, {"task": task, "backbone": KL_GAP_BACKBONE, "strategy": "typhoon", "seed": seed},
-                   cause.overrides)
 
 
 def row_config(row: str, task: str, seed: int) -> RunConfig:
@@ -41,7 +32,7 @@ def row_config(row: str, task: str, seed: int) -> RunConfig:
 
 
 def curve_config(task: str, seed: int, curve: str = "all", rehearse: int | None = None) -> RunConfig:
-    """A run of ``curve`` (:data:`~typhoon.analysis.kl.original_design.CURVES`): its row's config over the planned
+    """A run of ``curve`` (:data:`~typhoon.studies.kl_original.design.CURVES`): its row's config over the planned
     MLM epochs. ``rehearse``: the same on that many training and dev examples, to try the machinery (never the
     study's run: its config says so, and the study's tables refuse it)."""
     overrides = dict(row_named(CURVES[curve].row).overrides)
@@ -54,14 +45,6 @@ def curve_config(task: str, seed: int, curve: str = "all", rehearse: int | None 
 def finetune_config(strategy: str, task: str, seed: int) -> RunConfig:
     return resolve(PROFILE, {"task": task, "backbone": BACKBONE, "strategy": strategy, "seed": seed},
                    dict(FINETUNE_SETTINGS))
-
-
-def state_dir(out: Path, name: str, task: str, seed: int) -> Path:
-    return Path(out) / state_folder(name, task, seed)
-
-
-def state_folder(name: str, task: str, seed: int) -> str:
-    return f"states/{name}/{task}/seed{seed}"
 
 
 def curve_folder(task: str, seed: int, curve: str = "all") -> str:

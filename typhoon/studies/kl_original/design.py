@@ -16,15 +16,15 @@ package's, each is a parameter of Typhoon (:mod:`typhoon.masking.params`: ``ema_
   80 on CoLA (``scripts/results/*/run_training_typhoon.ipynb``).
 
 Light (no torch, numpy or pandas): the command line checks names with it. The runs are
-:mod:`typhoon.runner.kl_studies`', the tables those of :mod:`typhoon.analysis.kl` (rows, curve, finetune,
-original_report).
+:mod:`typhoon.studies.kl_original.policy`', the tables those of the study's own modules (rows, curve, finetune,
+verdicts, as_measured, second_addendum, report).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from typhoon.analysis.kl.gap_causes import Cause, named
+from typhoon.studies.kl_gap.design import Cause, named
 
 BACKBONE = "minilm-l6-mlm"  # the masked LM that models language (the paper's backbones were such models)
 PROFILE = "cpu"  # the baseline is this profile's Typhoon cell

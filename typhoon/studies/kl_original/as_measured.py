@@ -1,7 +1,7 @@
 """The addendum's rows as their states show them, beside the registered reading (issue 68).
 
 The addendum registered four rows, each compared with the row it changes and Bonferroni over a family of 4
-(:data:`~typhoon.analysis.kl.original_design.ADDENDUM_AGAINST`). Two of them turned out to be other rows'
+(:data:`~typhoon.studies.kl_original.design.ADDENDUM_AGAINST`). Two of them turned out to be other rows'
 measurements, which the registered reading cannot say:
 
 - a row whose states are, bit for bit, those of the row it is compared with ('max_length' against 'numerics':
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from typhoon.analysis.kl.original_design import ADDENDUM_AGAINST, SEEDS, TASKS
-from typhoon.analysis.kl.rows import paired_change
+from typhoon.studies.kl_original.design import ADDENDUM_AGAINST, SEEDS, TASKS
+from typhoon.studies.kl_original.rows import paired_change
 
 #: the registered pairs of a row: every task x seed
 REGISTERED_PAIRS = len(TASKS) * len(SEEDS)
@@ -31,7 +31,7 @@ UNIT = "bernoulli"  # per token, the paper's unit
 
 def same_states(identity: pd.DataFrame) -> dict[str, str]:
     """``{row: reference}`` for each row whose states are bit-identical to its reference row's at every
-    registered (task, seed) pair (:func:`typhoon.analysis.kl.verdicts.identity_table`); a row with a pair
+    registered (task, seed) pair (:func:`typhoon.studies.kl_original.verdicts.identity_table`); a row with a pair
     missing or differing is its own measurement."""
     found = {}
     for (row, reference), group in identity.groupby(["row", "reference"], sort=False):

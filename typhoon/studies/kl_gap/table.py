@@ -1,4 +1,4 @@
-"""The KL-gap table: one row per candidate cause (:mod:`typhoon.analysis.kl.gap_causes`), its KL from uniform masking
+"""The KL-gap table: one row per candidate cause (:mod:`typhoon.studies.kl_gap.design`), its KL from uniform masking
 with a 95 % interval, the ratio to the paper's 7e-4 nats/token, and the paired change against the baseline.
 
 Per cause, the KL of each (task, seed) state is summarised on the log scale: the geometric mean with a t
@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state, state_metrics
-from typhoon.analysis.kl.gap_causes import CAUSES, RUN_FILE, STATE_FILE
+from typhoon.analysis.kl import PAPER_KL_NATS_PER_TOKEN, load_masking_state, state_metrics
+from typhoon.studies.kl_gap.design import CAUSES, RUN_FILE, STATE_FILE
 
 BASELINE = "baseline"
 KL_DEFINITION = "kl_definition"  # the baseline's states read with another KL: no change against itself to report

@@ -1,9 +1,9 @@
 """The kl-original study's fine-tuned comparison (the addendum's (c)): typhoon_2023 against random and
 against random_2023 (the 2023 random arm) under the same 2023 phase 1 (runs:
-:class:`typhoon.runner.kl_studies.KlOriginalFinetune`), per task, paired by seed: the mean difference of the dev
+:class:`typhoon.studies.kl_original.policy.KlOriginalFinetune`), per task, paired by seed: the mean difference of the dev
 metric with its 95 % t interval, TOST at the decisive design's margins at alpha 0.05 (unadjusted) and at the
 Bonferroni alpha over the comparisons, the power at the planning and at the observed sd, the pairs landed
-against the seeds registered (:data:`~typhoon.analysis.kl.original_design.FINETUNE_SEEDS`), and the pairs whose
+against the seeds registered (:data:`~typhoon.studies.kl_original.design.FINETUNE_SEEDS`), and the pairs whose
 two arms ran in different numerics, with the verdict given without them too."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis.kl.original_design import FINETUNE_SEEDS, FINETUNE_STRATEGIES
-from typhoon.analysis.kl.rows import t_interval
-from typhoon.analysis.paired import tost_power
+from typhoon.analysis import tost_power
+from typhoon.studies.kl_original.design import FINETUNE_SEEDS, FINETUNE_STRATEGIES
+from typhoon.studies.kl_original.rows import t_interval
 
 TREATMENT = "typhoon_2023"
 #: the arms typhoon_2023 is compared with: today's random and the 2023 code's
@@ -33,7 +33,7 @@ def paired_verdict(diff, margin: float, planning_sd: float) -> dict:
     ``margin`` and whether it is below alpha 0.05 and below the Bonferroni alpha, and the TOST's power at
     alpha 0.05 with these pairs at ``planning_sd`` and at the observed sd. One pair has no interval and no test
     (its power is 0: nothing can be declared on it)."""
-    from typhoon.analysis.significance import tost_paired
+    from typhoon.analysis import tost_paired
 
     diff = np.asarray(diff, float)
     mean, low, high = t_interval(diff)
@@ -112,7 +112,7 @@ def finetune_table(out: str | Path, margins: dict[str, float], planning_sd: dict
 
 def decisive_margins_and_sds() -> tuple[dict[str, float], dict[str, float]]:
     """The decisive-mlm design's margins and its planning sd of 'typhoon - random', per task."""
-    from typhoon.analysis.decisive_design import study_design
+    from typhoon.analysis import study_design
 
     design = study_design("decisive-mlm")
     return dict(design.margins), {task: design.planning_sd_of(task, ("typhoon", "random")) for task in design.tasks}
