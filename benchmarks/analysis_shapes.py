@@ -47,7 +47,7 @@ def _comparisons() -> pd.DataFrame:
 
 
 def _schedules(function) -> pd.DataFrame:
-    from typhoon.analysis import schedule_study
+    from typhoon.studies.schedules import analysis as schedule_study
 
     return function(_results("schedules", tidy=True), schedule_study.schedule_hypothesis("schedules"))
 
@@ -87,12 +87,12 @@ CALLS: dict[str, dict[str, Callable]] = {
     "typhoon.analysis.stats_tables": {
         "comparison_table": lambda f: f(_comparisons()),
     },
-    "typhoon.analysis.schedule_study": {
+    "typhoon.studies.schedules.analysis": {
         "schedule_comparisons": _schedules,
         "schedule_pairs": _schedules,
         "metric_comparisons": _schedules,
         "loss_comparisons": _schedules,
-        "display_table": lambda f: f(_schedules(importlib.import_module("typhoon.analysis.schedule_study")
+        "display_table": lambda f: f(_schedules(importlib.import_module("typhoon.studies.schedules.analysis")
                                                 .schedule_comparisons)),
     },
     "typhoon.analysis.bottleneck_verdict": {

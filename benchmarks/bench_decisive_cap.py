@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 from typhoon.analysis import sequential  # noqa: E402
-from typhoon.analysis.decisive_design import study_design  # noqa: E402
+from typhoon.studies.sequential.design import study_design  # noqa: E402
 
 CANDIDATES = ([3, 6, 10, 13, 16], [3, 6, 10, 15, 20], [3, 6, 10, 15, 20, 24], [3, 6, 10, 15, 20, 25, 30],
               [3, 6, 10, 15, 20, 30, 40])

@@ -5,7 +5,7 @@
     python benchmarks/bench_estimate.py --manifest outputs/smoke   # after `python -m typhoon reproduce`
 
 Runs :func:`typhoon.runner.estimate.estimate_grid` on the first ``--cells`` cells of the profile's grid (all by
-default), then those cells with :func:`typhoon.runner.grid.run_grid` (``--workers`` at once, default the
+default), then those cells with :func:`typhoon.studies.grid.policy.run_grid` (``--workers`` at once, default the
 profile's) into a fresh temporary folder, then with ``--analysis`` the analysis notebooks as
 ``reproduce`` runs them. Prints each cell's estimate beside its real notebook time, and the grid's
 (and with ``--analysis`` the whole reproduction's) estimate beside the real wall time, with the error
@@ -27,7 +27,8 @@ from typhoon import atomic
 from typhoon.config import parse_overrides
 from typhoon.profiles import get_profile
 from typhoon.records import result_rows, run_record
-from typhoon.runner import estimate, grid, notebooks, study
+from typhoon.runner import estimate, notebooks, study
+from typhoon.studies.grid import policy as grid
 
 
 def error(estimated: float, actual: float) -> str:

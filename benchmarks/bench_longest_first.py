@@ -5,7 +5,7 @@ process, the arms interleaved.
     python benchmarks/bench_longest_first.py [--profile smoke] [--workers 2] [--repeats 2]
 
 Each arm runs the profile's cells (no analysis, no estimate, no reuse of records) into a fresh temporary folder
-through :func:`typhoon.runner.study.reproduce` on the local pool; the grid-order arm replaces the loop's order by
+through :func:`typhoon.studies.profile_study.reproduce` on the local pool; the grid-order arm replaces the loop's order by
 the cells' own. Prints each run's wall time, the median per arm and their ratio. The smoke grid's one MiniLM cell
 comes last in its grid: in grid order one worker runs it alone while the other waits. Name the CPU and its load
 beside the figures; compare only arms of one run.
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from typhoon.runner import study
+from typhoon.studies.profile_study import reproduce
 
 
 def one_grid(profile: str, workers: int, order: str) -> float:
@@ -30,7 +31,7 @@ def one_grid(profile: str, workers: int, order: str) -> float:
     try:
         with tempfile.TemporaryDirectory(prefix=f"bench-order-{order.replace(' ', '-')}-") as out:
             started = time.perf_counter()
-            summary = study.reproduce(profile, Path(out) / profile, workers=workers, analysis=False, reuse=False,
+            summary = reproduce(profile, Path(out) / profile, workers=workers, analysis=False, reuse=False,
                                       estimate=False)
             seconds = time.perf_counter() - started
             if not summary.ok:

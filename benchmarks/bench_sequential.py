@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis import decisive_design, sequential
+from typhoon.analysis import sequential
+from typhoon.studies.sequential import design as decisive_design
 
 STUDIES = 20_000
 

@@ -6,7 +6,7 @@ report.
     python benchmarks/bench_smoke.py [--profile smoke] [--workers N] [--set KEY=VALUE ...] [--out DIR]
 
 It runs the grid as ``reproduce`` does (typhoon.runner.study: run_cells on the local pool of worker processes,
-then typhoon.runner.grid.run_analysis; each notebook's time is the duration papermill records in it), into a fresh temporary folder unless ``--out`` is given, and prints a table. Say the machine
+then typhoon.studies.grid.policy.run_analysis; each notebook's time is the duration papermill records in it), into a fresh temporary folder unless ``--out`` is given, and prints a table. Say the machine
 and its load beside the figures: a shared machine's load moves them a lot.
 """
 
@@ -23,7 +23,8 @@ from typhoon import atomic
 from typhoon.config import parse_overrides
 from typhoon.profiles import get_profile
 from typhoon.records import result_rows, run_record
-from typhoon.runner import grid, notebooks, study
+from typhoon.runner import notebooks, study
+from typhoon.studies.grid import policy as grid
 
 
 def papermill_duration(notebook: Path) -> float | None:

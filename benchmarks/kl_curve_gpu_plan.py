@@ -19,8 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-from typhoon.studies.kl_original.design import CURVE_EPOCHS, CURVES, SEEDS, TASKS
 from typhoon.data.glue_files import get_task, locate_glue, read_glue_split
+from typhoon.studies.kl_original.design import CURVE_EPOCHS, CURVES, SEEDS, TASKS
 
 BATCH = 16  # the 2023 recipe's batch (RECIPE_2023), every curve's
 ADDED = ("all_plus", "all_gpu")

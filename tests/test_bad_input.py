@@ -18,7 +18,7 @@ from typhoon import atomic, cli, profiles
 from typhoon.analysis import run_summary
 from typhoon.cli import main
 from typhoon.records import run_record
-from typhoon.report import results_readme
+from typhoon.studies.grid import pages as grid_pages
 
 
 def _with_records(out):
@@ -32,7 +32,7 @@ def _with_records(out):
 def test_a_truncated_results_csv_is_refused_naming_the_file(tmp_path, capsys):
     out = _with_records(tmp_path / "ref")
     readme = tmp_path / "README.md"
-    readme.write_text(f"{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n")
+    readme.write_text(f"{grid_pages.README_BEGIN}\nold\n{grid_pages.README_END}\n")
     assert main(["results-readme", str(out), "--readme", str(readme)]) == 0  # whole: accepted
     table = pd.read_csv(out / "results.csv")
     table.head(1).to_csv(out / "results.csv", index=False)  # rows lost: the old code summarised "1 runs"

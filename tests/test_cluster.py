@@ -10,12 +10,13 @@ import time
 
 import pytest
 
+import typhoon.studies.profile_study as reproducing
 from typhoon import cli
 from typhoon.profiles import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import cluster, dask_executor, progress, stop, study
 from typhoon.runner.cells import Cell, remove_cell_leftovers
-from typhoon.runner.options import parse_scheduler_options
+from typhoon.runner.executor_options import parse_scheduler_options
 from typhoon.training import progress_file
 
 
@@ -121,7 +122,7 @@ def test_cli_cluster_hands_reproduce_the_cluster_executor(monkeypatch, tmp_path,
         seen["rows"] = rows
         return Done()
 
-    monkeypatch.setattr(study, "reproduce", fake_reproduce)
+    monkeypatch.setattr(reproducing, "reproduce", fake_reproduce)
     assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--cluster", "local", "--jobs", "1",
                      "--no-analysis"]) == 0
     assert seen["profile"] == "smoke" and seen["workers"] == 1 and seen["estimate"] is False
@@ -276,7 +277,7 @@ def test_no_worker_timeout_exits_2_from_the_cli(monkeypatch, capsys):
     def no_workers(*args, **kwargs):
         raise dask_executor.NoWorkersError("no Dask worker has been alive for 5 s while 7 cell(s) remain")
 
-    monkeypatch.setattr(study, "reproduce", no_workers)
+    monkeypatch.setattr(reproducing, "reproduce", no_workers)
     assert cli.main(["reproduce", "--profile", "smoke", "--cluster", "local", "--jobs", "1",
                      "--no-worker-timeout", "5"]) == 2
     assert "no Dask worker has been alive for 5 s" in capsys.readouterr().err
@@ -323,7 +324,7 @@ def test_cli_flags_reach_the_cluster(monkeypatch, capsys):
         ok = True
 
     monkeypatch.setattr(cluster, "cluster_executor", fake_executor)
-    monkeypatch.setattr(study, "reproduce", lambda *a, **k: Done())
+    monkeypatch.setattr(reproducing, "reproduce", lambda *a, **k: Done())
     assert cli.main(["reproduce", "--profile", "smoke", "--cluster", "local", "--interface", "lo", "--retries", "0",
                      "--scheduler-option", "port=0", "--no-worker-timeout", "9"]) == 0
     assert (specs[0].interface, specs[0].retries, specs[0].no_worker_timeout_s) == ("lo", 0, 9.0)

@@ -1,4 +1,4 @@
-"""The decisive runner's planning (typhoon/analysis/decisive.py) on synthetic records: which cells the next look
+"""The decisive runner's planning (typhoon/studies/sequential/decisive.py) on synthetic records: which cells the next look
 needs, that decided comparisons stop costing cells, stopping when all are decided, capping. No training."""
 
 import zlib
@@ -8,11 +8,14 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from typhoon.analysis import decisive, decisive_checks, decisive_design
 from typhoon.profiles import get_profile
 from typhoon.records import locks, result_rows, run_numerics, run_record, schema
-from typhoon.runner import grid, sequential_grid
-from typhoon.runner import study as study_loop
+from typhoon.studies import profile_study as study_loop
+from typhoon.studies.grid import policy as grid
+from typhoon.studies.sequential import checks as decisive_checks
+from typhoon.studies.sequential import decisive
+from typhoon.studies.sequential import design as decisive_design
+from typhoon.studies.sequential import policy as sequential_grid
 from typhoon.training import device_settings
 
 
@@ -235,7 +238,7 @@ def test_a_design_may_plan_each_comparison_at_its_own_sd():
 def test_the_looks_figure_spans_the_designs_looks_while_the_study_is_in_progress(tmp_path, monkeypatch):
     """At its first look the figure's seed axis runs to the cap, ticked at every registered look (an axis
     of one look would show 2.9-3.1 seeds); without the looks it is ticked at the looks analysed."""
-    from typhoon.analysis import decisive_figure
+    from typhoon.studies.sequential import figure as decisive_figure
 
     figures = []
     monkeypatch.setattr(decisive_figure, "save_figure", lambda fig, path, caption: figures.append(fig) or [])

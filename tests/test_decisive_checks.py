@@ -1,4 +1,4 @@
-"""What stands behind each verdict of the decisive study (typhoon/analysis/decisive_checks.py), against
+"""What stands behind each verdict of the decisive study (typhoon/studies/sequential/checks.py), against
 references built here: the power of the design against a fixed-sample TOST computed by integration (one
 look) and against a stopping rule simulated here with numpy (every look); the committed study's power
 against an independent simulation (issue 36); kernel families read from hand-made records; the verdict
@@ -10,11 +10,13 @@ import pytest
 from scipy import integrate
 from scipy import stats as st
 
-from typhoon.analysis import decisive, decisive_checks, decisive_design
 from typhoon.analysis import sequential as sq
 from typhoon.paths import repo_root
 from typhoon.profiles import get_profile
 from typhoon.records import run_numerics, run_record
+from typhoon.studies.sequential import checks as decisive_checks
+from typhoon.studies.sequential import decisive
+from typhoon.studies.sequential import design as decisive_design
 
 ALPHA = 0.005  # the decisive design's per-comparison error, each decision
 STUDY = sq.Design((3, 6, 10, 13, 16), ALPHA, ALPHA)

@@ -23,7 +23,7 @@ from conftest import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKED = re.compile(r"<!-- docs test: (runs as written|file (\S+)) -->\n```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n", re.M)
-RUNNABLE_BLOCKS = 2  # docs/extending.md: the plugin strategy's `run`, its grid's `reproduce`
+RUNNABLE_BLOCKS = 3  # docs/extending.md: the plugin strategy's `run`, its grid's `reproduce`, a study of one's own
 
 
 def marked_blocks() -> tuple[list[tuple[Path, str]], list[tuple[Path, str, str]]]:
@@ -47,7 +47,7 @@ def test_the_runnable_blocks_are_counted():
     runnable, files = marked_blocks()
     shell = sum(len(SHELL_BLOCK.findall(page.read_text(encoding="utf-8"))) for page in PAGES)
     assert len(runnable) == RUNNABLE_BLOCKS, [page.name for page, _ in runnable]
-    assert sorted(name for _, name, _ in files) == ["my_masking.py", "my_profiles.toml"]
+    assert sorted(name for _, name, _ in files) == ["my_masking.py", "my_profiles.toml", "my_study.py", "my_study_profiles.toml"]
     assert shell > len(runnable)  # the others need make, docker, podman, a network or placeholders
     print(f"{len(runnable)} of the docs' {shell} shell blocks run as written "
           f"({sum(len(commands_of(b)) for _, b in runnable)} commands), with {len(files)} files the pages give")

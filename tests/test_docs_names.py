@@ -50,7 +50,7 @@ OTHER_SOFTWARE = {
 # other tools' flags, on the pages that say how to call those tools (docker/podman, pip)
 OTHER_TOOLS_FLAGS = {"--build-arg", "--user", "--userns", "--ulimit", "--runtime", "--dry-run", "--report"}
 # files the pages name that a reader makes, not the repository
-READERS_FILES = {"my_masking.py", "pip.conf"}
+READERS_FILES = {"my_masking.py", "my_study.py", "pip.conf"}
 
 
 @functools.cache
@@ -187,7 +187,7 @@ def mentioned_in_code(name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", code_text()) is not None
 
 
-# "`NAME` in `models/backbones.py`" or "... in `typhoon/runner/grid.py`", and "`NAME` there" after a file or "... in `typhoon/runner/grid.py`": the module must define NAME
+# "`NAME` in `models/backbones.py`" or "... in `typhoon/studies/grid/policy.py`", and "`NAME` there" after a file or "... in `typhoon/studies/grid/policy.py`": the module must define NAME
 PLACED_NAME = re.compile(r"`([A-Za-z_]\w*)`[^`.;\n]{0,12}?\bin\s+`((?:typhoon/)?[\w/]+\.py)`")
 
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+import typhoon.studies.profile_study as reproducing
 from typhoon.data.batching import collate, length_grouped_batches
 from typhoon.masking.saliency_source import SaliencySource
 from typhoon.profiles import get_profile, resolve
 from typhoon.records import run_record
-from typhoon.runner import cell_work, cells, estimate, step_timing, study
+from typhoon.runner import cell_work, cells, estimate, step_timing
 from typhoon.training import flops
 
 SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
@@ -208,7 +209,7 @@ def test_cli_estimate_prints_and_runs_nothing(monkeypatch, capsys, tmp_path):
                                      grid_s=0.0, total_s=0.0, calibration_s=0.0, how="")
 
     monkeypatch.setattr(estimate, "estimate_only", fake_estimate_only)
-    monkeypatch.setattr(study, "reproduce", lambda *a, **k: pytest.fail("--estimate must not run the grid"))
+    monkeypatch.setattr(reproducing, "reproduce", lambda *a, **k: pytest.fail("--estimate must not run the grid"))
     assert cli.main(["reproduce", "--profile", "smoke", "--out", str(tmp_path), "--estimate", "--workers", "3",
                      "--set", "p=0.2", "--no-analysis"]) == 0
     assert seen == {"profile": "smoke", "workers": 3, "p": {0.2}, "cells": 7, "analysis": False}

@@ -13,16 +13,20 @@ import pytest
 from conftest import REPO
 from scipy import stats as st
 
-from typhoon.analysis import output_tables, pairwise, paper_claims, run_summary, schedule_study, stats_tables
+from typhoon.analysis import output_tables, pairwise, paper_claims, run_summary, stats_tables
 from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN
 from typhoon.records import schema
 from typhoon.report import results_readme
-from typhoon.report.study_pages import pages_of
+from typhoon.studies.grid import pages as grid_pages
+from typhoon.studies.schedules import analysis as schedule_study
+from typhoon.studies.schedules import pages as schedules_pages
+from typhoon.studies.sequential import answer as readme_answer
+from typhoon.studies.sequential import pages as sequential_pages
 
 STRATEGIES = ("typhoon", "random", "whole_word")
 
 
-CLAIMS, SCHEDULES, SEQUENTIAL = (pages_of(name) for name in ("claims", "schedules", "sequential"))
+CLAIMS, SCHEDULES, SEQUENTIAL = grid_pages.PAGES, schedules_pages.PAGES, sequential_pages.PAGES
 
 
 def make_output(out, profile="cpu", shift=None, ww_loss=0.5, typhoon_gap=0.0, kl=PAPER_KL_NATS_PER_TOKEN,
@@ -153,7 +157,7 @@ def test_the_headline_table_shows_the_summary_and_the_comparisons(tmp_path):
 def test_readme_block_is_rewritten_in_place(tmp_path):
     make_output(tmp_path / "ref")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n## Results\n\n{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n\n## After\n")
+    readme.write_text(f"# x\n\n## Results\n\n{grid_pages.README_BEGIN}\nold\n{grid_pages.README_END}\n\n## After\n")
     assert results_readme.update_readme(tmp_path / "ref", readme, check=True, pages=CLAIMS)
     assert "old" in readme.read_text()  # check: nothing written
     assert results_readme.update_readme(tmp_path / "ref", readme, pages=CLAIMS)
@@ -175,7 +179,7 @@ def test_a_reference_run_with_its_own_markers_updates_its_own_block(tmp_path):
     begin, end = results_readme.own_markers(tmp_path / "cpu-mlm")
     assert (begin, end) == ("<!-- results:cpu-mlm:begin -->", "<!-- results:cpu-mlm:end -->")
     readme = tmp_path / "results.md"
-    readme.write_text(f"{results_readme.README_BEGIN}\nold cpu\n{results_readme.README_END}\n{begin}\nold mlm\n{end}\n")
+    readme.write_text(f"{grid_pages.README_BEGIN}\nold cpu\n{grid_pages.README_END}\n{begin}\nold mlm\n{end}\n")
     assert results_readme.update_readme(tmp_path / "cpu-mlm", readme, pages=CLAIMS)
     text = readme.read_text()
     assert "old cpu" in text and "old mlm" not in text and "(`cpu-mlm/`)" in text.split(begin)[1]
@@ -217,7 +221,7 @@ def test_the_readme_results_agree_with_the_committed_reference_run():
         pytest.skip("no committed reference run in results/cpu yet (made last, by "
                     "`python -m typhoon reproduce --profile cpu --out results/cpu`)")
     readme = REPO / results_readme.RESULTS_PAGE
-    assert results_readme.readme_block_in(readme) == results_readme.readme_block(reference, readme, CLAIMS), \
+    assert results_readme.readme_block_in(readme, grid_pages.README_BEGIN, grid_pages.README_END) == results_readme.readme_block(reference, readme, CLAIMS), \
         "docs/results.md's Results block is out of date: run `python -m typhoon results-readme results/cpu`"
 
 
@@ -249,7 +253,7 @@ def sequential_folder(out):
 def rewritten_block(study, readme, begin: str, end: str, pages) -> tuple[str, list[list[str]]]:
     """``study``'s block written into a README that holds a cpu Results block and an outdated block between
     ``begin`` and ``end``: the new block (the cpu block untouched) and its table rows split into cells."""
-    readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n{begin}\nold\n{end}\n")
+    readme.write_text(f"{grid_pages.README_BEGIN}\ncpu\n{grid_pages.README_END}\n{begin}\nold\n{end}\n")
     assert results_readme.update_readme(study, readme, pages=pages)
     text = readme.read_text()
     assert "\ncpu\n" in text and "old" not in text  # the other block untouched
@@ -273,7 +277,7 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
         ["0 1 2", "a (amx) vs b (avx512_bf16)", 10, -0.03, 0.02, "continue"]
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
     readme = tmp_path / "README.md"
-    block, rows = rewritten_block(study, readme, results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END, SEQUENTIAL)
+    block, rows = rewritten_block(study, readme, sequential_pages.DECISIVE_BEGIN, sequential_pages.DECISIVE_END, SEQUENTIAL)
     header = next(line for line in block.splitlines() if line.startswith("| task")).strip("| ").split(" | ")
     rows = [dict(zip(header, [r[0][2:], *r[1:-1], r[-1][:-2]], strict=True)) for r in rows]
     assert [(r["task"], r["comparison"], int(r["seeds"]), r["verdict"]) for r in rows] == \
@@ -289,14 +293,14 @@ def test_a_sequential_study_gets_its_own_block_with_its_verdicts(tmp_path):
     assert f"{len(verdicts) - 1} of {len(verdicts)} comparisons continue" in block
     assert f"{last.task} (margin ±{last.margin:g}" in block and "1 equivalent" in block
     assert "decisive_looks.png" not in block  # no figure in this folder: no broken link
-    readme.write_text(f"{results_readme.README_BEGIN}\ncpu\n{results_readme.README_END}\n")
+    readme.write_text(f"{grid_pages.README_BEGIN}\ncpu\n{grid_pages.README_END}\n")
     with pytest.raises(ValueError, match="has no block for"):
         results_readme.update_readme(study, readme, pages=SEQUENTIAL)
 
 
 @pytest.mark.results
 @pytest.mark.parametrize("folder, markers", [
-    ("decisive", (results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END)),
+    ("decisive", (sequential_pages.DECISIVE_BEGIN, sequential_pages.DECISIVE_END)),
     ("decisive-mlm", ("<!-- decisive:decisive-mlm:begin -->", "<!-- decisive:decisive-mlm:end -->"))])
 def test_the_readme_decisive_blocks_agree_with_the_committed_studies(folder, markers):
     """docs/results.md's block of each sequential study is what `python -m typhoon results-readme
@@ -325,7 +329,7 @@ def test_a_design_planned_per_comparison_names_the_comparisons_its_cap_leaves_sh
     verdicts["verdict"], verdicts["next_look_seeds"] = "continue", 6.0
     verdicts["power_at_cap"], verdicts["power_sd"], verdicts["power_sd_seeds"] = 0.9, 0.01, 3
     verdicts.to_csv(study / "stats" / "verdicts.csv", index=False)
-    block, _ = rewritten_block(study, tmp_path / "README.md", results_readme.DECISIVE_BEGIN, results_readme.DECISIVE_END,
+    block, _ = rewritten_block(study, tmp_path / "README.md", sequential_pages.DECISIVE_BEGIN, sequential_pages.DECISIVE_END,
                                SEQUENTIAL)
     a, b = design.iloc[2], design.iloc[7]
     assert block.splitlines()[1].startswith("**The decisive study so far**")
@@ -355,7 +359,7 @@ def test_a_schedules_grid_gets_its_own_block_with_its_comparisons(tmp_path):
     study = schedule_folder(tmp_path / "study")
     table = schedule_study.read_table(study)
     readme = tmp_path / "README.md"
-    block, rows = rewritten_block(study, readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END, SCHEDULES)
+    block, rows = rewritten_block(study, readme, schedules_pages.SCHEDULES_BEGIN, schedules_pages.SCHEDULES_END, SCHEDULES)
     assert [(r[0][2:], r[1], r[2], r[6]) for r in rows] == \
         [(t.task, t.strategy, f"{t.schedule} − fixed", t.outcome) for t in table.itertuples()]
     assert f"**{schedule_study.headline(table)}**" in block and "seen in 4 of 4" in block
@@ -370,7 +374,7 @@ def test_the_readme_schedules_block_agrees_with_the_committed_study():
     if not schedule_study.is_schedule_study(study):
         pytest.skip("no committed schedules grid in results/schedules yet")
     readme = REPO / results_readme.RESULTS_PAGE
-    block = results_readme.readme_block_in(readme, results_readme.SCHEDULES_BEGIN, results_readme.SCHEDULES_END)
+    block = results_readme.readme_block_in(readme, schedules_pages.SCHEDULES_BEGIN, schedules_pages.SCHEDULES_END)
     assert block == results_readme.readme_block(study, readme, SCHEDULES), \
         "docs/results.md's schedules block is out of date: run `python -m typhoon results-readme results/schedules`"
 
@@ -380,7 +384,7 @@ def test_the_results_readme_command(tmp_path, capsys):
 
     make_output(tmp_path / "ref")
     readme = tmp_path / "README.md"
-    readme.write_text(f"{results_readme.README_BEGIN}\nold\n{results_readme.README_END}\n")
+    readme.write_text(f"{grid_pages.README_BEGIN}\nold\n{grid_pages.README_END}\n")
     assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme), "--check"]) == 1
     assert "out of date" in capsys.readouterr().out and "old" in readme.read_text()
     assert main(["results-readme", str(tmp_path / "ref"), "--readme", str(readme)]) == 0
@@ -390,7 +394,7 @@ def test_the_results_readme_command(tmp_path, capsys):
 
 
 def answer_rows(readme: Path) -> list[list[str]]:
-    block = results_readme.readme_block_in(readme, results_readme.ANSWER_BEGIN, results_readme.ANSWER_END)
+    block = results_readme.readme_block_in(readme, readme_answer.ANSWER_BEGIN, readme_answer.ANSWER_END)
     assert block, f"{readme} has no answer table"
     return [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines() if line.startswith("| ")]
 
@@ -404,7 +408,7 @@ def test_the_readme_answer_table_is_each_decisive_studys_verdicts(tmp_path, caps
     sequential_folder(tmp_path / "results" / "decisive")
     (tmp_path / "results" / "decisive-mlm").mkdir(parents=True)
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{results_readme.ANSWER_BEGIN}\nold\n{results_readme.ANSWER_END}\n")
+    readme.write_text(f"# x\n{readme_answer.ANSWER_BEGIN}\nold\n{readme_answer.ANSWER_END}\n")
     assert main(["results-readme", "--answer", "--readme", str(readme), "--check"]) == 1
     assert main(["results-readme", "--answer", "--readme", str(readme)]) == 0
     header, *rows = answer_rows(readme)
@@ -415,10 +419,10 @@ def test_the_readme_answer_table_is_each_decisive_studys_verdicts(tmp_path, caps
     resting = [r for r in verdicts.itertuples() if isinstance(r.mixed_seeds, str) and r.verdict_without_mixed != r.verdict]
     for row, want in zip(rows, verdicts.itertuples(), strict=True):
         assert row[:3] == [want.task, want.comparison, f"±{want.margin:g}"]
-        mark = results_readme.MIXED_MARK if want.Index in {r.Index for r in resting} else ""
+        mark = readme_answer.MIXED_MARK if want.Index in {r.Index for r in resting} else ""
         assert row[3] == "" and row[4] == f"{want.verdict} ({round(want.difference, 4):+.4f}){mark}"
-    block = results_readme.readme_block_in(readme, results_readme.ANSWER_BEGIN, results_readme.ANSWER_END)
-    notes = [line for line in block.splitlines() if line.startswith(results_readme.MIXED_MARK)]
+    block = results_readme.readme_block_in(readme, readme_answer.ANSWER_BEGIN, readme_answer.ANSWER_END)
+    notes = [line for line in block.splitlines() if line.startswith(readme_answer.MIXED_MARK)]
     assert len(notes) == len(resting)
     for note, want in zip(notes, resting, strict=True):
         assert f"{want.task} {want.comparison}: {want.verdict} only with its seeds" in note
@@ -431,7 +435,7 @@ def test_the_readme_answer_table_is_each_decisive_studys_verdicts(tmp_path, caps
 
 def test_the_readme_answer_table_agrees_with_the_committed_studies():
     """README.md's answer table is what `python -m typhoon results-readme --answer` makes from results/."""
-    assert not results_readme.update_answer(REPO / "README.md", check=True), \
+    assert not readme_answer.update_answer(REPO / "README.md", check=True), \
         "README.md's answer table is out of date: run `python -m typhoon results-readme --answer`"
 
 

@@ -11,9 +11,15 @@ from typhoon import machine
 from typhoon.config import RunConfig
 from typhoon.profiles import get_profile, resolve
 from typhoon.records import result_rows, run_record
-from typhoon.runner import grid, notebooks, study, workers
+from typhoon.runner import notebooks, study, workers
 from typhoon.runner.cells import Cell, cell_is_done
+from typhoon.runner.progress import RunLog
 from typhoon.runner.workers import Slot, slots_for
+from typhoon.studies import profile_study
+from typhoon.studies.grid import analysis as grid_analysis
+from typhoon.studies.grid import policy as grid
+from typhoon.studies.grid.pages import PAGES as GRID_PAGES
+from typhoon.studies.profile_study import reproduce
 
 CPU_CELL = resolve("cpu", dict(task="mrpc", strategy="random", seed=0))  # num_threads unset
 
@@ -62,7 +68,7 @@ def test_reproduce_takes_the_profiles_workers_unless_told(monkeypatch, tmp_path)
     monkeypatch.setattr(machine, "usable_cores", lambda: 4)  # a profile's workers are capped at the cores
     for workers_asked in (None, 3):
         with pytest.raises(_Stop):
-            study.reproduce("cpu", tmp_path, workers=workers_asked, analysis=False)
+            reproduce("cpu", tmp_path, workers=workers_asked, analysis=False)
     assert [w for _, w in seen] == [get_profile("cpu").workers, 3] and seen[0][1] == 2
     assert get_profile("paper").workers == 1  # a profile without the key (paper: GPU cells) runs one cell at a time
 
@@ -117,11 +123,11 @@ def test_on_gpus_the_workers_fit_the_free_memory_and_the_host_cores(monkeypatch)
 
 def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(grid, "execute_for", lambda out_dir, nb_dir, name, params, target=None:
+    monkeypatch.setattr(grid_analysis, "execute_for", lambda out_dir, nb_dir, name, params, target=None:
                         calls.append((target or name, params)) or out_dir / "notebooks" / (target or name))
-    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed, pages: out_dir / "report.html")
+    monkeypatch.setattr(grid_analysis, "render_report", lambda out_dir, notebooks, profile, failed, pages: out_dir / "report.html")
     smoke = get_profile("smoke")
-    grid.run_analysis(tmp_path, tmp_path, smoke.analysis, configs=smoke.grid())
+    grid_analysis.run_analysis(tmp_path, tmp_path, smoke.analysis, configs=smoke.grid())
     pairs = ["10_walkthrough-mrpc-tiny-random.ipynb", "10_walkthrough-mrpc-minilm-l6.ipynb"]
     assert [name for name, _ in calls] == pairs + [nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS] + ["25_reference.ipynb"]
     params = dict(calls)
@@ -131,7 +137,7 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
     assert params["01_masking_walkthrough.ipynb"] == {"out_dir": str(tmp_path), "quick": True}
     assert params["20_statistics.ipynb"] == {"out_dir": str(tmp_path)}
     calls.clear()
-    grid.run_analysis(tmp_path, tmp_path, get_profile("cpu").analysis, "cpu")  # no analysis table: the defaults
+    grid_analysis.run_analysis(tmp_path, tmp_path, get_profile("cpu").analysis, "cpu")  # no analysis table: the defaults
     assert dict(calls)["40_mask_schedules.ipynb"] == {"out_dir": str(tmp_path), "profile": "cpu"}
     assert dict(calls)["25_reference.ipynb"] == {"out_dir": str(tmp_path), "profile": "cpu"}  # finds results/cpu
 
@@ -139,9 +145,9 @@ def test_analysis_notebooks_get_the_settings_they_declare(monkeypatch, tmp_path)
 def test_an_unknown_analysis_setting_is_refused_before_anything_is_written(monkeypatch, tmp_path):
     profile = get_profile("smoke")
     profile.analysis = {"quik": True}
-    monkeypatch.setattr(study, "get_profile", lambda name: profile)
+    monkeypatch.setattr(profile_study, "get_profile", lambda name: profile)
     with pytest.raises(ValueError, match=r"unknown analysis setting\(s\) \['quik'\]"):
-        study.reproduce("smoke", tmp_path / "out")
+        reproduce("smoke", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -167,7 +173,7 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     second = _tiny_profile("second", ["random", "typhoon", "typhoon_softmax"], tau=0.5)
     third = _tiny_profile("third", ["random"], ft_lr=1e-3)  # not the same run: trains its own
     table = {p.name: p for p in (first, second, third)}
-    monkeypatch.setattr(study, "get_profile", lambda name: table[name])
+    monkeypatch.setattr(profile_study, "get_profile", lambda name: table[name])
     executor = InlineExecutor()  # the cells in this process: fast enough for CI
 
     def trained():
@@ -175,9 +181,9 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
         executor.ran.clear()
         return ran
 
-    study.reproduce("first", tmp_path / "first", analysis=False, executor=executor)
+    reproduce("first", tmp_path / "first", analysis=False, executor=executor)
     assert trained() == [("first", "random"), ("first", "typhoon")]
-    summary = study.reproduce("second", tmp_path / "second", analysis=False, executor=executor)
+    summary = reproduce("second", tmp_path / "second", analysis=False, executor=executor)
     assert trained() == [("second", "typhoon_softmax")] and summary.ok  # only the new cell trained
     for strategy in ("random", "typhoon"):
         config = second.grid()[["random", "typhoon"].index(strategy)]
@@ -192,10 +198,10 @@ def test_a_cell_equal_to_another_profiles_run_reuses_its_record(monkeypatch, tmp
     results = result_rows.collect_results(tmp_path / "second", second.grid())
     assert list(results["status"]) == ["ok"] * 3 and set(results["profile"]) == {"second"}
 
-    study.reproduce("third", tmp_path / "third", analysis=False, reuse=True, executor=executor)
+    reproduce("third", tmp_path / "third", analysis=False, reuse=True, executor=executor)
     assert trained() == [("third", "random")]
     table["fourth"] = _tiny_profile("fourth", ["random"])  # with reuse off, an equal run trains anyway
-    study.reproduce("fourth", tmp_path / "fourth", analysis=False, reuse=False, executor=executor)
+    reproduce("fourth", tmp_path / "fourth", analysis=False, reuse=False, executor=executor)
     assert trained() == [("fourth", "random")]
 
 
@@ -224,17 +230,17 @@ def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(mo
         return executed
 
     reported = []
-    monkeypatch.setattr(grid, "execute_for", fake_execute)
-    monkeypatch.setattr(grid, "render_report", lambda out_dir, notebooks, profile, failed, pages:
+    monkeypatch.setattr(grid_analysis, "execute_for", fake_execute)
+    monkeypatch.setattr(grid_analysis, "render_report", lambda out_dir, notebooks, profile, failed, pages:
                         reported.append((notebooks, failed)) or out_dir / "report.html")
     with pytest.raises(RuntimeError, match="no notebook's error"):  # raised as it was, after all finished
-        grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
+        grid_analysis.run_analysis(tmp_path, tmp_path, {}, workers=2)
     assert most[0] == 2 and sorted(done) == sorted(nb.name for nb in notebooks.ANALYSIS_NOTEBOOKS) and not reported
     done.clear()
-    monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
+    monkeypatch.setattr(grid_analysis, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
                                                           if nb.name != "40_mask_schedules.ipynb"))
     with pytest.raises(grid.AnalysisFailed) as failed:  # a notebook that raised: the others and the report kept
-        grid.run_analysis(tmp_path, tmp_path, {}, workers=2)
+        grid_analysis.run_analysis(tmp_path, tmp_path, {}, workers=2)
     said = "notebooks/20_statistics.ipynb, cell In [3]: KeyError: 'delta'"
     assert str(failed.value) == said and failed.value.report == tmp_path / "report.html"
     shown = ["00_setup.ipynb", "01_masking_walkthrough.ipynb", "20_statistics.ipynb", "25_reference.ipynb",
@@ -242,11 +248,11 @@ def test_analysis_notebooks_run_two_at_once_and_a_failure_is_raised_after_all(mo
     assert reported[-1] == ([tmp_path / "notebooks" / name for name in shown], [said])
     reported.clear()
     done.clear()
-    monkeypatch.setattr(grid, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
+    monkeypatch.setattr(grid_analysis, "ANALYSIS_NOTEBOOKS", tuple(nb for nb in notebooks.ANALYSIS_NOTEBOOKS
                                                           if nb.name not in ("20_statistics.ipynb", "40_mask_schedules.ipynb")))
-    grid.run_analysis(tmp_path, tmp_path, {}, workers=3)
+    grid_analysis.run_analysis(tmp_path, tmp_path, {}, workers=3)
     # in notebook order, the comparison with the reference last (after the statistics when there are any)
-    assert reported[0] == ([tmp_path / "notebooks" / nb.name for nb in (*grid.ANALYSIS_NOTEBOOKS, notebooks.REFERENCE_NOTEBOOK)],
+    assert reported[0] == ([tmp_path / "notebooks" / nb.name for nb in (*grid_analysis.ANALYSIS_NOTEBOOKS, notebooks.REFERENCE_NOTEBOOK)],
                            [])
 
 
@@ -293,8 +299,8 @@ def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkey
     manifests = []
     monkeypatch.setattr(grid, "run_analysis", analysis_fails)
     monkeypatch.setattr(grid, "write_manifest", lambda *args, **kwargs: manifests.append(args[6]))
-    policy = grid.FixedGrid(get_profile("smoke"), get_profile("smoke").grid())
-    log = grid.progress.RunLog(tmp_path / "reproduce.log")
+    policy = grid.FixedGrid(get_profile("smoke"), get_profile("smoke").grid(), GRID_PAGES)
+    log = RunLog(tmp_path / "reproduce.log")
     run = dict(started="2026-12-04T00:00:00Z", wall_s=1.0, command=["reproduce"], code={})
     report = policy.finish(tmp_path, pd.DataFrame(columns=["record_path", "status", "error"]), log, run)
     line = ("analysis failed: notebooks/30_budget_spread.ipynb, cell In [2]: ValueError: $TYPHOON_PROFILES: "

@@ -34,8 +34,8 @@ CELL_TIMEOUT_S = 90
 def executed_notebooks() -> set[str]:
     """Every notebook the code executes (stems): the analysis notebooks and the reference comparison of a grid,
     the walkthrough of each backbone x task, the sequential study's."""
-    from typhoon.analysis import decisive
     from typhoon.runner import notebooks
+    from typhoon.studies.sequential import decisive
 
     named = (*notebooks.ANALYSIS_NOTEBOOKS, notebooks.REFERENCE_NOTEBOOK, notebooks.PAIR_NOTEBOOK)
     return {Path(nb.name).stem for nb in named} | {Path(decisive.NOTEBOOK).stem}

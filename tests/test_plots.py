@@ -254,7 +254,7 @@ def test_budget_ticks_are_readable_percentages(tmp_path, saved_figures):
 
 
 def test_the_schedules_figure_shows_each_comparison_against_its_own_margin(tmp_path, saved_figures):
-    from typhoon.analysis import schedule_study
+    from typhoon.studies.schedules import analysis as schedule_study
 
     rng = np.random.default_rng(3)
     rows = []

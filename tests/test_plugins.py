@@ -293,8 +293,8 @@ def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package
     starts in notebooks/), its statistics notebook and report (the other analysis notebooks take minutes and
     do not read the grid's strategies: tests/test_reproduce.py runs them)."""
     from typhoon.report.html import render_report
-    from typhoon.report.study_pages import pages_of
     from typhoon.runner.notebooks import execute_notebook, notebooks_dir
+    from typhoon.studies.grid.pages import PAGES
 
     work = tmp_path / "work"  # the user's folder: their strategy and profiles, nothing of the package
     work.mkdir()
@@ -332,5 +332,5 @@ def test_the_documented_strategy_runs_a_cell_and_a_grid_from_outside_the_package
     statistics = out / "notebooks" / "20_statistics.ipynb"
     execute_notebook(notebooks_dir() / statistics.name, statistics, {"out_dir": str(out), "profile": "long-words"})
     assert "long_words" in (out / "stats" / "summary.csv").read_text()
-    page = render_report(out, [statistics], "long-words", pages=pages_of("claims"))
+    page = render_report(out, [statistics], "long-words", pages=PAGES)
     assert "long_words" in page.read_text(encoding="utf-8")

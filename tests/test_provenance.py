@@ -14,7 +14,8 @@ import pytest
 from typhoon import paths
 from typhoon.profiles import get_profile, resolve
 from typhoon.records import provenance, result_rows, run_numerics, run_record
-from typhoon.runner import grid
+from typhoon.studies.grid import policy as grid
+from typhoon.studies.profile_study import reproduce
 from typhoon.training import device_settings
 
 GRID = get_profile("cpu").grid()[:3]  # precision "auto": what it means depends on the machine
@@ -81,7 +82,7 @@ def test_reproduce_refuses_the_mix_before_running_anything(tmp_path, monkeypatch
     config = get_profile("cpu").grid()[0]
     finish(tmp_path, config, "bf16")
     with pytest.raises(ValueError, match="would mix numerics"):
-        study.reproduce("cpu", tmp_path, analysis=False)
+        reproduce("cpu", tmp_path, analysis=False)
     assert not (tmp_path / "results.csv").exists() and not (tmp_path / provenance.MANIFEST).exists()
 
 
@@ -175,14 +176,15 @@ def test_a_stopped_invocation_is_kept_in_the_history_and_the_report_sums_every_i
 def test_the_study_loop_records_a_stop_in_the_manifest(tmp_path, monkeypatch):
     from inline_executor import InlineExecutor
 
-    from typhoon.runner import grid, stop, study
+    from typhoon.runner import stop
+    from typhoon.studies.grid import policy as grid
 
     def stopped_by_ctrl_c(config, out_dir):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(grid, "preflight", lambda configs: None)  # the data and backbones: not what this checks
     with pytest.raises(stop.Interrupted):
-        study.reproduce("smoke", tmp_path, analysis=False, executor=InlineExecutor(stopped_by_ctrl_c))
+        reproduce("smoke", tmp_path, analysis=False, executor=InlineExecutor(stopped_by_ctrl_c))
     [entry] = provenance.read_manifest(tmp_path)["history"]
     assert entry["outcome"] == "stopped by SIGINT" and entry["wall_s"] >= 0 and entry["finished"] >= entry["started"]
 
@@ -193,7 +195,6 @@ def test_the_manifest_wall_time_is_the_whole_reproduce_and_the_grid_keeps_its_ow
     analysis takes 1.5 s (a stand-in that sleeps), so the whole exceeds the grid's part by at least that."""
     import time
 
-    from typhoon.runner import study
 
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     monkeypatch.setattr(device_settings, "planned_numerics", lambda config: "fp32 on cpu")
@@ -213,7 +214,7 @@ def test_the_manifest_wall_time_is_the_whole_reproduce_and_the_grid_keeps_its_ow
     monkeypatch.setattr(grid, "run_analysis", analysis)
     monkeypatch.setattr(grid, "against_reference", against_reference)
     started = time.perf_counter()
-    study.reproduce("smoke", tmp_path, estimate=False)
+    reproduce("smoke", tmp_path, estimate=False)
     took = time.perf_counter() - started
     manifest = provenance.read_manifest(tmp_path)
     assert manifest["wall_s"] >= manifest["grid_wall_s"] + 1.5 + 1.0

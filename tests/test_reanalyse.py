@@ -6,8 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon.cli import main
+from typhoon.records import study_profile
 from typhoon.runner.notebooks import pair_notebooks
-from typhoon.runner.reanalyse import recorded_configs, study_profile
+from typhoon.studies.grid.reanalyse import recorded_configs
 
 SMOKE = Path(__file__).resolve().parents[1] / "results" / "smoke"
 

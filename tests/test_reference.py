@@ -13,10 +13,12 @@ import pytest
 from conftest import REPO
 from notebook_here import run_notebook_here
 
-from typhoon.analysis import decisive, decisive_design, schedule_study
 from typhoon.profiles import get_profile
 from typhoon.records import result_rows
 from typhoon.runner import notebooks
+from typhoon.studies.schedules import analysis as schedule_study
+from typhoon.studies.sequential import decisive
+from typhoon.studies.sequential import design as decisive_design
 
 REFERENCES = sorted(p.parent for p in (REPO / "results").glob("*/results.csv"))
 # The notebooks whose tables depend on the runs (40_mask_schedules is theory: its tables do not).

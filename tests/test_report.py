@@ -14,13 +14,13 @@ import pytest
 from test_findings import make_output, schedule_folder, sequential_folder
 
 from typhoon import atomic, figure_style
-from typhoon.analysis import schedule_study
 from typhoon.records import provenance
 from typhoon.report import browser, notebook_html
 from typhoon.report import html as report_html
-from typhoon.report.study_pages import pages_of
-
-CLAIMS = pages_of("claims")  # what a reference run's policy hands its report
+from typhoon.studies.grid.pages import PAGES as CLAIMS
+from typhoon.studies.schedules import analysis as schedule_study
+from typhoon.studies.schedules.pages import PAGES as SCHEDULES
+from typhoon.studies.sequential.pages import PAGES as SEQUENTIAL
 
 LATEX = r"$D_\pi(q_\lambda)=\sum_v \pi_v\,[g(v)-g(v+1)]$"
 
@@ -261,7 +261,7 @@ def test_a_sequential_study_report_leads_with_its_verdicts(tmp_path):
     runs as its summary, not the paper's claims (which it has no tables for)."""
     study = sequential_folder(tmp_path / "decisive")
     verdicts = pd.read_csv(study / "stats" / "verdicts.csv")
-    page = report_html.build_report(study, [], "decisive", [], pages_of("sequential"))  # as its policy asks
+    page = report_html.build_report(study, [], "decisive", [], SEQUENTIAL)  # as its policy asks
     summary = page[page.index('id="summary"'):page.index('id="contents"')]
     assert "No findings" not in page and "The verdicts" in page and "paper’s claims" not in page
     for row in verdicts.itertuples():
@@ -282,7 +282,7 @@ def test_a_schedules_grid_report_leads_with_its_comparisons(tmp_path):
     dev metric per strategy and the runs; the paper's claims, which it was not run to check, are not the summary."""
     study = schedule_folder(tmp_path / "schedules")
     table = pd.read_csv(study / "stats" / "schedules_vs_fixed.csv")
-    page = report_html.build_report(study, [], "schedules", [], pages_of("schedules"))  # as its policy asks
+    page = report_html.build_report(study, [], "schedules", [], SCHEDULES)  # as its policy asks
     summary = page[page.index('id="summary"'):page.index('id="contents"')]
     assert "Each schedule against fixed" in summary and "paper’s claims" not in summary
     assert escape(schedule_study.headline(table)) in summary

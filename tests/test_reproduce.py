@@ -140,7 +140,7 @@ def resumed(tmp_path_factory) -> Path:
 # says of its progress (the estimate, the cells, a resume, the analysis, the comparison with the reference) is
 # stdout too. None of these is expected in the runs below.
 ACT_ON = (
-    # a notebook that raised: its executed copy shows where (typhoon.runner.grid)
+    # a notebook that raised: its executed copy shows where (typhoon.studies.grid.policy)
     re.compile(r"analysis failed: .+"),
     # a resume state that cannot be used: the cell starts over, and the user may look at why (typhoon.training.resume)
     re.compile(r"typhoon: \S+: resume state \S+ (is unreadable \(.+\)|belongs to another run \(differs in .+\)); "

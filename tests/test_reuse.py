@@ -10,7 +10,8 @@ import torch
 from typhoon import atomic, paths
 from typhoon.profiles import get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record
-from typhoon.runner import grid, study
+from typhoon.studies.grid import policy as grid
+from typhoon.studies.profile_study import reproduce
 from typhoon.training import device_settings
 
 BF16_AMX = run_numerics.Numerics("bf16", "cpu", "amx", "eager", "fast")
@@ -160,13 +161,13 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
 
     monkeypatch.setattr(grid.FixedGrid, "next_look", first_look)
     with pytest.raises(Stop):
-        study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
+        reproduce("cpu", repo / "outputs" / "cpu", analysis=False)
     assert len(seen[0]) == 18 and not (repo / "outputs" / "cpu" / "runs").exists()
     # named, with matching numerics, they are copied and say where from
     here_is(monkeypatch, ON_XEON)
     seen.clear()
     with pytest.raises(Stop):
-        study.reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
+        reproduce("cpu", repo / "outputs" / "cpu", analysis=False, reuse_from=[repo / "results" / "bottleneck"])
     assert seen[0] == []
     copy = json.loads((repo / "outputs" / "cpu" / CPU.relative_dir() / "metrics.json").read_text())
     assert copy["reused_from"]["profile"] == "bottleneck"

@@ -1,4 +1,4 @@
-"""The schedules grid's analysis (typhoon/analysis/schedule_study.py) on synthetic results checked against scipy,
+"""The schedules grid's analysis (typhoon/studies/schedules/analysis.py) on synthetic results checked against scipy,
 its registered hypothesis, the full-mask MLM loss against an explicit computation, and the identity and
 reuse rules that let its fixed cells be the cpu profile's."""
 
@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from scipy import stats as st
 
-from typhoon.analysis import schedule_study
 from typhoon.profiles import Profile, get_profile, resolve
 from typhoon.records import reuse, run_numerics, run_record, schema
+from typhoon.studies.schedules import analysis as schedule_study
 
 HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")
 

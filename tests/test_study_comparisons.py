@@ -15,7 +15,8 @@ from scipy import integrate
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
-from typhoon.analysis import bottleneck_verdict, schedule_study
+from typhoon.analysis import bottleneck_verdict
+from typhoon.studies.schedules import analysis as schedule_study
 
 HYPOTHESIS = schedule_study.schedule_hypothesis("schedules")
 FIXED = np.array([0.84, 0.85, 0.83, 0.86])

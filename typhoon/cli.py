@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from typhoon.cli_checks import check_input
 from typhoon.masking import plugins, strategy_help, strategy_names
@@ -27,12 +26,11 @@ from typhoon.paths import (
 )
 from typhoon.profiles import load_profiles
 from typhoon.records import LockedError
-from typhoon.runner import (  # light: stop and options; the options import the runners when they run
+from typhoon.runner import (  # light: stop and the executor's options; the loop is imported when it runs
     add_executor_arguments,
     as_interrupted,
     remove_empty_folders,
     resume_command,
-    run_on_cluster,
     stop_on_signals,
 )
 
@@ -99,20 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("profiles", help="list the profiles and their grid sizes").set_defaults(func=_profiles)
 
-    design = sub.add_parser("decisive-design", help="print the pre-registered sequential design of a profile "
-                            "(comparisons, margins, looks, boundaries, cap, simulated power)")
-    design.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table (default: decisive)")
-    design.set_defaults(func=_decisive_design)
-
-    tables = sub.add_parser("decisive-tables", help="re-analyse a sequential study's records without training: "
-                            "rewrite its stats/, results.csv, looks figure, notebook 50 and report.html; print the verdicts")
-    tables.add_argument("out", help="the study's output folder, e.g. results/decisive")
-    tables.add_argument("--profile", default="decisive", help="a profile with a [<profile>.design] table (default: decisive)")
-    tables.add_argument("--no-report", action="store_true", help="the tables only: no notebook 50, no report.html")
-    tables.set_defaults(func=_decisive_tables)
-
-    again = sub.add_parser("reanalyse", help="a finished study's walkthrough and analysis notebooks and its report "
-                           "again from its records, training nothing (typhoon/runner/reanalyse.py)")
+    again = sub.add_parser("reanalyse", help="a finished study's notebooks and its report again from its records, "
+                           "training nothing (the study its MANIFEST's profile names says how)")
     again.add_argument("out", help="its output folder, e.g. results/cpu")
     again.set_defaults(func=_reanalyse)
 
@@ -256,27 +242,8 @@ def _data_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decisive_design(args: argparse.Namespace) -> int:
-    """``typhoon decisive-design``: a profile's pre-registered sequential design."""
-    from typhoon.analysis import describe_design, study_design
-
-    print(describe_design(study_design(args.profile)))
-    return 0
-
-
-def _decisive_tables(args: argparse.Namespace) -> int:
-    """``typhoon decisive-tables``: a sequential study re-analysed from its records, without training."""
-    from typhoon.runner import rewrite_tables_and_report
-
-    for line in rewrite_tables_and_report(args.profile, args.out, report=not args.no_report):
-        print(line)
-    if not args.no_report:
-        print(f"report: {shown(Path(args.out) / 'report.html')}")
-    return 0
-
-
 def _reanalyse(args: argparse.Namespace) -> int:
-    from typhoon.runner.reanalyse import reanalyse
+    from typhoon.studies import reanalyse
 
     print(f"report: {shown(reanalyse(args.out))}")
     return 0
@@ -284,26 +251,31 @@ def _reanalyse(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     """``typhoon reproduce``: a profile's grid (or its estimate, or its cluster job script)."""
-    from typhoon.runner.dask_executor import dask_executor
+    from typhoon.runner import dask_executor
 
-    options = args.checked  # made and checked by check_input (and checked again by run)
+    options = args.checked  # made and checked once, by check_input
     if options.estimate_only:
         print(options.run().text(max_cells=10**6))
         return 0
     if args.cluster:
+        from typhoon.studies import run_on_cluster
+
         return run_on_cluster(options, args)
-    summary = options.run(dask_executor(args.scheduler) if args.scheduler else None)
+    summary = options.run(dask_executor.dask_executor(args.scheduler) if args.scheduler else None)
     return 0 if summary.ok else 1
 
 
 def _results_readme(args: argparse.Namespace) -> int:
-    """``typhoon results-readme``: a study's block of docs/results.md (or README's answer table) rewritten
-    or, with --check, checked (exit 1 when out of date)."""
-    from typhoon.report import update_answer, update_readme
-    from typhoon.runner import study_pages_of
+    """``typhoon results-readme``: a study's block of docs/results.md (or the README's answer table, from each
+    study that has one) rewritten or, with --check, checked (exit 1 when out of date)."""
+    from typhoon.report import update_readme
+    from typhoon.studies import STUDIES, pages_of_folder
 
-    changed = (update_answer(args.readme, check=args.check) if args.answer
-               else update_readme(args.reference, args.readme, check=args.check, pages=study_pages_of(args.reference)))
+    if args.answer:
+        changed = any([answer for study in STUDIES.values()
+                       if (answer := study.update_answer(args.readme, check=args.check)) is not None])
+    else:
+        changed = update_readme(args.reference, args.readme, check=args.check, pages=pages_of_folder(args.reference))
     block = "README answer table" if args.answer else "results block"
     print(f"{block} {'out of date' if args.check and changed else 'updated' if changed else 'up to date'}")
     return 1 if args.check and changed else 0

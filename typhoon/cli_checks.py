@@ -24,7 +24,8 @@ from typhoon.paths import (
 )
 from typhoon.profiles import get_profile, resolve
 from typhoon.records import check_folder_free
-from typhoon.runner import ReproduceOptions, check_executor_arguments
+from typhoon.runner import check_executor_arguments
+from typhoon.studies import ReproduceOptions
 
 
 def named_strategies(args: argparse.Namespace) -> list[str]:
@@ -65,11 +66,12 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
         machine.check_device_visible(checked.device)
         check_can_write(resolve_out_dir(args.out, checked.profile))
     elif args.command == "reproduce":
+        check_executor_arguments(args)
         profile = get_profile(args.profile)
         if args.job_script and args.cluster != "slurm":
             raise ValueError("--job-script needs --cluster slurm")
-        checked = ReproduceOptions.from_args(args, profile.grid(overrides))  # every cell resolved, once
-        checked.check()  # --workers, and the flags a design cannot honour
+        # every cell resolved, once; the flags its study cannot honour refused as the options are made
+        checked = ReproduceOptions.from_args(args, profile.grid(overrides))
         if not (args.cluster or args.scheduler or args.job_script):  # else the cells run on other machines
             for device in sorted({config.device for config in checked.configs}):
                 machine.check_device_visible(device)
@@ -80,19 +82,12 @@ def check_input(args: argparse.Namespace) -> RunConfig | ReproduceOptions | None
             check_profile(out_dir, profile.name)  # a folder of another profile's results: before the estimate
             check_can_write(out_dir)
             check_folder_free(out_dir)  # a folder another batch is writing: said now, not after the imports
-    if args.command == "reproduce":
-        check_executor_arguments(args)
     if getattr(args, "checks", None) is not None:  # a study's command: its own checks (typhoon/studies/<name>/)
         checked = args.checks(args)
     if args.command == "reanalyse":
-        from typhoon.runner.reanalyse import study_profile
+        from typhoon.records import study_profile
 
         get_profile(study_profile(Path(args.out).resolve()))
-    elif args.command in ("decisive-design", "decisive-tables"):
-        get_profile(args.profile).require_design()
-        if args.command == "decisive-tables" and not Path(args.out).is_dir():
-            raise FileNotFoundError(f"no study folder {args.out}: name a sequential study's output folder, "
-                                    "e.g. results/decisive")
     elif args.command == "results-readme":
         if args.answer == (args.reference is not None):
             raise ValueError("results-readme: name a study folder, or give --answer (not both)")

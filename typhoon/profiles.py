@@ -49,8 +49,9 @@ class Profile:
     pipeline_check: bool = False  # its numbers check that the pipeline runs; they are not findings (smoke)
     speed_check: bool = False  # its numbers are timings only: random weights of real shapes (paper-shapes)
     cluster: dict = field(default_factory=dict)  # job resources for `reproduce --cluster` (typhoon.runner.cluster)
-    design: dict = field(default_factory=dict)  # a sequential design (typhoon.analysis.decisive): seeds added look by look
-    hypothesis: dict = field(default_factory=dict)  # a fixed grid's registered hypothesis (typhoon.analysis.schedule_study)
+    study: str = "grid"  # the study that runs it (typhoon.studies.registry): grid, schedules, sequential or MODULE:CLASS
+    design: dict = field(default_factory=dict)  # a sequential design (typhoon.studies.sequential.decisive): seeds added look by look
+    hypothesis: dict = field(default_factory=dict)  # a fixed grid's registered hypothesis (typhoon.studies.schedules.analysis)
     required_metrics: list[str] = field(default_factory=list)  # record fields its analysis needs: a reused record must hold them
 
     def require_design(self) -> dict:
@@ -147,7 +148,7 @@ def load_profiles(path: Path | None = None) -> dict[str, Profile]:
             extra_cells=body.pop("extra_cells", []), workers=body.pop("workers", 1), settings=body.pop("settings", {}),
             task_settings=body.pop("task_settings", {}), analysis=body.pop("analysis", {}),
             pipeline_check=body.pop("pipeline_check", False), speed_check=body.pop("speed_check", False), cluster=body.pop("cluster", {}),
-            design=body.pop("design", {}), hypothesis=body.pop("hypothesis", {}),
+            study=body.pop("study", "grid"), design=body.pop("design", {}), hypothesis=body.pop("hypothesis", {}),
             required_metrics=body.pop("required_metrics", []),
         )
         if body:

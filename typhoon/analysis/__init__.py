@@ -3,9 +3,9 @@ power), the paper's claims, the reference comparison, the sequential and decisiv
 every study shares (``kl``: the KL units, the budget spread of Typhoon's masking) and the schedule theory
 (``identifiability``). Other stages take these names from here (``from typhoon.analysis import
 ok_runs``): the results read and summarised (``run_summary``), a finished run's tables read back with its
-headline table (``output_tables``), the decisive study's design read and printed (``decisive_design``), the
-comparison with a reference run (``reference``) and Markdown tables. Each study is used whole, as a module:
-``decisive``, ``paper_claims``, ``schedule_study``; the two packages ``kl`` and ``identifiability`` each have a
+headline table (``output_tables``), the
+comparison with a reference run (``reference``) and Markdown tables; the shared statistics are used whole, as
+modules (``paired``, ``pairwise``, ``paper_claims``, ``sequential``, ``significance`` ...); the two packages ``kl`` and ``identifiability`` each have a
 face of their own (``from typhoon.analysis.kl import kl_definitions``).
 """
 
@@ -23,10 +23,10 @@ _HOMES = {
     **dict.fromkeys(["compare_with_reference", "no_reference_note", "reference_for"], "reference"),
     **dict.fromkeys(["markdown_table"], "stats_tables"),
     **dict.fromkeys(["Tables", "headline_table", "holm_caption", "read_tables"], "output_tables"),
-    **dict.fromkeys(["describe_design", "study_design"], "decisive_design"),
 }
-# Modules other stages use whole: a study's names read qualified (``decisive.answer``, ``schedule_study.headline``
-# and ``paper_claims.headline`` are two questions); ``kl`` and ``identifiability`` are faces of their own.
-_NAMESPACES = ("decisive", "identifiability", "kl", "paper_claims", "schedule_study")
+# Modules other stages use whole: their names read qualified, one question each (``paper_claims.headline``,
+# ``sequential.boundaries``); ``kl`` and ``identifiability`` are faces of their own.
+_NAMESPACES = ("bottleneck_verdict", "identifiability", "kl", "paired", "pairwise", "paper_claims", "run_summary", "seed_budget", "sequential",
+               "significance")
 __all__ = [*_HOMES, *_NAMESPACES]
 __getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

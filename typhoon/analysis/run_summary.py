@@ -61,7 +61,7 @@ def load_results(path: str | os.PathLike, out_dir: str | os.PathLike | None = No
     a truncated or stale table is refused with a ValueError naming the file, never summarised.
 
     The table comes as the statistics compare it (:func:`arms`: ``strategy`` names the arm), or with
-    ``tidy`` as it is written (``strategy`` and ``schedule`` apart: :mod:`typhoon.analysis.schedule_study`)."""
+    ``tidy`` as it is written (``strategy`` and ``schedule`` apart: :mod:`typhoon.studies.schedules.analysis`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"results table not found: {path}")

@@ -25,7 +25,8 @@ _HOMES = {
                      "record_numerics_detail", "results_numerics"], "run_numerics"),
     **dict.fromkeys(["check_git_repo", "close_invocation", "commit_cell", "commit_paths", "git_state", "invocation",
                      "invocation_clock", "invocations",
-                     "now", "read_manifest", "record_stopped_invocation", "trained_at_line", "write_manifest"],
+                     "now", "read_manifest", "record_stopped_invocation", "study_profile", "trained_at_line",
+                     "write_manifest"],
                     "provenance"),
 }
 __all__ = list(_HOMES)

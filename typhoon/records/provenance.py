@@ -156,6 +156,16 @@ def read_manifest(out_dir: Path) -> dict | None:
     return run_record.read_json(Path(out_dir) / MANIFEST)
 
 
+def study_profile(out_dir: Path) -> str:
+    """The profile a study folder was made with (its MANIFEST.json); ValueError naming what is missing."""
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        raise ValueError(f"{paths.shown(out_dir)}: no {paths.MANIFEST}, so not the folder of a reproduce")
+    if not manifest.get("profile"):
+        raise ValueError(f"{paths.shown(out_dir / paths.MANIFEST)} names no profile")
+    return manifest["profile"]
+
+
 def record_stopped_invocation(out_dir: Path, profile: str, started: str, wall_s: float, command: list[str],
                               outcome: str, code: dict | None = None, estimate: dict | None = None) -> None:
     """Add a ``reproduce`` that ended early (``outcome``: "stopped by SIGINT", ...) to the manifest's

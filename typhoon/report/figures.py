@@ -241,7 +241,7 @@ MASKED_COLOUR, VISIBLE_COLOUR, PI_COLOUR = "#d55e00", "#999999", "#0072b2"  # co
 
 @styled
 def plot_schedule_comparisons(table: pd.DataFrame, out_path: str | os.PathLike) -> list[Path]:
-    """The schedules grid against ``fixed`` (:func:`typhoon.analysis.schedule_study.schedule_comparisons`): one
+    """The schedules grid against ``fixed`` (:func:`typhoon.studies.schedules.analysis.schedule_comparisons`): one
     row per task × strategy × schedule; left, the dev-metric difference with its 95 % t interval against the
     grey ±margin band; right, the full-mask MLM loss difference with its interval, coloured by the verdict
     (``theory``: whether the difference, Holm-adjusted over the table, shows the theory's predicted direction)."""

@@ -2,7 +2,7 @@
 backbone come from, before any training.
 
 Each function returns a tidy table. Nothing here decides anything: the device, precision and kernels
-are what a run resolves ``auto`` to (:func:`typhoon.training.device_settings.resolve_settings`), the cores what :mod:`typhoon.runner.grid` shares out,
+are what a run resolves ``auto`` to (:func:`typhoon.training.device_settings.resolve_settings`), the cores what :mod:`typhoon.studies.grid.policy` shares out,
 the data what :func:`typhoon.data.glue_files.load_glue` reads, the backbones :data:`typhoon.names.BACKBONES`.
 """
 

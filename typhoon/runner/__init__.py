@@ -1,9 +1,9 @@
 """Running the study: the grid of cells and its analysis notebooks, the time estimate, stopping and
 resuming, cluster executors and the progress monitor. Other stages (the command line, ``__main__``) take
 these names from here (``from typhoon.runner import stop_on_signals``): how a stop is handled (``stop``),
-the options of ``reproduce`` and where they run (``options``), and a sequential study's tables rewritten
-(``sequential_grid``). Two modules are used whole: ``reanalyse`` and ``dask_executor`` (each named by its
-function).
+where a study's cells run (``executor_options``), the one loop (``study``), what a study is to it (``policy``,
+``cells``) and the notebooks a study executes (``notebooks``). ``dask_executor`` is used whole. The engine names no
+study: the studies (``typhoon.studies``) use it.
 """
 
 from __future__ import annotations
@@ -16,15 +16,17 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["as_interrupted", "exit_finished", "exit_now_if_threads_linger", "exit_stopped", "remove_empty_folders",
                      "resume_command", "stop_on_signals"], "stop"),
-    **dict.fromkeys(["ReproduceOptions", "add_executor_arguments", "check_executor_arguments", "checked_execution",
-                     "execution_overrides", "run_on_cluster", "run_policy"], "options"),
-    **dict.fromkeys(["rewrite_tables_and_report"], "sequential_grid"),
-    **dict.fromkeys(["TRAIN", "Cell", "CellKind", "cell_row", "error_line"], "cells"),
+    **dict.fromkeys(["add_executor_arguments", "check_executor_arguments", "checked_execution", "cluster_spec",
+                     "execution_overrides", "run_policy"], "executor_options"),
+    **dict.fromkeys(["CellExecutor"], "executor"),
+    **dict.fromkeys(["TRAIN", "Cell", "CellKind", "cell_is_done", "cell_row", "error_line"], "cells"),
     **dict.fromkeys(["OneLook", "StudyPolicy", "preflight"], "policy"),
-    **dict.fromkeys(["RunLog"], "progress"),
-    **dict.fromkeys(["study_pages_of"], "reanalyse"),
+    **dict.fromkeys(["RunLog", "say"], "progress"),
+    **dict.fromkeys(["ANALYSIS_NOTEBOOKS", "REFERENCE_NOTEBOOK", "AnalysisNotebook", "NotebookFailed",
+                     "as_file_system_error", "execute_for", "notebooks_dir", "pair_notebooks"], "notebooks"),
+    **dict.fromkeys(["Summary", "run_study"], "study"),
 }
-# Modules other stages use whole: one of their names is the module's own (``reanalyse.reanalyse``).
-_NAMESPACES = ("dask_executor", "reanalyse")
+# Modules other stages use whole, their names read qualified (``estimate.estimate_grid``, ``cluster.describe``).
+_NAMESPACES = ("cluster", "dask_executor", "estimate")
 __all__ = [*_HOMES, *_NAMESPACES]
 __getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

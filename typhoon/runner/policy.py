@@ -3,7 +3,7 @@
 The loop asks a policy for the cells of its next look, runs them, and asks again until it has none; then the
 policy makes what it makes of them (tables, notebooks, a report) and says its answer. A policy owns its study's
 report and its answer: the loop, the report and the README ask it, never what kind of study a folder holds.
-The policies: :class:`typhoon.runner.grid.FixedGrid` (a profile's grid), :class:`typhoon.runner.sequential_grid.
+The policies: :class:`typhoon.studies.grid.policy.FixedGrid` (a profile's grid), :class:`typhoon.studies.sequential.policy.
 SequentialDesign` (a profile's sequential design) and the KL studies' parts (:mod:`typhoon.studies.kl_original.policy`).
 
 Three methods make a policy (:meth:`StudyPolicy.cells`, :meth:`~StudyPolicy.next_look`, :meth:`~StudyPolicy.finish`);

@@ -1,9 +1,9 @@
 """The one study loop: plan -> run cells -> analyse -> next look, for every study of the bundle.
 
 :func:`run_study` runs a *policy* (:class:`typhoon.runner.policy.StudyPolicy`) that says which cells the next
-look needs and what to make of them: a profile's plain grid (:class:`typhoon.runner.grid.FixedGrid`: one look,
+look needs and what to make of them: a profile's plain grid (:class:`typhoon.studies.grid.policy.FixedGrid`: one look,
 every cell without a complete record, then the analysis notebooks and the report), its sequential design
-(:class:`typhoon.runner.sequential_grid.SequentialDesign`: seeds look by look until every comparison is decided or
+(:class:`typhoon.studies.sequential.policy.SequentialDesign`: seeds look by look until every comparison is decided or
 at its cap, then notebook 50), or a KL study's part (:mod:`typhoon.studies.kl_original.policy`: kl-original's rows, its
 curve epoch by epoch, its fine-tuned pairs; kl-gap's causes). :func:`reproduce` is a profile's study. The
 cells (:class:`typhoon.runner.cells.Cell`) run on one executor (:mod:`typhoon.runner.executor`): the local pool
@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from typhoon import machine, paths
-from typhoon.config import RunConfig
-from typhoon.profiles import get_profile
 from typhoon.records import (
     STATUS_COLUMNS,
     check_git_repo,
@@ -117,32 +114,6 @@ def run_cells(cells: list[Cell], out_dir: Path, executor: CellExecutor, on_done=
 def local_pool(workers: int) -> WorkerPool:
     """The default executor: ``workers`` worker processes on this machine's devices and cores."""
     return WorkerPool(slots_for(workers, machine.gpu_devices()))
-
-
-def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int | None = None,
-              configs: Sequence[RunConfig] | None = None, analysis: bool = True, executor: CellExecutor | None = None,
-              allow_mixed_precision: bool = False, commit_records: bool = False, reuse: bool = True,
-              reuse_from=(), estimate: bool = False) -> Summary:
-    """Run a profile's study -- its grid, or its sequential design look by look -- then its analysis; resumable.
-
-    ``out_dir`` None: the profile's own folder, ``<repo>/outputs/<profile>``. ``configs``: every cell of the
-    profile's grid as the caller resolved it once (``Profile.grid`` with the command line's ``--set``); None: the
-    profile's own grid. The rest is :func:`run_study`'s and the grid's (:class:`typhoon.runner.grid.FixedGrid`:
-    reuse of equal records, mixed numerics, the estimate).
-    """
-    from typhoon.runner.grid import FixedGrid
-    from typhoon.runner.sequential_grid import SequentialDesign
-
-    spec = get_profile(profile)
-    configs = spec.grid() if configs is None else list(configs)
-    if {config.profile for config in configs} - {spec.name}:
-        raise ValueError(f"reproduce {spec.name!r} was given cells of profile(s) "
-                         f"{sorted({c.profile for c in configs} - {spec.name})}: give it the profile's own (Profile.grid)")
-    policy = (SequentialDesign(spec, configs, analysis=analysis, reuse=reuse) if spec.design else
-              FixedGrid(spec, configs, analysis=analysis, reuse=reuse, reuse_from=reuse_from,
-                        allow_mixed_precision=allow_mixed_precision, estimate=estimate))
-    return run_study(policy, paths.resolve_out_dir(out_dir, spec.name), workers=workers, executor=executor,
-                     commit_records=commit_records, profile_workers=spec.workers)
 
 
 def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None, executor: CellExecutor | None = None,

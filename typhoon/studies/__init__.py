@@ -10,7 +10,8 @@ from typhoon import lazy_face
 
 _HOMES = {
     **dict.fromkeys(["Study"], "study"),
-    **dict.fromkeys(["STUDIES", "add_commands", "study_named", "study_of_folder"], "registry"),
+    **dict.fromkeys(["STUDIES", "add_commands", "study_named", "study_of_folder", "study_of_profile"], "registry"),
+    **dict.fromkeys(["ReproduceOptions", "pages_of_folder", "reanalyse", "reproduce", "run_on_cluster"], "profile_study"),
 }
 __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_face(__name__, _HOMES)

@@ -11,11 +11,12 @@ import argparse
 import importlib
 from pathlib import Path
 
-from typhoon.studies import kl_gap, kl_original
+from typhoon.studies import grid, kl_gap, kl_original, schedules, sequential
 from typhoon.studies.study import Study
 
 #: The built-in studies by name (each its folder's STUDY).
-STUDIES: dict[str, Study] = {study.name: study for study in (kl_gap.STUDY, kl_original.STUDY)}
+STUDIES: dict[str, Study] = {study.name: study for study in (grid.STUDY, schedules.STUDY, sequential.STUDY,
+                                                             kl_gap.STUDY, kl_original.STUDY)}
 
 
 def study_named(name: str) -> Study:
@@ -50,9 +51,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         study.add_commands(sub)
 
 
+def study_of_profile(profile: str) -> Study:
+    """The study a profile runs: the one its ``study`` names (``grid`` unless it says otherwise)."""
+    from typhoon.profiles import get_profile
+
+    return study_named(get_profile(profile).study)
+
+
 def study_of_folder(out_dir: str | Path) -> Study:
     """The study whose results ``out_dir`` holds: the one its MANIFEST's profile names."""
-    from typhoon.profiles import get_profile
-    from typhoon.runner.reanalyse import study_profile
+    from typhoon.records import study_profile
 
-    return study_named(get_profile(study_profile(Path(out_dir))).study)
+    return study_of_profile(study_profile(Path(out_dir)))

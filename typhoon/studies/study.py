@@ -42,9 +42,14 @@ class Study:
         reproduce's (analysis, reuse, reuse_from, allow_mixed_precision, estimate)."""
         raise ValueError(f"the study {self.name!r} is not run by a profile: see `python -m typhoon --help`")
 
-    def options_refused(self, options: dict) -> list[str]:
-        """The reproduce flags this study cannot honour, named (``--estimate`` ...): refused before any work."""
-        return []
+    def check_options(self, options) -> None:
+        """ValueError naming each ``reproduce`` flag this study cannot honour (``options``: the
+        :class:`typhoon.studies.profile_study.ReproduceOptions`), before any work; the grid honours them all."""
+
+    def update_answer(self, readme: str | Path | None = None, check: bool = False) -> bool | None:
+        """Rewrite the study's answer in the README (``results-readme --answer``); whether it changed (``check``:
+        write nothing), None for a study with no answer there."""
+        return None
 
     def pages(self, out_dir: Path) -> StudyPages | None:
         """What the study puts in its report's Summary and on the results page (None: no page)."""

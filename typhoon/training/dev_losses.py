@@ -30,7 +30,7 @@ def mlm_dev_loss(ctx, mlm, dev_batches: list[dict]) -> float:
 def full_mask_dev_loss(ctx, mlm) -> float:
     """The MLM's loss on the dev split with *every* maskable token masked: what it predicts when nothing
     of the sequence is visible, the quantity the mask-schedule theory says only schedules with mass on
-    fully masked inputs can learn (``typhoon.analysis.identifiability``; ``typhoon.analysis.schedule_study``). No random
+    fully masked inputs can learn (``typhoon.analysis.identifiability``; ``typhoon.studies.schedules.analysis``). No random
     draw: the same inputs for every run, and the run's generators are left as they were."""
     tokenizer = ctx.backbone.tokenizer
     batches = examples.eval_batches(ctx.data["validation"], ctx.config, tokenizer.pad_token_id)

@@ -112,7 +112,7 @@ def finetune_table(out: str | Path, margins: dict[str, float], planning_sd: dict
 
 def decisive_margins_and_sds() -> tuple[dict[str, float], dict[str, float]]:
     """The decisive-mlm design's margins and its planning sd of 'typhoon - random', per task."""
-    from typhoon.analysis import study_design
+    from typhoon.studies.sequential.design import study_design
 
     design = study_design("decisive-mlm")
     return dict(design.margins), {task: design.planning_sd_of(task, ("typhoon", "random")) for task in design.tasks}

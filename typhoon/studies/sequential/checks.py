@@ -1,4 +1,4 @@
-"""What stands behind each verdict of a sequential study (:mod:`typhoon.analysis.decisive`), written beside
+"""What stands behind each verdict of a sequential study (:mod:`typhoon.studies.sequential.decisive`), written beside
 it in ``stats/verdicts.csv`` (:data:`CHECK_COLUMNS`):
 
 - **Power at the measured sd.** The cap was chosen so that the design decides each comparison with at least

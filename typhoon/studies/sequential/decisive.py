@@ -1,8 +1,8 @@
 """The decisive study: a profile with a pre-registered sequential design (``[<profile>.design]`` in
-``profiles.toml``) whose ``reproduce`` (:mod:`typhoon.runner.sequential_grid`) trains only the seeds the
+``profiles.toml``) whose ``reproduce`` (:mod:`typhoon.studies.sequential.policy`) trains only the seeds the
 next look needs, for the arms of the comparisons still undecided, re-analyses (:mod:`typhoon.analysis.sequential`)
 and stops when every comparison is equivalent, different or undecided at its cap. This module plans and
-analyses; it trains nothing. The design it runs is read and printed by :mod:`typhoon.analysis.decisive_design`.
+analyses; it trains nothing. The design it runs is read and printed by :mod:`typhoon.studies.sequential.design`.
 
 The records on disk are the state: every invocation re-reads them, analyses the looks they reach (each
 comparison stopped at its first decision) and plans the cells of the next look (:func:`plan_next_look`),
@@ -12,7 +12,7 @@ share their numerics (a pair never mixes bf16 and fp32, nor AMX and AVX512-BF16 
 :func:`check_seed_numerics` refuses to train a cell that would, ``stats/seeds.csv`` says which numerics
 each seed used, and ``stats/verdicts.csv`` flags a comparison whose records pair mixed numerics anyway
 (reused records), with its verdict without those seeds, and the power its cap has at the sd measured on
-its seeds (:mod:`typhoon.analysis.decisive_checks`).
+its seeds (:mod:`typhoon.studies.sequential.checks`).
 
 Outputs under the output folder: ``stats/verdicts.csv`` (one row per comparison), ``stats/history.csv``
 (every look), ``stats/design.csv``, ``stats/boundaries.csv``, ``stats/seeds.csv``,
@@ -28,9 +28,7 @@ import numpy as np
 import pandas as pd
 
 from typhoon import atomic, paths
-from typhoon.analysis import decisive_checks, sequential
-from typhoon.analysis.bottleneck_verdict import task_model_summary
-from typhoon.analysis.decisive_design import PRIMARY_METRIC, StudyDesign, design_table
+from typhoon.analysis import bottleneck_verdict, sequential
 from typhoon.config import RunConfig
 from typhoon.profiles import Profile
 from typhoon.records import (
@@ -43,6 +41,8 @@ from typhoon.records import (
     result_row,
     reuse_record,
 )
+from typhoon.studies.sequential import checks as decisive_checks
+from typhoon.studies.sequential.design import PRIMARY_METRIC, StudyDesign, design_table
 from typhoon.training import numerics_here
 
 NOTEBOOK = "50_decisive.ipynb"
@@ -92,7 +92,7 @@ def analyse(results: pd.DataFrame, study: StudyDesign) -> tuple[pd.DataFrame, pd
             last["next_look_seeds"] = None if decided else study.design.looks[len(rows)]
             used = results[(results["task"] == task) & results["strategy"].isin(pair)
                            & (results["seed"] < int(last.get("n_seeds") or 0))]
-            last.update(task_model_summary(used))  # the task models behind the seeds this look used
+            last.update(bottleneck_verdict.task_model_summary(used))  # the task models behind the seeds this look used
             verdicts.append({c: last.get(c) for c in VERDICT_COLUMNS})
     history = pd.concat(histories, ignore_index=True)[HISTORY_COLUMNS]
     return history, pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
@@ -233,7 +233,7 @@ def check_seed_numerics(todo: list[RunConfig], configs: Mapping[tuple, RunConfig
 
 def write_outputs(study: StudyDesign, configs: Mapping[tuple, RunConfig], out_dir: Path) -> dict[str, pd.DataFrame]:
     """The tables and the figure of the study so far (atomically written); returns the tables."""
-    from typhoon.analysis.decisive_figure import plot_sequential_looks
+    from typhoon.studies.sequential.figure import plot_sequential_looks
 
     results = results_table(configs, out_dir)
     history, verdicts = analyse(results, study)

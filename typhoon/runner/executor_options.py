@@ -1,98 +1,18 @@
-"""One ``reproduce``: the options of a study run, built once from the command line, and the one function that
-runs a profile with them (:func:`typhoon.runner.study.reproduce`), a plain grid or a sequential design, on any
-executor; and a KL study's policy on the executor its flags name (:func:`run_policy`).
-
-Every flag means the same on every path, or is refused by name before anything runs:
-
-- a plain grid (:class:`typhoon.runner.grid.FixedGrid`) honours them all;
-- a sequential design (:class:`typhoon.runner.sequential_grid.SequentialDesign`) trains look by look and
-  reuses only the records its design registers (``[<profile>.design] reuse_from``), so ``--reuse-from`` and
-  ``--allow-mixed-precision`` (a seed's arms must share one kernel family) are refused; ``--no-reuse``
-  skips the registered reuse; it prints no whole-grid estimate (the looks decide how many cells run);
-- on a cluster (``--cluster``, ``--scheduler``) the executor changes, nothing else: a design runs its looks
-  there too; each cell chooses its threads on its own node, and the estimate is skipped (it would calibrate
-  this machine, not the nodes).
+"""Where a study's cells run, from the command line's flags: a local pool of ``--workers``, a Dask scheduler
+(``--scheduler``) or the jobs of a SLURM or local Dask cluster (``--cluster`` and its resources), the same flags for
+``reproduce`` and every study's command that trains (:func:`add_executor_arguments`), checked once before any work
+(:func:`check_executor_arguments`); ``--set`` of a study whose design fixes what its runs compute takes only where
+they run (:func:`checked_execution`); and a study's policy run on the executor the flags name (:func:`run_policy`).
+On a cluster the executor changes, nothing else: each cell chooses its threads on its own node.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 from typhoon.config import EXECUTION_FIELDS, RunConfig, allowed_of, parse_overrides
-from typhoon.paths import resolve_out_dir
 from typhoon.profiles import Profile, get_profile
-
-
-@dataclass(frozen=True)
-class ReproduceOptions:
-    """What ``reproduce`` was asked to do, whatever runs the cells."""
-
-    profile: str
-    configs: tuple[RunConfig, ...]  # every cell of the profile's grid, ``--set`` applied: resolved once, by from_args' caller
-    out_dir: str | None = None
-    workers: int | None = None
-    analysis: bool = True
-    allow_mixed_precision: bool = False
-    commit_records: bool = False
-    reuse: bool = True
-    reuse_from: tuple[str, ...] = ()
-    estimate: bool = True  # calibrate and print the expected time before running
-    estimate_only: bool = False  # --estimate: only that, then stop
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, configs: list[RunConfig]) -> ReproduceOptions:
-        """The options of the command line ``args``, for the grid's cells ``configs`` (``Profile.grid``)."""
-        return cls(profile=args.profile, configs=tuple(configs), out_dir=args.out, workers=args.workers,
-                   analysis=not args.no_analysis, allow_mixed_precision=args.allow_mixed_precision,
-                   commit_records=args.commit_records, reuse=not args.no_reuse,
-                   reuse_from=tuple(args.reuse_from or ()), estimate=not args.no_estimate,
-                   estimate_only=args.estimate)
-
-    @property
-    def sequential(self) -> bool:
-        """Whether the profile is a sequential design (seeds added look by look)."""
-        return bool(get_profile(self.profile).design)
-
-    def check(self) -> None:
-        """ValueError naming each flag this profile's path cannot honour (before anything runs)."""
-        if self.workers is not None:
-            allowed_of(Profile, "workers").check("--workers", self.workers)
-        if not self.sequential:
-            return
-        refused = [flag for flag, given in (("--reuse-from", bool(self.reuse_from)),
-                                            ("--allow-mixed-precision", self.allow_mixed_precision)) if given]
-        if refused:
-            raise ValueError(
-                f"{' and '.join(refused)} cannot apply to the sequential design of profile {self.profile!r}: it "
-                f"reuses only the records its design registers ([{self.profile}.design] reuse_from), and every "
-                "arm of a seed must train on one kernel family; drop the flag(s)")
-        if self.estimate_only:
-            raise ValueError(f"--estimate prices a whole grid; profile {self.profile!r} is a sequential design whose "
-                             f"looks decide how many cells run: `python -m typhoon decisive-design --profile "
-                             f"{self.profile}` shows its plan")
-
-    def on_cluster(self) -> ReproduceOptions:
-        """The options for cells that run on other machines: one cell per worker, no estimate of this one."""
-        return dataclasses.replace(self, workers=1, estimate=False)
-
-    def run(self, executor=None):
-        """Run the profile (:meth:`check` first): its design look by look, or its whole grid; the Summary
-        (``estimate_only``: the GridEstimate, nothing run)."""
-        self.check()
-        if self.estimate_only:
-            from typhoon.runner.estimate import estimate_only
-
-            return estimate_only(self.profile, self.out_dir, workers=self.workers, configs=self.configs,
-                                 analysis=self.analysis)
-        from typhoon.runner.study import reproduce
-
-        return reproduce(self.profile, self.out_dir, workers=self.workers, configs=self.configs,
-                         analysis=self.analysis, executor=executor, allow_mixed_precision=self.allow_mixed_precision,
-                         commit_records=self.commit_records, reuse=self.reuse, reuse_from=self.reuse_from,
-                         estimate=self.estimate and not self.sequential)
 
 
 def cluster_spec(args: argparse.Namespace, out_dir):
@@ -187,21 +107,6 @@ def execution_overrides(items: list[str] | None, instead: str = "") -> dict:
         raise ValueError(f"--set {', '.join(other)}: the study's design fixes what its runs compute; here --set "
                          f"takes only where they run: {', '.join(EXECUTION_FIELDS)}" + (f"; {instead}" if instead else ""))
     return overrides
-
-
-def run_on_cluster(options: ReproduceOptions, args: argparse.Namespace) -> int:
-    """``reproduce --cluster``: the cells as jobs of a Dask cluster (:mod:`typhoon.runner.cluster`), a plain grid
-    or a sequential design alike; ``args``: the cluster flags of the command line."""
-    from typhoon.runner import cluster
-
-    spec = cluster_spec(args, resolve_out_dir(args.out, args.profile))
-    if args.job_script:
-        print(cluster.job_script(spec))
-        return 0
-    print(cluster.describe(spec), flush=True)
-    with cluster.cluster_executor(spec) as executor:  # the cells choose threads and device on their node
-        summary = options.on_cluster().run(executor)
-    return 0 if summary.ok else 1
 
 
 def parse_scheduler_options(pairs: list[str] | None) -> dict | None:

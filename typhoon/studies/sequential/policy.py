@@ -1,5 +1,5 @@
 """A sequential design as a policy of the study loop (:mod:`typhoon.runner.study`; the decisive studies): look by
-look, the cells the next look needs, re-analysed by :mod:`typhoon.analysis.decisive` after each look, until every
+look, the cells the next look needs, re-analysed by :mod:`typhoon.studies.sequential.decisive` after each look, until every
 comparison is decided or at its cap. The records on disk are the state, so a stopped study resumes. Also
 ``decisive-tables``: the tables, notebook 50 and the report again from the records, without training."""
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 
 from typhoon import paths
-from typhoon.analysis import decisive, study_design
 from typhoon.config import RunConfig
 from typhoon.profiles import Profile, get_profile
 from typhoon.records import (
@@ -26,21 +25,22 @@ from typhoon.records import (
     record_numerics_detail,
     write_manifest,
 )
-from typhoon.report import pages_of, render_report
-from typhoon.runner import grid, notebooks, progress
-from typhoon.runner.cells import Cell
-from typhoon.runner.policy import StudyPolicy
+from typhoon.report import render_report
+from typhoon.runner import Cell, RunLog, StudyPolicy, execute_for, notebooks_dir, pair_notebooks, preflight
+from typhoon.studies.sequential import decisive
+from typhoon.studies.sequential.design import study_design
+from typhoon.studies.sequential.pages import PAGES
 
 
 def write_report(out_dir: Path, profile: str, configs: list | None = None, nb_dir: Path | None = None) -> Path:
     """Notebook 50 executed on the study's tables, the walkthrough of each backbone × task of ``configs`` (those
     with records), and ``report.html`` from them; returns the report's path."""
-    nb_dir = nb_dir or notebooks.notebooks_dir()
+    nb_dir = nb_dir or notebooks_dir()
     done = [c for c in configs or [] if (out_dir / c.relative_dir()).is_dir()]
-    executed = [notebooks.execute_for(out_dir, nb_dir, decisive.NOTEBOOK, {"out_dir": str(out_dir), "profile": profile})]
-    executed += [notebooks.execute_for(out_dir, nb_dir, nb.name, {"out_dir": str(out_dir), "profile": profile, **params},
-                                       name) for nb, params, name in notebooks.pair_notebooks(done)]
-    return render_report(out_dir, executed, profile, pages=pages_of("sequential"))
+    executed = [execute_for(out_dir, nb_dir, decisive.NOTEBOOK, {"out_dir": str(out_dir), "profile": profile})]
+    executed += [execute_for(out_dir, nb_dir, nb.name, {"out_dir": str(out_dir), "profile": profile, **params},
+                                       name) for nb, params, name in pair_notebooks(done)]
+    return render_report(out_dir, executed, profile, pages=PAGES)
 
 
 def rewrite_tables_and_report(profile: str, out_dir: str | Path, report: bool = True) -> list[str]:
@@ -74,7 +74,7 @@ def write_study_manifest(out_dir: Path, profile: str, started: str, wall_s: floa
 
 class SequentialDesign(StudyPolicy):
     """The policy of a sequential design (see the module docstring): the looks of
-    :func:`typhoon.analysis.decisive.plan_next_look`, the study stopping at a failed cell, and its tables,
+    :func:`typhoon.studies.sequential.decisive.plan_next_look`, the study stopping at a failed cell, and its tables,
     figure, notebook 50 and report at the end. ``reuse`` False trains even the records the design registers
     for reuse (``[design] reuse_from``)."""
 
@@ -82,17 +82,17 @@ class SequentialDesign(StudyPolicy):
 
     def __init__(self, spec: Profile, configs: Sequence[RunConfig], *, analysis: bool = True, reuse: bool = True):
         self.spec, self.analysis, self.reuse, self.profile = spec, analysis, reuse, spec.name
-        self.pages = pages_of("sequential")
+        self.pages = PAGES
         self.study = study_design(spec)
         self.grid = decisive.by_cell(configs)  # every cell up to the cap, resolved and validated once (Profile.grid)
         self.configs = list(self.grid.values())
         self.plan = None  # no estimate before the cells: the looks to come are not known in advance
-        notebooks.notebooks_dir()
+        notebooks_dir()
 
     def preflight(self) -> None:
-        grid.preflight(self.configs[:1] + [c for c in self.configs if c.seed == 0])
+        preflight(self.configs[:1] + [c for c in self.configs if c.seed == 0])
 
-    def prepare(self, out_dir: Path, log: progress.RunLog, commit_records: bool) -> None:
+    def prepare(self, out_dir: Path, log: RunLog, commit_records: bool) -> None:
         first = [c for c in self.configs if c.seed < self.study.design.looks[0]]
         for copied in decisive.reuse_sources(self.study, first, out_dir) if self.reuse else []:
             print(f"reused {copied['record_path']} from {copied['reused_from']}")
@@ -105,7 +105,7 @@ class SequentialDesign(StudyPolicy):
     def cells(self, out_dir: Path) -> list[Cell]:
         return [Cell(config) for config in self.configs]
 
-    def next_look(self, out_dir: Path, log: progress.RunLog) -> list[Cell]:
+    def next_look(self, out_dir: Path, log: RunLog) -> list[Cell]:
         """The cells the next look needs (none once every comparison is decided or at its cap); the tables
         are written at every look."""
         plan = decisive.plan_next_look(decisive.results_table(self.grid, out_dir), self.study)
@@ -118,7 +118,7 @@ class SequentialDesign(StudyPolicy):
         print(f"next look: {len(todo)} cells", flush=True)
         return [Cell(config) for config in todo]
 
-    def go_on(self, ran: pd.DataFrame, log: progress.RunLog) -> bool:
+    def go_on(self, ran: pd.DataFrame, log: RunLog) -> bool:
         if ran["status"].isin(["ok", "skipped"]).all():
             return True
         log.write("a cell failed: the study stops here (rerun to retry it)")
@@ -127,7 +127,7 @@ class SequentialDesign(StudyPolicy):
     def status_table(self, cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
         return cells
 
-    def finish(self, out_dir: Path, cells: pd.DataFrame, log: progress.RunLog, run: dict) -> Path | None:
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Path | None:
         decisive.write_outputs(self.study, self.grid, out_dir)
         write_study_manifest(out_dir, self.spec.name, run["started"], run["wall_s"], run["command"], cells, run["code"],
                              grid_wall_s=run["wall_s"])

@@ -1,5 +1,5 @@
 """The decisive study's figure: each comparison look by look, its paired difference with the repeated CI and
-the TOST interval, in the bundle's figure style (written by :func:`typhoon.analysis.decisive.write_outputs`)."""
+the TOST interval, in the bundle's figure style (written by :func:`typhoon.studies.sequential.decisive.write_outputs`)."""
 
 from __future__ import annotations
 

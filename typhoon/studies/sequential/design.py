@@ -2,7 +2,7 @@
 (:func:`study_design`: its comparisons, margins, looks, error spending, planning sds, the folders whose records
 it reuses, and why each choice), and printed with what it promises (:func:`design_table`,
 :func:`describe_design`: the boundaries, and the simulated chance of each verdict by the cap at the planning
-sd). ``python -m typhoon decisive-design`` prints it; :mod:`typhoon.analysis.decisive` runs the study it describes.
+sd). ``python -m typhoon decisive-design`` prints it; :mod:`typhoon.studies.sequential.decisive` runs the study it describes.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from typhoon.analysis import decisive_checks, sequential
+from typhoon.analysis import sequential
 from typhoon.profiles import Profile, get_profile
+from typhoon.studies.sequential import checks as decisive_checks
 
 DESIGN_KEYS = {"comparisons", "looks", "alpha", "familywise", "spending", "reuse_from", "never_reuse", "power",
                "margin", "planning_sd", "why"}
