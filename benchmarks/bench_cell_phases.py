@@ -82,13 +82,13 @@ def worker(args) -> None:
                       "peak_wall": metrics["hardware"]["matmul_peak"]["gflop_per_s"]}))
 
 
-def cpu_time_peaks() -> dict:
-    """1-thread matmul peak of each dtype by this process's CPU time (GFLOP/s)."""
+def cpu_time_peaks(dtypes: set[str]) -> dict:
+    """1-thread matmul peak of each of ``dtypes`` by this process's CPU time (GFLOP/s)."""
     from typhoon.training.flops import DTYPES, PEAK_SHAPES, time_matmul
 
     torch.set_num_threads(1)
     return {d: max(time_matmul(*s, DTYPES[d], torch.device("cpu"), clock=time.process_time) for s in PEAK_SHAPES.values())
-            for d in DTYPES}
+            for d in sorted(dtypes)}
 
 
 def measure(variant: str, args) -> dict:
@@ -123,17 +123,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         return worker(args)
     results = {v: [] for v in args.variants}
+    dtypes = {parse_variant(v)["precision"] for v in args.variants}  # the peaks the variants are measured against
     peaks = []
     for round_ in range(args.rounds):
-        peaks.append(cpu_time_peaks())
+        peaks.append(cpu_time_peaks(dtypes))
         for variant in args.variants:
             results[variant].append(measure(variant, args))
             r = results[variant][-1]
             print(f"round {round_ + 1} {variant}: mlm {r['mlm_gflop_per_s']:.1f} ft {r['ft_gflop_per_s']:.1f} GFLOP/s "
                   f"(wall), malloc {r['malloc']}", file=sys.stderr, flush=True)
-    peak = {d: statistics.median(p[d] for p in peaks) for d in ("fp32", "bf16")}
+    peak = {d: statistics.median(p[d] for p in peaks) for d in sorted(dtypes)}
     print(f"{args.task}, {args.backbone}, cpu profile, first {args.examples} training examples, {args.rounds} rounds; "
-          f"1-thread CPU-time matmul peak fp32 {peak['fp32']:.0f}, bf16 {peak['bf16']:.0f} GFLOP/s")
+          "1-thread CPU-time matmul peak " + ", ".join(f"{d} {v:.0f}" for d, v in peak.items()) + " GFLOP/s")
     print(f"{'variant':<22} {'phase':<4} {'GFLOP/s wall':>20} {'GFLOP/s per CPU-s':>20} {'% of peak (CPU)':>18} "
           f"{'sys s/step':>18} {'faults/step':>12}")
     for variant, runs in results.items():

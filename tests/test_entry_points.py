@@ -94,7 +94,7 @@ TINY_RUNS: dict[str, Tiny | tuple[Tiny, ...] | Elsewhere | NotHere] = {
     "benchmarks/bench_longest_first.py": Tiny(("--cells", "2", "--workers", "1", "--repeats", "1", *TINY_DATA),
                                               r"ratio \d"),
     "benchmarks/bench_masking.py": Tiny(("--batches", "1", "--repeats", "1", "--threads", "1"), r"whole_word"),
-    "benchmarks/bench_matmul_peak.py": Tiny(("--rounds", "1", "--threads", "1"), r"bf16"),
+    "benchmarks/bench_matmul_peak.py": Tiny(("--rounds", "1", "--threads", "1", "--dtypes", "fp32"), r"^ *fp32 +1 +\d"),
     "benchmarks/bench_mlm_head.py": Tiny(("--threads", "1", "--repeats", "1", "--batches", "1", *TINY),
                                          r"head speed-up"),
     "benchmarks/bench_precision.py": Tiny(("--examples", "32", "--threads", "1", *TINY), r"bf16: .* tokens/s"),
