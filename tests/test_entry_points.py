@@ -66,7 +66,7 @@ class NotHere:
 
 # Files there that other scripts import, not entry points: each must have no __main__ block and be imported by one.
 MODULES = {
-    "benchmarks/common.py": "the set-up several benchmarks share (minilm-l6 and MRPC examples)",
+    "benchmarks/common.py": "the set-up several benchmarks share (a backbone and MRPC examples)",
     "scripts/one_node_slurm.py": "the one-node SLURM that scripts/slurm_check.py starts",
 }
 
@@ -247,7 +247,7 @@ def test_a_shell_entry_point_parses_and_answers_help(path):
     assert subprocess.run(["bash", "-n", str(REPO / path)], capture_output=True, text=True).returncode == 0
     shown = subprocess.run(["bash", str(REPO / path), "--help"], capture_output=True, text=True, timeout=10)
     assert shown.returncode == 0, shown.stderr
-    assert path in shown.stdout and "usage" not in shown.stderr.lower(), shown.stdout[:300]
+    assert path in shown.stdout, shown.stdout[:300]  # the header shows how to call it
 
 
 def durations_log(path: Path) -> None:
