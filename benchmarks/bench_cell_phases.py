@@ -1,6 +1,6 @@
 """A real cell's two phases in achieved GFLOP/s against the matmul peak, and candidate speed-ups A/B.
 
-    python benchmarks/bench_cell_phases.py [--examples 320] [--rounds 3] [--task mrpc]
+    python benchmarks/bench_cell_phases.py [--examples 320] [--rounds 3] [--task mrpc] [--backbone minilm-l6]
         [--variants bf16 fp32 fp32+malloc ...]
 
 Each measurement runs ``training_run.train_and_evaluate`` (the pipeline's own loops: collate, masking,
@@ -68,7 +68,7 @@ def worker(args) -> None:
     speed.configure = lambda device_type: configure(device_type, options["malloc"])  # the variant's, not auto
     training_step.PAD_MULTIPLE = training_examples.PAD_MULTIPLE = options["pad"]  # training and evaluation batches (read at each call)
     config = resolve("cpu", dict(
-        task=args.task, backbone="minilm-l6", strategy=args.strategy, seed=0, precision=options["precision"],
+        task=args.task, backbone=args.backbone, strategy=args.strategy, seed=0, precision=options["precision"],
         num_threads=options["threads"], max_train_examples=args.examples, max_eval_examples=max(32, args.examples // 9)))
     ctx = training_run.set_up(config, progress=False)
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -82,13 +82,13 @@ def worker(args) -> None:
                       "peak_wall": metrics["hardware"]["matmul_peak"]["gflop_per_s"]}))
 
 
-def cpu_time_peaks() -> dict:
-    """1-thread matmul peak of each dtype by this process's CPU time (GFLOP/s)."""
+def cpu_time_peaks(dtypes: set[str]) -> dict:
+    """1-thread matmul peak of each of ``dtypes`` by this process's CPU time (GFLOP/s)."""
     from typhoon.training.flops import DTYPES, PEAK_SHAPES, time_matmul
 
     torch.set_num_threads(1)
     return {d: max(time_matmul(*s, DTYPES[d], torch.device("cpu"), clock=time.process_time) for s in PEAK_SHAPES.values())
-            for d in DTYPES}
+            for d in sorted(dtypes)}
 
 
 def measure(variant: str, args) -> dict:
@@ -99,7 +99,7 @@ def measure(variant: str, args) -> dict:
             raise FileNotFoundError(f"{variant}: {options['preload']} is not installed (apt-get install it)")
         env["LD_PRELOAD"] = options["preload"]
     cmd = [sys.executable, __file__, "--worker", variant, "--examples", str(args.examples), "--task", args.task,
-           "--strategy", args.strategy]
+           "--strategy", args.strategy, "--backbone", args.backbone]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{variant} failed:\n{out.stderr[-3000:]}")
@@ -110,29 +110,31 @@ def fmt(values: list[float], digits: int = 1) -> str:
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", default=["bf16", "fp32", "fp32+malloc"])
     parser.add_argument("--examples", type=int, default=320)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--task", default="mrpc")
     parser.add_argument("--strategy", default="random")
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         return worker(args)
     results = {v: [] for v in args.variants}
+    dtypes = {parse_variant(v)["precision"] for v in args.variants}  # the peaks the variants are measured against
     peaks = []
     for round_ in range(args.rounds):
-        peaks.append(cpu_time_peaks())
+        peaks.append(cpu_time_peaks(dtypes))
         for variant in args.variants:
             results[variant].append(measure(variant, args))
             r = results[variant][-1]
             print(f"round {round_ + 1} {variant}: mlm {r['mlm_gflop_per_s']:.1f} ft {r['ft_gflop_per_s']:.1f} GFLOP/s "
                   f"(wall), malloc {r['malloc']}", file=sys.stderr, flush=True)
-    peak = {d: statistics.median(p[d] for p in peaks) for d in ("fp32", "bf16")}
-    print(f"{args.task}, minilm-l6, cpu profile, first {args.examples} training examples, {args.rounds} rounds; "
-          f"1-thread CPU-time matmul peak fp32 {peak['fp32']:.0f}, bf16 {peak['bf16']:.0f} GFLOP/s")
+    peak = {d: statistics.median(p[d] for p in peaks) for d in sorted(dtypes)}
+    print(f"{args.task}, {args.backbone}, cpu profile, first {args.examples} training examples, {args.rounds} rounds; "
+          "1-thread CPU-time matmul peak " + ", ".join(f"{d} {v:.0f}" for d, v in peak.items()) + " GFLOP/s")
     print(f"{'variant':<22} {'phase':<4} {'GFLOP/s wall':>20} {'GFLOP/s per CPU-s':>20} {'% of peak (CPU)':>18} "
           f"{'sys s/step':>18} {'faults/step':>12}")
     for variant, runs in results.items():

@@ -1,11 +1,11 @@
 """Fast CPU dropout (typhoon/models/dropout.py) against torch's native dropout, alone and in a training step.
 
-    python benchmarks/bench_dropout.py [--threads 2] [--repeats 5]
+    python benchmarks/bench_dropout.py [--threads 2] [--repeats 5] [--examples 256] [--backbone minilm-l6]
 
 1. Dropout alone, forward + backward, p = 0.1, on the two shapes a MiniLM-L6 step at B=32, L=64 drops:
    attention probabilities (32, 12, 64, 64) and hidden states (32, 64, 384), in fp32 and bf16.
-2. A fine-tuning step of MiniLM-L6 (eager attention, bf16 autocast, training mode, fused AdamW) on real
-   MRPC batches (B=32, length-grouped), with native dropout and with fast dropout.
+2. A fine-tuning step of MiniLM-L6 (``--backbone``; eager attention, bf16 autocast, training mode, fused AdamW) on
+   real MRPC batches (the first ``--examples``, B=32, length-grouped), with native dropout and with fast dropout.
 Prints median milliseconds and the ratios.
 """
 
@@ -72,15 +72,15 @@ def dropout_alone(repeats: int) -> None:
             print(f"{str(shape):>22} {str(dtype)[6:]:>9} {t_native:8.2f} {t_fast:8.2f} {t_native / t_fast:8.2f}x")
 
 
-def training_step(repeats: int) -> None:
-    backbone = load_backbone("minilm-l6")
+def training_step(repeats: int, name: str = "minilm-l6", examples: int = 256) -> None:
+    backbone = load_backbone(name)
     raw = load_glue("mrpc")
-    rows = tokenize_glue(raw.__class__(train=raw["train"].select(range(256))), backbone.tokenizer, "mrpc",
+    rows = tokenize_glue(raw.__class__(train=raw["train"].select(range(examples))), backbone.tokenizer, "mrpc",
                          128)["train"].to_list()
     lengths = [len(r["input_ids"]) for r in rows]
     batches = [collate([rows[i] for i in idx], backbone.tokenizer.pad_token_id, 8)
                for idx in length_grouped_batches(lengths, 32, np.random.default_rng(0))]
-    print(f"\nMiniLM-L6 fine-tuning step, MRPC, B=32, {len(batches)} length-grouped batches, bf16 autocast, "
+    print(f"\n{name} fine-tuning step, MRPC, B=32, {len(batches)} length-grouped batches, bf16 autocast, "
           "eager attention, training mode (ms/step)")
     results = {}
     for name, use_fast in (("native", False), ("fast", True)):
@@ -91,16 +91,18 @@ def training_step(repeats: int) -> None:
     print(f"{'speed-up':>15}: {results['native'] / results['fast']:8.2f}x")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--examples", type=int, default=256, help="MRPC training examples of the step's batches")
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
+    args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     dropout_alone(args.repeats)
-    training_step(args.repeats)
+    training_step(args.repeats, args.backbone, args.examples)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
     python benchmarks/bench_estimate.py --manifest outputs/smoke   # after `python -m typhoon reproduce`
 
 Runs :func:`typhoon.runner.estimate.estimate_grid` on the first ``--cells`` cells of the profile's grid (all by
-default), then those cells with :func:`typhoon.studies.grid.policy.run_grid` (``--workers`` at once, default the
+default), then those cells with :func:`typhoon.runner.study.run_cells` (``--workers`` at once, default the
 profile's) into a fresh temporary folder, then with ``--analysis`` the analysis notebooks as
 ``reproduce`` runs them. Prints each cell's estimate beside its real notebook time, and the grid's
 (and with ``--analysis`` the whole reproduction's) estimate beside the real wall time, with the error
@@ -28,6 +28,7 @@ from typhoon.config import parse_overrides
 from typhoon.profiles import get_profile
 from typhoon.records import result_rows, run_record
 from typhoon.runner import estimate, notebooks, study
+from typhoon.runner.cells import Cell
 from typhoon.studies.grid import policy as grid
 
 
@@ -56,7 +57,7 @@ def compare_manifest(out: Path) -> None:
           f"{error(plan['total_s'], actual)} (the manifest's wall_s {manifest['wall_s']:.0f} s includes the estimate)")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", type=Path, help="compare a finished reproduce's estimate with its run")
     parser.add_argument("--profile", default="smoke")
@@ -67,7 +68,7 @@ def main() -> None:
     parser.add_argument("--analysis", action="store_true", help="also run the analysis notebooks and compare")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.manifest:
         compare_manifest(args.manifest)
         return
@@ -84,7 +85,7 @@ def main() -> None:
     grid.preflight(configs)
     start = time.perf_counter()
     with study.local_pool(workers) as pool:  # the worker processes reproduce runs the cells in
-        cells = study.run_cells(configs, out, pool)
+        cells = study.run_cells([Cell(config) for config in configs], out, pool)
     grid_s = time.perf_counter() - start
     analysis_s = None
     if args.analysis:

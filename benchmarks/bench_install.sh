@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How long `make install` takes, and its lock step with pip against uv, in one run on this machine.
+# How long `make install` takes, and its lock step with pip against uv, in one run on the machine it runs on.
 #
 #   benchmarks/bench_install.sh [CORES]     # e.g. `benchmarks/bench_install.sh 0` pins everything to core 0
 #
@@ -12,6 +12,7 @@
 #   4. the whole `make install`: venv, lock, torch (scripts/install_torch.sh) and the editable package.
 # Steps 2 and 3 include installing uv itself with pip. Every step downloads, so its time also measures the
 # link to the package index. Wall and CPU seconds (user + system, all processes) for each.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 pin=()

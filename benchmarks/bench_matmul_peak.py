@@ -1,6 +1,6 @@
 """The machine's matrix-product peak in fp32 and bf16, on 1 and 2 threads (typhoon.training.flops.matmul_peak).
 
-    python benchmarks/bench_matmul_peak.py [--rounds 5] [--threads 1 2]
+    python benchmarks/bench_matmul_peak.py [--rounds 5] [--threads 1 2] [--dtypes fp32 bf16]
 
 The shapes are MiniLM-L6's FFN product at 2048 tokens (2048x384 @ 384x1536) and a square 2048 product.
 Every (dtype, threads) pair is measured once per round, the rounds interleaved, so load from other
@@ -30,15 +30,16 @@ def best_shape(dtype: str, threads: int, clock) -> float:
     return scale * max(time_matmul(*shape, DTYPES[dtype], torch.device("cpu"), clock=clock) for shape in PEAK_SHAPES.values())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    args = parser.parse_args()
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
+    args = parser.parse_args(argv)
     features = cpu_features()
     print(f"CPU: {features.model}; avx2={features.avx2} avx512f={features.avx512f} "
           f"avx512_bf16={features.avx512_bf16} amx_bf16={features.amx_bf16}; torch {torch.__version__}")
-    pairs = list(itertools.product(DTYPES, args.threads))
+    pairs = list(itertools.product(args.dtypes, args.threads))
     wall, cpu = {p: [] for p in pairs}, {p: [] for p in pairs}
     for _ in range(args.rounds):
         for pair in pairs:

@@ -1,7 +1,7 @@
 """MLM step with the gathered head (logits only at selected positions) vs the stock full-vocabulary head.
 
     python benchmarks/bench_mlm_head.py [--threads 2] [--repeats 7] [--precision fp32|bf16]
-                                        [--attention eager|sdpa] [--dropout fast|native]
+                                        [--attention eager|sdpa] [--dropout fast|native] [--backbone minilm-l6]
 
 Same model (MiniLM-L6), same masked MRPC batches (B=32, L=64, p=0.15): forward + backward + AdamW step
 in training mode (dropout on), with the pipeline's CPU kernels (eager attention, fast dropout) unless
@@ -58,8 +58,8 @@ def time_steps(step, data, repeats: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=4)
@@ -68,10 +68,11 @@ def main() -> None:
                         help="attention kernel of the compared models (the pipeline uses eager on CPU)")
     parser.add_argument("--dropout", choices=["fast", "native"], default="fast",
                         help="dropout kernel of the compared models (the pipeline uses fast on CPU)")
-    args = parser.parse_args()
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    backbone = load_backbone("minilm-l6")
+    backbone = load_backbone(args.backbone)
     data = batches(backbone, args.batches)
     torch.manual_seed(0)  # dropout
     mlm = backbone.mlm_model(attention=args.attention, fast_dropout=args.dropout == "fast").train()
@@ -103,7 +104,7 @@ def main() -> None:
     t_stock = time_steps(stock, data, args.repeats)
     t_gathered = time_steps(gathered, data, args.repeats)
     t_encoder = time_steps(encoder_only, data, args.repeats)
-    print(f"threads={args.threads} precision={args.precision} attention={args.attention} dropout={args.dropout} "
+    print(f"{args.backbone} threads={args.threads} precision={args.precision} attention={args.attention} dropout={args.dropout} "
           "B=32 L=64 p=0.15, training mode")
     print(f"stock full-vocabulary head : {t_stock * 1000:8.1f} ms/step")
     print(f"gathered head (ours)       : {t_gathered * 1000:8.1f} ms/step")

@@ -2,7 +2,7 @@
 MLM training step with Typhoon versus random masking.
 
 MiniLM-L6 (``BertForMaskedLM`` from the packaged checkpoint; the MLM head is random-init, which
-does not change the cost), real MRPC train pairs, B=32, L=64 (padded).
+does not change the cost), real MRPC train pairs, B=32, L=64 (padded; ``--batch-size``, ``--length``).
 
 1. saliency: forward + backward + saliency, median time, and the peak-memory increase of one such
    step measured in a fresh subprocess per method (``ru_maxrss`` minus the resident size before it).
@@ -11,6 +11,7 @@ does not change the cost), real MRPC train pairs, B=32, L=64 (padded).
    the EMA update and the recalibration. Steps alternate between the two so drift hits both.
 
     .venv/bin/python benchmarks/bench_saliency.py [--threads 2] [--repeats 5] [--steps 6] [--device cpu]
+        [--batch-size 32] [--length 64] [--no-memory]
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def load_model(device: str):
     return BertForMaskedLM.from_pretrained(minilm_dir()).to(device)
 
 
-def make_batches(tokenizer, n_batches: int, device: str) -> list[dict[str, torch.Tensor]]:
-    features = mrpc_features(tokenizer, n_batches * BATCH_SIZE, max_length=SEQ_LEN)
-    batches = [tensorize(features[i:i + BATCH_SIZE]) for i in range(0, len(features), BATCH_SIZE)]
+def make_batches(tokenizer, n_batches: int, device: str, size: int = BATCH_SIZE,
+                 length: int = SEQ_LEN) -> list[dict[str, torch.Tensor]]:
+    features = mrpc_features(tokenizer, n_batches * size, max_length=length)
+    batches = [tensorize(features[i:i + size]) for i in range(0, len(features), size)]
     return [{k: v.to(device) for k, v in b.items()} for b in batches]
 
 
@@ -98,7 +100,7 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def child_memory(mode: str, threads: int) -> None:
+def child_memory(mode: str, threads: int, size: int = BATCH_SIZE, length: int = SEQ_LEN) -> None:
     """Subprocess: peak RSS increase (MiB) of one saliency step, printed as JSON.
 
     Loading the model peaks higher than its steady state, so the kernel's peak-RSS mark (VmHWM) is
@@ -108,7 +110,7 @@ def child_memory(mode: str, threads: int) -> None:
     torch.set_num_threads(threads)
     tokenizer = load_tokenizer(minilm_dir())
     model = load_model("cpu")
-    batch = make_batches(tokenizer, 1, "cpu")[0]
+    batch = make_batches(tokenizer, 1, "cpu", size, length)[0]
     masked_ids, labels = get_strategy("random")(batch, torch.Generator().manual_seed(0),
                                                 mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
     before = _status_kib("VmRSS")
@@ -146,9 +148,10 @@ def bench_saliency(args, tokenizer, model, batches) -> None:
     median = {mode: statistics.median(t) for mode, t in times.items()}
 
     memory = {}
-    if device == "cpu":
+    if device == "cpu" and args.memory:
         for mode in MODES:
-            out = subprocess.run([sys.executable, __file__, "--child", mode, "--threads", str(args.threads)],
+            out = subprocess.run([sys.executable, __file__, "--child", mode, "--threads", str(args.threads),
+                                  "--batch-size", str(args.batch_size), "--length", str(args.length)],
                                  capture_output=True, text=True, check=True)
             memory[mode] = json.loads(out.stdout.strip().splitlines()[-1])
     elif device.startswith("cuda"):
@@ -160,7 +163,7 @@ def bench_saliency(args, tokenizer, model, batches) -> None:
             memory[mode] = {"peak_increase_mib": (torch.cuda.max_memory_allocated() - before) / 2**20,
                             "censored": False}
 
-    print(f"\n1. Saliency, MiniLM-L6 BertForMaskedLM, B={BATCH_SIZE}, L={SEQ_LEN}, V={len(tokenizer)}, "
+    print(f"\n1. Saliency, MiniLM-L6 BertForMaskedLM, B={args.batch_size}, L={args.length}, V={len(tokenizer)}, "
           f"device={device}, threads={torch.get_num_threads()}, median of {args.repeats}")
     print(f"   hook vs one-hot: max |diff| = {max_err:.2e} (max |saliency| = {scale:.2e})")
     print(f"   {'method':34s}{'time (ms)':>12s}{'vs hook':>10s}{'peak +MiB':>12s}")
@@ -212,7 +215,7 @@ def bench_training_step(args, tokenizer, model, batches, counts) -> None:
             times[name].append(timed(lambda n=name, b=batch: step(n, b), device))
     median = {name: statistics.median(t) for name, t in times.items()}
     ratio = median["typhoon"] / median["random"]
-    print(f"\n2. Training step (masking + forward + backward + AdamW), B={BATCH_SIZE}, L={SEQ_LEN}, "
+    print(f"\n2. Training step (masking + forward + backward + AdamW), B={args.batch_size}, L={args.length}, "
           f"device={device}, threads={torch.get_num_threads()}, median of {args.steps} (alternating)")
     print(f"   random  {median['random'] * 1e3:9.1f} ms/step")
     print(f"   typhoon {median['typhoon'] * 1e3:9.1f} ms/step   ratio typhoon/random = {ratio:.3f} (target <= 1.05)")
@@ -226,27 +229,31 @@ def bench_training_step(args, tokenizer, model, batches, counts) -> None:
           f"{diag['n_seen']} types seen")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--skip", choices=["saliency", "step"], default=None)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"pairs per batch (default {BATCH_SIZE})")
+    parser.add_argument("--length", type=int, default=SEQ_LEN, help=f"tokens per pair, padded (default {SEQ_LEN})")
+    parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True,
+                        help="on a CPU, each method's peak memory, in a fresh process each (default: yes)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     if args.child:
-        child_memory(args.child, args.threads)
+        child_memory(args.child, args.threads, args.batch_size, args.length)
         return
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(minilm_dir())
     model = load_model(args.device)
-    batches = make_batches(tokenizer, max(args.steps, 1), args.device)
+    batches = make_batches(tokenizer, max(args.steps, 1), args.device, args.batch_size, args.length)
     if args.skip != "saliency":
         bench_saliency(args, tokenizer, model, batches)
     if args.skip != "step":
-        train = mrpc_features(tokenizer, 3668, max_length=SEQ_LEN)  # all MRPC train pairs
+        train = mrpc_features(tokenizer, 3668, max_length=args.length)  # all MRPC train pairs
         counts = np.zeros(len(tokenizer), dtype=np.int64)
         for i in range(0, len(train), 256):
             b = tensorize(train[i:i + 256])

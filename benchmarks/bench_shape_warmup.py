@@ -1,6 +1,6 @@
 """What a new batch shape costs: the first training step at each width against a repeat at that width.
 
-    python benchmarks/bench_shape_warmup.py [--threads 1] [--widths 40 48 56 64 72 80]
+    python benchmarks/bench_shape_warmup.py [--threads 1] [--widths 40 48 56 64 72 80] [--backbone minilm-l6]
 
 For fp32 and bf16 autocast in turn, a fine-tuning step of minilm-l6 (the pipeline's kernels, fused AdamW,
 clipping) runs on real MRPC batches (B=32) padded to each width, twice round: the first round meets each
@@ -17,18 +17,19 @@ import time
 
 import numpy as np
 import torch
-from common import minilm_mrpc
+from common import backbone_and_mrpc
 
 from typhoon.data.batching import collate
 from typhoon.training import step as training_step
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--widths", type=int, nargs="+", default=[40, 48, 56, 64, 72, 80])
-    args = parser.parse_args()
-    backbone, train = minilm_mrpc(args.threads)
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
+    args = parser.parse_args(argv)
+    backbone, train = backbone_and_mrpc(args.threads, backbone=args.backbone)
     rows = [train[i] for i in np.random.default_rng(0).permutation(len(train))[:32]]
     for precision in ("fp32", "bf16"):
         torch.manual_seed(0)

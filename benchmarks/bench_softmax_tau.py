@@ -28,8 +28,9 @@ from typhoon.training import mlm_phase
 from typhoon.training import run as training_run
 
 
-def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int = 0) -> tuple[dict, pd.DataFrame]:
-    config = resolve("cpu", dict(task=task, backbone="minilm-l6", strategy="typhoon_softmax", seed=seed),
+def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int = 0,
+          backbone: str = "minilm-l6") -> tuple[dict, pd.DataFrame]:
+    config = resolve("cpu", dict(task=task, backbone=backbone, strategy="typhoon_softmax", seed=seed),
                      {"tau": tau, "max_train_examples": examples, "max_eval_examples": 64, "num_threads": threads})
     ctx = training_run.set_up(config, progress=False)
     torch.manual_seed(config.seed)
@@ -44,17 +45,18 @@ def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int =
     return row, strategy
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["mrpc", "cola"])
     parser.add_argument("--train-tau", type=float, default=0.5)
     parser.add_argument("--taus", nargs="+", type=float, default=[0.25, 0.5, 0.75, 1.0, 2.0])
     parser.add_argument("--examples", type=int, default=1024, help="first N training examples (0 = all)")
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
+    args = parser.parse_args(argv)
     trained, swept = [], []
     for task in args.tasks:
-        row, strategy = pilot(task, args.train_tau, args.examples or None, args.threads)
+        row, strategy = pilot(task, args.train_tau, args.examples or None, args.threads, backbone=args.backbone)
         trained.append(row)
         print(json.dumps(row), flush=True)
         sweep = calibration_sweep(strategy.weights, strategy.counts, strategy.p, seen=strategy.seen,

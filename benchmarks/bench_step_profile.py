@@ -1,6 +1,6 @@
 """Where a training step's time goes: matrix products against everything else (torch.profiler).
 
-    python benchmarks/bench_step_profile.py [--threads 1] [--width 56] [--steps 3]
+    python benchmarks/bench_step_profile.py [--threads 1] [--width 56] [--steps 3] [--backbone minilm-l6]
 
 For the MLM step (gathered head, 15 % random masking) and the fine-tuning step of minilm-l6 with the
 pipeline's kernels (eager attention, fast dropout, fused AdamW, clipping, LR schedule), fp32 and bf16,
@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 import torch
-from common import minilm_mrpc
+from common import backbone_and_mrpc
 from torch.profiler import ProfilerActivity, profile
 
 from typhoon.data.batching import collate
@@ -68,13 +68,14 @@ def profile_step(phase: str, precision: str, backbone, batch: dict, masked, labe
             f"matrix products {100 * matmul:.1f}% of self time; then {others}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--width", type=int, default=56)
     parser.add_argument("--steps", type=int, default=3)
-    args = parser.parse_args()
-    backbone, train = minilm_mrpc(args.threads)
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
+    args = parser.parse_args(argv)
+    backbone, train = backbone_and_mrpc(args.threads, backbone=args.backbone)
     tokenizer = backbone.tokenizer
     rows = [x for x in train if len(x["input_ids"]) <= args.width][:32]
     batch = collate(rows, tokenizer.pad_token_id, args.width)

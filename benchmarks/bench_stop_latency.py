@@ -1,10 +1,11 @@
 """How long ``reproduce`` and ``run`` take to exit after Ctrl-C / SIGTERM, with a cell training.
 
-    python benchmarks/bench_stop_latency.py [--repeats 3] [--out /tmp/stop-latency]
+    python benchmarks/bench_stop_latency.py [--repeats 3] [--out /tmp/stop-latency] [--commands reproduce run]
 
-Each repeat starts the real command on the smoke profile (shrunk with ``--set``), waits until a cell's
-progress file says it is in its MLM or fine-tuning phase, sends the signal to the command's process alone
-(as a terminal's Ctrl-C reaches the batch but not the kernels in their own sessions), and times the exit.
+Each repeat starts the real command on the smoke profile (shrunk with ``--set``; ``reproduce`` without its
+estimate, which would only delay the first cell), waits until a cell's progress file says it is in its MLM or
+fine-tuning phase, sends the signal to the command's process alone (as a terminal's Ctrl-C reaches the batch
+but not the worker processes in their own sessions), and times the exit.
 Prints each time, the exit status and whether any process the command started is still alive.
 """
 
@@ -51,15 +52,17 @@ def stop_once(argv: list[str], out: Path, signum: int) -> tuple[float, int, int]
     return seconds, code, len(left)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=None, help="scratch folder (default: a temporary one)")
-    args = parser.parse_args()
+    parser.add_argument("--commands", nargs="+", choices=["reproduce", "run"], default=["reproduce", "run"],
+                        help="which commands to stop (default both)")
+    args = parser.parse_args(argv)
     scratch = Path(args.out or tempfile.mkdtemp(prefix="stop-latency-"))
-    cases = [("reproduce", ["reproduce", "--profile", "smoke", "--no-analysis"], signal.SIGINT),
+    cases = [("reproduce", ["reproduce", "--profile", "smoke", "--no-analysis", "--no-estimate"], signal.SIGINT),
              ("run", ["run", "--task", "mrpc", "--backbone", "tiny-random", "--profile", "smoke"], signal.SIGTERM)]
-    for name, argv, signum in cases:
+    for name, argv, signum in [case for case in cases if case[0] in args.commands]:
         times = []
         for i in range(args.repeats):
             seconds, code, left = stop_once(argv, scratch / f"{name}-{i}", signum)

@@ -25,12 +25,13 @@ from typhoon.profiles import resolve
 from typhoon.training import run as training_run
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12, help="timed steps of each kind (after 2 warm-up steps)")
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    config = resolve("cpu", dict(task="mrpc", backbone="minilm-l6", strategy="typhoon", seed=0),
+    parser.add_argument("--backbone", default="minilm-l6", help="a registered backbone (default minilm-l6)")
+    args = parser.parse_args(argv)
+    config = resolve("cpu", dict(task="mrpc", backbone=args.backbone, strategy="typhoon", seed=0),
                      {"max_train_examples": 32 * (args.steps + 2), "max_eval_examples": 32,
                       "num_threads": args.threads})
     ctx = training_run.set_up(config, progress=False)
@@ -62,7 +63,7 @@ def main() -> None:
             if i >= 2:  # warm-up: kernels for new shapes
                 times[kind].append(time.perf_counter() - started)
     mlm_s, task_s = statistics.median(times["mlm"]), statistics.median(times["task"])
-    print(f"minilm-l6, MRPC, batch {config.batch_size}, {ctx.precision.name}, {args.threads} thread(s), "
+    print(f"{args.backbone}, MRPC, batch {config.batch_size}, {ctx.precision.name}, {args.threads} thread(s), "
           f"{len(times['mlm'])} steps each: MLM saliency {mlm_s:.3f} s/step, task saliency {task_s:.3f} s/step, "
           f"ratio {task_s / mlm_s:.2f}")
 

@@ -1,16 +1,17 @@
 """How long the torch step of `make install` (scripts/install_torch.sh) waits before it knows where torch is.
 
-    python benchmarks/bench_torch_step.py [--repeats 3]
+    python benchmarks/bench_torch_step.py [--repeats 3] [--index-url URL]
 
 Times the step's pip commands in --dry-run mode (nothing is installed), median of the repeats:
 
-1. the local probe, ``pip install --no-index torch==VERSION+cpu``, where pip's config names a folder holding
-   that wheel (``find-links``; this machine);
+1. the local probe, ``pip install --no-index torch==VERSION+cpu``, with pip's config as it is (a machine whose
+   pip config names a folder holding that wheel, ``find-links``, finds it there);
 2. the same probe where pip has no local wheel (pip's config files switched off, as on an ordinary machine):
    it must fail at once, so the step moves on to PyTorch's index;
-3. what the probe avoids here: pip asked for torch from PyTorch's index when that index cannot be reached,
-   with pip's default retries (the host's name does not resolve on this machine; a network that drops
-   packets instead would wait pip's timeout on every retry).
+3. what the probe avoids: pip asked for torch from PyTorch's index (``--index-url``) when that index cannot be
+   reached, with pip's default retries. Run it where the index's host name does not resolve, or give an
+   address that refuses connections (``--index-url http://127.0.0.1:9/simple``); a network that drops packets
+   instead would wait pip's timeout on every retry.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ def timed(argv: list[str], env: dict) -> tuple[float, int]:
     return time.perf_counter() - start, proc.returncode
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--index-url", default="https://download.pytorch.org/whl/cpu",
+                        help="the index of the third case, out of reach (default: PyTorch's)")
+    args = parser.parse_args(argv)
     version = makefile_variable("TORCH_VERSION")
     pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet"]
     here = dict(os.environ)
@@ -47,7 +50,7 @@ def main() -> None:
         ("local probe, wheel in pip's find-links", pip + ["--no-index", f"torch=={version}+cpu"], here),
         ("local probe, no local wheel", pip + ["--no-index", f"torch=={version}+cpu"], ordinary),
         ("PyTorch's index, unreachable, pip's default retries",
-         pip + [f"torch=={version}+cpu", "--index-url", "https://download.pytorch.org/whl/cpu"], ordinary),
+         pip + [f"torch=={version}+cpu", "--index-url", args.index_url], ordinary),
     ]
     for name, argv, env in cases:
         runs = [timed(argv, env) for _ in range(args.repeats)]

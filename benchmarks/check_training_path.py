@@ -23,15 +23,15 @@ sides hold must be identical.
 Floats are compared through their JSON text (Python writes the shortest repr that reads back to the same
 double), so "identical" means the same doubles, not "close".
 
-Commands run for the check of issue 23 (2 shared CPU cores, one process at a time, one thread), with
-``old`` = ``git worktree add --detach /work/bitcheck/old a2f9934`` and ``new`` = the same at 87ffd38
-(main HEAD), each with ``.venv`` a symlink to the shared venv, for s in random whole_word typhoon::
+How to make the check (issue 23's, for example): two checkouts side by side, one at the old commit and one at the
+new (``git worktree add --detach ../old a2f9934`` and ``git worktree add --detach ../new 87ffd38``), each with its
+own ``make install``; then, one process at a time, one thread, for s in random whole_word typhoon::
 
-    cd /work/bitcheck/<old|new>
-    PYTHONPATH=$PWD HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \\
-        TOKENIZERS_PARALLELISM=false .venv/bin/python -m typhoon run --profile cpu --task mrpc \\
-        --strategy $s --seed 0 --out /work/bitcheck/out-<old|new>-fp32 --set max_train_examples=256 \\
-        --set max_eval_examples=128 --set num_threads=1 --set precision=fp32
+    cd ../<old|new>
+    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \\
+        .venv/bin/python -m typhoon run --profile cpu --task mrpc --strategy $s --seed 0 \\
+        --out ../out-<old|new>-fp32 --set max_train_examples=256 --set max_eval_examples=128 \\
+        --set num_threads=1 --set precision=fp32
 
 then the typhoon cell again with ``precision=bf16`` into ``out-<old|new>-bf16``, and, since 256 training
 examples leave the head at the majority class (dev F1 = the all-positive F1 for every strategy, so the
@@ -39,15 +39,14 @@ dev metrics test nothing), the typhoon fp32 cell with ``max_train_examples=1024`
 ``out-<old|new>-fp32-n1024`` (dev F1 0.816, below the all-positive 0.826: a head that predicts both
 classes). Then::
 
-    .venv/bin/python benchmarks/check_training_path.py /work/bitcheck/out-old-fp32 /work/bitcheck/out-new-fp32
-    .venv/bin/python benchmarks/check_training_path.py /work/bitcheck/out-old-bf16 /work/bitcheck/out-new-bf16
-    .venv/bin/python benchmarks/check_training_path.py /work/bitcheck/out-old-fp32-n1024 \
-        /work/bitcheck/out-new-fp32-n1024
+    .venv/bin/python benchmarks/check_training_path.py ../out-old-fp32 ../out-new-fp32
+    .venv/bin/python benchmarks/check_training_path.py ../out-old-bf16 ../out-new-bf16
+    .venv/bin/python benchmarks/check_training_path.py ../out-old-fp32-n1024 ../out-new-fp32-n1024
 
-All five cells identical (log: /work/notes/bitcheck.log). Main moved to 8297b0b meanwhile; it adds
-only ``typhoon/report/display.py`` (notebook tables), which no module of ``typhoon/`` imports. This machine (AMD EPYC, AVX512-BF16, no AMX)
-is not the one that trained ``results/cpu`` (an Intel Xeon with AMX, bf16), so its records cannot be
-reproduced bit for bit here; old against new code on one machine is the check that can be made.
+For issue 23 all five cells were identical (a2f9934 against 87ffd38, on an AMD EPYC with AVX512-BF16 and no
+AMX, 2 cores). That CPU is not the one that trained ``results/cpu`` (an Intel Xeon with AMX, bf16), so those
+records cannot be reproduced bit for bit on it; old against new code on one machine is the check that can be
+made.
 
 Exit status: 0 every cell identical, 1 some cell differs, 2 bad input (a missing folder, no records, a cell
 on one side only).

@@ -1,6 +1,6 @@
 """The GPU's MLM step, each choice alone on the device: host or device masks, random or Typhoon, eager or compiled.
 
-    python benchmarks/gpu_step_trial.py [--backbone bert-base-shape] [--warmup 10] [--steps 30]
+    python benchmarks/gpu_step_trial.py [--backbone bert-base-shape] [--warmup 10] [--steps 30] [--examples N]
         [--variants random:host,typhoon:host,random:device,typhoon:device,typhoon:device:reduce-overhead]
 
 Three of issue 50's GPU questions, for a GPU machine (``scripts/gpu_check.sh`` step 2c), measured with one variant at
@@ -90,7 +90,7 @@ def trial(ctx, strategy_name: str, on_device: bool, mode: str, warmup: int, step
     return warm_s, per_step
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backbone", default="bert-base-shape")
     parser.add_argument("--device", default="cuda")
@@ -98,13 +98,14 @@ def main() -> None:
                                               "typhoon:device:reduce-overhead")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
-    args = parser.parse_args()
+    parser.add_argument("--examples", type=int, help="only the first N MRPC training examples (default: all)")
+    args = parser.parse_args(argv)
     try:
         variants = [parse_variant(v) for v in args.variants.split(",")]
     except ValueError as err:
         parser.error(str(err))
     config = resolve("paper-shapes", {"task": "mrpc", "backbone": args.backbone, "strategy": "random", "seed": 0},
-                     {"device": args.device})
+                     {"device": args.device, "max_train_examples": args.examples})
     ctx = training_run.set_up(config, progress=False)
     name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else "cpu"
     print(f"{args.backbone}, MRPC, batch {config.batch_size}, on {name} (torch {torch.__version__}); "

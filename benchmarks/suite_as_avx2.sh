@@ -13,6 +13,7 @@
 # of its own (so typhoon's `precision=auto` resolves to fp32, as on an AVX2 CPU), and caps torch, MKL and oneDNN
 # at AVX2. This emulates the instruction set, not an older core's clock or caches. At the end it prints the
 # pytest wall time and how busy the cores were (from /proc/stat: every process counts, SLURM jobs too).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "suite_as_avx2.sh: needs root (a mount namespace and a bind mount)" >&2; exit 2; }
 ci=0

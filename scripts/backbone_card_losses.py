@@ -8,7 +8,7 @@ examples of each task, 15 % of the tokens selected once (seed 1234, chunks of 64
 with every selected token shown as [MASK] (the same positions, so only the corruption differs). ``--draws``
 adds further draws (seeds 1235, ...), to show how much one draw's loss moves. About 10 s a draw on one core.
 
-    python scripts/backbone_card_losses.py [--draws 6]
+    python scripts/backbone_card_losses.py [--draws 6] [--examples 256]
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ def losses(backbone, mlm, rows: list[dict], seed: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=1, help="mask draws to score (seeds 1234, 1235, ...; default 1)")
+    parser.add_argument("--examples", type=int, default=256, help="train examples scored per task (the card's: 256)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     backbone = load_backbone("minilm-l6-mlm")
     mlm = backbone.mlm_model(seed=0, attention="sdpa")
-    rows = {task: recipe.glue_train_rows(backbone.tokenizer, task, 256) for task in ("mrpc", "cola")}
+    rows = {task: recipe.glue_train_rows(backbone.tokenizer, task, args.examples) for task in ("mrpc", "cola")}
     print("seed  task  80/10/10  [MASK] only")
     for seed in range(CARD_SEED, CARD_SEED + args.draws):
         for task, task_rows in rows.items():

@@ -20,6 +20,7 @@
 # PODMAN_RUNTIME=runc on VMs where crun cannot start containers (taken by default when runc is installed),
 # and explicit ulimits (ULIMIT_NOFILE, ULIMIT_NPROC). Builds use the host's network (pip needs PyPI; apt needs Debian).
 # Exit status: 0 all passed, 1 a step failed, 77 no engine here (nothing checked).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -27,7 +28,7 @@ repo=$PWD
 IMAGE=${IMAGE:-typhoon-bundle:check}
 CONTEXT=${CONTEXT:-}
 CHECK_DIR=${CHECK_DIR:-$(mktemp -d /var/tmp/typhoon-container-check.XXXXXX)}
-DEFAULT_SECONDS=${DEFAULT_SECONDS:-360}  # past the estimate's calibration (93-200 s measured here) into training
+DEFAULT_SECONDS=${DEFAULT_SECONDS:-360}  # past the estimate's calibration (93-200 s measured on 2-core CPUs) into training
 SMOKE_TIMEOUT=${SMOKE_TIMEOUT:-2400}
 LOCAL_BASE=${LOCAL_BASE:-typhoon-base:bookworm}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -60,7 +61,7 @@ else
     exit 77
 fi
 # Limits no higher than the host's hard ones: runc cannot raise them ("error setting rlimit ... operation not
-# permitted"), and podman's default nproc is higher than this VM allows even below its reported hard limit.
+# permitted"), and podman's default nproc can be higher than a VM allows even below its reported hard limit.
 at_most() { if [ "$2" != unlimited ] && [ "$2" -lt "$1" ]; then echo "$2"; else echo "$1"; fi; }
 ULIMIT_NOFILE=$(at_most "$ULIMIT_NOFILE" "$(ulimit -Hn)")
 ULIMIT_NPROC=$(at_most "$ULIMIT_NPROC" "$(ulimit -Hu)")

@@ -7,6 +7,7 @@
 #
 # Takes a while: make install (~30 s), the whole test suite, the smoke grid. The folder is left in
 # place for inspection; its path is printed first.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 commit=$(git -C "$repo" rev-parse "${1:-HEAD}")

@@ -39,6 +39,7 @@
 # Everything goes to CHECK_DIR (default /tmp/typhoon-gpu-check): the grid's folder and seven files, *.txt and
 # *.log, the table printed last and saved as targets.txt: the files to copy back. Exit status: 0 every step ran
 # (the table says which targets are met), 1 a step failed, 2 bad input.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -11,6 +11,7 @@
 # error is shown before falling back to the index. Extra arguments go to both pip commands
 # (`make torch-report` passes --dry-run --report to show what would be installed).
 # The lock (requirements/*.txt) must be installed first: torch's own dependencies come from it.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 set -euo pipefail
 if [ "$#" -lt 3 ]; then
     echo "usage: $0 PYTHON VERSION VARIANT [pip arguments...]" >&2

@@ -132,7 +132,13 @@ def requirement_line(name: str, lock: Path = DEV_LOCK) -> str:
     return f"{pin.name}=={pin.version}{marker} " + " ".join(f"--hash={h}" for h in pin.hashes)
 
 
+USAGE = "usage: lockfiles.py [-h] OUT_YML | requirement NAME"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__}")
+        return 0
     if len(argv) == 2 and argv[0] == "requirement":
         try:
             print(requirement_line(argv[1]))
@@ -140,8 +146,9 @@ def main(argv: list[str]) -> int:
             print(f"lockfiles.py: {error}", file=sys.stderr)
             return 2
         return 0
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(f"lockfiles.py: expected the environment file to write, or `requirement NAME`; got {argv}\n{USAGE}",
+              file=sys.stderr)
         return 2
     from typhoon.atomic import atomic_write_text
 

@@ -9,7 +9,7 @@ said ``auto`` and the field defaults. What a record computed does not change: on
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from typhoon import atomic
@@ -31,8 +31,17 @@ def resolve_folder(out_dir: Path) -> int:
     return changed
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="output folders (their records are under runs/)")
+    args = parser.parse_args(argv)
+    missing = [str(folder) for folder in args.folders if not (folder / "runs").is_dir()]
+    if missing:
+        parser.error(f"no runs/ folder in {', '.join(missing)}")
+    for folder in args.folders:
+        print(f"{folder}: {resolve_folder(folder)} config.json rewritten")
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    for folder in sys.argv[1:]:
-        print(f"{folder}: {resolve_folder(Path(folder))} config.json rewritten")
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
-"""The benchmark and helper scripts name only what the package has: every ``module.name`` they use of an
+"""The benchmarks and scripts name only what the package has: every ``module.name`` they use of an
 imported ``typhoon`` module (``from typhoon.training import step`` ... ``step.make_optimizer``) and every
-name they import from one exists. They are not run in CI (they take minutes and time a machine), so
-without this check a moved or renamed function leaves a benchmark broken until someone needs its figure.
+name they import from one exists, read from their source in the fast tier. (Each also makes a tiny real run in
+the slow tier, tests/test_entry_points.py, which finds what a name check cannot: a call with the wrong arguments.)
 The same holds for the executed notebooks committed under ``results/``: a reader reruns them where they lie."""
 
 import ast

@@ -12,6 +12,8 @@ import ast
 import functools
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
@@ -269,28 +271,79 @@ def test_the_name_check_fails_on_a_name_that_went_away():
     assert missing_dotted_name("typhoon.nonexistent_module") == "typhoon defines no nonexistent_module"
 
 
-# Words of the place where the bundle is built, not of a user's: the machines it lends, their tool and its output
-# folder. Written split here, so that this file does not match itself.
+# The bundle speaks to its reader about the reader's own machines (a GPU, a cluster, a folder is theirs). Words that
+# assume some other machine -- one borrowed for a while, the tool that lends it and its results folder, a working
+# session, the writer's own VM -- or an absolute path of another computer's folders read as something the reader
+# lacks. Written split here, so that this file does not match itself.
 LENT = "len" + "t"
 BUILT_ON = re.compile("|".join([rf"\b{LENT} (?:GPU|machine|node|image)", rf"the {LENT}\b", "`device`" + " tool", "device" + " tool",
                                 "this " + "workplace", "KINDS" + r"\.md", r"\bthis session'?s?\b",
                                 r"\bthe session'?s\b", r"\bprevious session\b", r"\bthe sessions\b",
-                                r"\bmany sessions\b"]), re.I)
-OUT_FOLDER = re.compile(r"\$" + r"OUT\b")  # that place's folder of results (a script's own $out is no such thing)
+                                r"\bmany sessions\b", r"\bthis " + r"(?:VM|host)\b", "farm" + "-studio",
+                                r"\bAI " + "agent", r"\bduplicates " + "--change"]), re.I)
+OUT_FOLDER = re.compile(r"\$" + r"OUT\b")  # that tool's folder of results (a script's own $out is no such thing)
+# Absolute folders of another computer: a /work tree, a person's home (the image's own /home/typhoon and a test's
+# made-up /home/someone are the user's), a shared tools folder. A user's paths in the pages are relative or their
+# own ($HOME, ~, outputs/).
+OTHER_COMPUTER = re.compile(r"(?<![\w.~$}/-])/" + r"work/|/" + r"home/(?!typhoon\b|someone\b)[a-z_][\w.-]*/|/"
+                            + r"Users/\w|" + r"shared/" + r"tools/")
+# Not read: the committed results (records and logs of the runs as they were made: their paths are the runs'
+# provenance) and the bundled GLUE files (official data).
+NOT_READ = ("results/", "typhoon/glue_data/")
 
 
-def test_no_page_script_or_test_speaks_of_the_machines_the_bundle_was_built_on():
-    """A user reads a page that speaks of the machine of a working session, or of a GPU lent by a tool of the
-    place where the bundle was built, as something they lack: the README, the docs, the scripts, the package, the
-    tests, the benchmarks and the notebooks speak of the user's own machines (a GPU machine with no network and
-    a size limit, say)."""
-    roots = [REPO / "README.md", REPO / "Makefile", *(REPO / name for name in ("docs", "scripts", "typhoon", "tests",
-                                                                            "benchmarks", "notebooks"))]
-    files = [path for root in roots for path in ([root] if root.is_file() else sorted(root.rglob("*")))
-             if path.is_file() and path.suffix in (".md", ".py", ".sh", ".toml", ".ipynb", "")
-             and "glue_data" not in path.parts and "__pycache__" not in path.parts]
-    assert len(files) > 100
-    found = [f"{path.relative_to(REPO)}:{n}: {match.group(0)}" for path in files
-             for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
-             for match in [BUILT_ON.search(line) or OUT_FOLDER.search(line)] if match]
+def tracked_text_files() -> list[Path]:
+    """Every tracked file that is text (dotfiles, tests and their comments included), but :data:`NOT_READ`."""
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the tracked files are git's list")
+    paths = [REPO / name for name in listed.splitlines() if not name.startswith(NOT_READ)]
+    return [path for path in paths if path.is_file() and not is_binary(path)]
+
+
+def is_binary(path: Path) -> bool:
+    with path.open("rb") as file:
+        return b"\0" in file.read(8192)
+
+
+def built_on_lines(path: Path) -> list[str]:
+    """``path:line: match`` for each line of ``path`` that speaks of another machine than the reader's."""
+    return [f"{path.relative_to(REPO)}:{n}: {match.group(0)}"
+            for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            for match in [BUILT_ON.search(line) or OUT_FOLDER.search(line) or OTHER_COMPUTER.search(line)] if match]
+
+
+def test_no_tracked_file_speaks_of_the_machines_the_bundle_was_built_on():
+    """The README, the docs, the scripts, the package, the tests (comments included), the benchmarks, the
+    notebooks and the dotfiles (.gitignore, .dockerignore, .ci/run) speak of the user's own machines: a GPU
+    machine with no network and a size limit, say, not a machine someone else borrowed."""
+    files = tracked_text_files()
+    assert len(files) > 200 and REPO / ".gitignore" in files and REPO / ".ci" / "run" in files
+    found = [line for path in files for line in built_on_lines(path)]
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("line, match", [
+    ("# a " + LENT + " GPU machine's bundle, carried to it", LENT + " GPU"),
+    ("cd /" + "work/bitcheck/old", "/" + "work/"),
+    ("independently of /" + "work/shared/" + "tools/import_cycles.py", "/" + "work/"),
+    ("run ../shared/" + "tools/import_cycles.py first", "shared/" + "tools/"),
+    ("see /" + "home/alice/notes.log", "/" + "home/alice/"),
+    ("its speed varied on this " + "VM by 15 %", "this " + "VM"),
+    ("torch's default (2 on this " + "host)", "this " + "host"),
+])
+def test_the_guard_finds_a_build_machine_path_or_word_in_a_dotfile(tmp_path, monkeypatch, line, match):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    (tmp_path / ".gitignore").write_text(f"build/\n{line}\n", encoding="utf-8")
+    assert built_on_lines(tmp_path / ".gitignore") == [f".gitignore:2: {match}"]
+
+
+@pytest.mark.parametrize("line", [
+    "HF_HOME=/" + "home/typhoon/.cache/huggingface", "python -m typhoon reproduce --out /" + "tmp/est",
+    "scripts/train_mlm_backbone.py --work outputs/mlm_backbone", "a GPU machine of your own",
+])
+def test_the_guard_leaves_the_users_own_paths_alone(tmp_path, monkeypatch, line):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    (tmp_path / "page.md").write_text(line, encoding="utf-8")
+    assert built_on_lines(tmp_path / "page.md") == []

@@ -21,7 +21,8 @@ from typhoon.data.glue_files import (
     read_checksums,
 )
 
-# The curated official files beside the repository (../shared), where this machine has them.
+# A folder of the curated official files beside the checkout (../shared/data/glue), where there is one: the
+# bundled files are compared with it.
 SHARED = next((path for path in (REPO.parent / "shared" / "data" / "glue", REPO.parents[1] / "shared" / "data" / "glue")
                if path.is_dir()), None)
 BUNDLED_TASK_FOLDERS = ("CoLA", "MRPC")

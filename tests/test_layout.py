@@ -2,9 +2,8 @@
 only hides a dependency), none among its stages either (the stage graph is a DAG, in the order docs/layout.md
 states, with its listed exceptions), and every module short enough to read (under 500 lines).
 
-The import graph is built here from the source (an AST walk), independently of
-/work/shared/tools/import_cycles.py: an edge A -> B for every ``import B`` / ``from B import x`` in A, at any
-depth, and A -> B.x where ``x`` is itself a module; a module's imports of its own package or subpackages
+The import graph is built here from the source (an AST walk, no other tool): an edge A -> B for every
+``import B`` / ``from B import x`` in A, at any depth, and A -> B.x where ``x`` is itself a module; a module's imports of its own package or subpackages
 are not edges (importing a package's child runs the package first; that is not a cycle).
 """
 
