@@ -30,6 +30,7 @@
 # into WORK; its runs are refused by the study's tables). Exit status: 0 the curves ran (to their plan or the
 # budget) and came back packed, 1 a step failed, 2 bad input.
 set -uo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above
 cd "$(dirname "$0")/.."
 
 DEST=${1:?"usage: scripts/gpu_curve.sh DEST (the folder the results go to)"}

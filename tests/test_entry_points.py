@@ -68,6 +68,7 @@ class NotHere:
 MODULES = {
     "benchmarks/common.py": "the set-up several benchmarks share (a backbone and MRPC examples)",
     "scripts/one_node_slurm.py": "the one-node SLURM that scripts/slurm_check.py starts",
+    "scripts/device_weights.py": "the weights in parts and what comes back, which scripts/device_bundle.py uses",
 }
 
 SMOKE = "{repo}/results/smoke"  # a committed reference run: records, results.csv, MANIFEST.json
@@ -89,6 +90,7 @@ TINY_RUNS: dict[str, Tiny | tuple[Tiny, ...] | Elsewhere | NotHere] = {
                                          r"grid: estimate \d+ s, actual"),
     "benchmarks/bench_hf_trainer.py": Tiny(("--backbone", "tiny-random", "--steps", "1", "--repeats", "1",
                                             "--batch-size", "4", "--threads", "1"), r"ratio"),
+    "benchmarks/kl_curve_gpu_plan.py": Tiny(("--steps-per-s", "600"), r"600 +11\.0 m"),
     "benchmarks/bench_install.sh": NotHere("downloads every package of the lock from the index, from empty caches"),
     "benchmarks/bench_kernel_imports.py": Tiny(("--repeats", "1", "--notebooks", "20_statistics"), r"20_statistics"),
     "benchmarks/bench_longest_first.py": Tiny(("--cells", "2", "--workers", "1", "--repeats", "1", *TINY_DATA),
@@ -134,6 +136,8 @@ TINY_RUNS: dict[str, Tiny | tuple[Tiny, ...] | Elsewhere | NotHere] = {
     "scripts/device_bundle.py": Tiny(("size", "--max-mib", "1000000"), r"to copy: .* MiB"),
     "scripts/fresh_clone_check.sh": NotHere("runs `make install` and the whole suite in a fresh clone: CI itself"),
     "scripts/gpu_check.sh": NotHere("needs a CUDA GPU and wheels brought along (docs/testing.md)"),
+    "scripts/gpu_curve.sh": Elsewhere("tests/test_gpu_curve_rehearsal.py::"
+                                      "test_the_prepared_curves_run_from_an_empty_folder_offline_and_land_where_the_table_reads_them"),
     "scripts/install_torch.sh": Elsewhere(
         "tests/test_docker.py::test_install_torch_says_why_the_local_wheel_failed_then_falls_back"),
     "scripts/lockfiles.py": Tiny(("requirement", "uv"), r"^uv==\S+ .*--hash=sha256:"),
