@@ -302,7 +302,7 @@ def test_a_failed_notebook_is_said_in_the_terminal_the_log_and_the_status(monkey
     policy = grid.FixedGrid(get_profile("smoke"), get_profile("smoke").grid(), GRID_PAGES)
     log = RunLog(tmp_path / "reproduce.log")
     run = dict(started="2026-12-04T00:00:00Z", wall_s=1.0, command=["reproduce"], code={})
-    report = policy.finish(tmp_path, pd.DataFrame(columns=["record_path", "status", "error"]), log, run)
+    report = policy.finish(tmp_path, pd.DataFrame(columns=["record_path", "status", "error"]), log, run).report
     line = ("analysis failed: notebooks/30_budget_spread.ipynb, cell In [2]: ValueError: $TYPHOON_PROFILES: "
             "no profiles file x.toml")
     assert report == tmp_path / "report.html"  # written, naming the failure (tests/test_report.py)

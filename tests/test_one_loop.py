@@ -68,7 +68,7 @@ def test_the_committed_row_states_are_found_complete(tmp_path):
     target = tmp_path / "states" / "all" / "mrpc" / "seed0"
     shutil.copytree(committed, target)
     policy = kl_studies.KlOriginalRows(["all"], ("mrpc",), (0,))
-    assert policy.next_look(tmp_path, None) == []
+    assert policy.next_look(tmp_path, None, None).cells == []
     assert "0 to run, 1 complete already" in policy.describe(tmp_path)
 
 

@@ -155,7 +155,7 @@ def test_reproduce_copies_nothing_from_results_and_never_mixes_on_another_cpu(re
     monkeypatch.setattr(grid, "preflight", lambda configs: None)
     seen = []
 
-    def first_look(policy, out_dir, log):
+    def first_look(policy, out_dir, log, last):
         seen.append([c for c in policy.configs if not run_record.is_complete(out_dir / c.relative_dir(), c)])
         raise Stop
 

@@ -20,7 +20,7 @@ _HOMES = {
                      "execution_overrides", "run_policy"], "executor_options"),
     **dict.fromkeys(["CellExecutor"], "executor"),
     **dict.fromkeys(["TRAIN", "Cell", "CellKind", "cell_is_done", "cell_row", "error_line"], "cells"),
-    **dict.fromkeys(["OneLook", "StudyPolicy", "preflight"], "policy"),
+    **dict.fromkeys(["Finished", "Look", "OneLook", "StudyPolicy", "failed", "preflight", "status_table"], "policy"),
     **dict.fromkeys(["RunLog", "say"], "progress"),
     **dict.fromkeys(["ANALYSIS_NOTEBOOKS", "REFERENCE_NOTEBOOK", "AnalysisNotebook", "NotebookFailed",
                      "as_file_system_error", "execute_for", "notebooks_dir", "pair_notebooks"], "notebooks"),

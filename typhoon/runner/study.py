@@ -43,7 +43,7 @@ from typhoon.records import (
 from typhoon.runner import progress, stop
 from typhoon.runner.cells import Cell
 from typhoon.runner.executor import CellExecutor
-from typhoon.runner.policy import StudyPolicy
+from typhoon.runner.policy import Finished, StudyPolicy, status_table
 from typhoon.runner.workers import WorkerPool, choose_workers, slots_for
 
 
@@ -140,7 +140,7 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
     own_executor = executor is None
     with output_folder_lock(out_dir):
         stop.clean_dead_writers(out_dir)
-        policy.prepare(out_dir, log, commit_records)
+        policy.prepare(out_dir, log, commit_records, workers)
         log.write(f"{policy.title} started: {policy.describe(out_dir)}, {workers} at once, output "
                   f"{out_dir}\ncommand: {'python -m typhoon ' + ' '.join(command) if command else 'typhoon.runner.study (Python)'}")
 
@@ -150,19 +150,17 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
                 commit_cell(out_dir, row)
 
         try:  # a stop (Ctrl-C) or a full disk from here on is cleaned up by stopped()
-            policy.before_cells(out_dir, workers, log)
-            while todo := policy.next_look(out_dir, log):
-                for line in filter(None, (cell.kind.resume_note(cell, out_dir) for cell in todo)):
+            ran = None
+            while (look := policy.next_look(out_dir, log, ran)).cells:
+                for line in filter(None, (cell.kind.resume_note(cell, out_dir) for cell in look.cells)):
                     print(line, flush=True)
                     log.write(line)
                 if executor is None:
                     executor = local_pool(workers)
-                ran = run_cells(todo, out_dir, executor, on_done, skipped=policy.done_before(out_dir, todo))
+                ran = run_cells(look.cells, out_dir, executor, on_done, skipped=look.complete)
                 cells = pd.concat([cells, ran], ignore_index=True) if len(cells) else ran
-                if not policy.go_on(ran, log):
-                    break
-            report = policy.finish(out_dir, cells, log, dict(started=started, wall_s=time.perf_counter() - clock,
-                                                             command=command, code=code, clock=clock))
+            finished = policy.finish(out_dir, cells, log, dict(started=started, wall_s=time.perf_counter() - clock,
+                                                               command=command, code=code, clock=clock)) or Finished()
         except BaseException as err:
             ended = stopped(err, out_dir, policy, log)
             outcome = (f"stopped by {ended.signal_name}" if isinstance(ended, stop.Interrupted)
@@ -175,15 +173,13 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
         finally:
             if own_executor and executor is not None:
                 executor.close()
-        cells = policy.status_table(cells, out_dir)
+        report = finished.report
+        cells = status_table(policy, cells, out_dir)
         summary = Summary(cells, out_dir / "results.csv", report)
         log.write(f"{policy.title} finished in {time.perf_counter() - clock:.0f} s\n{summary.table()}"
                   + (f"\nreport: {report}" if report else ""))
-        for line in policy.answer(out_dir):
-            print(line)
-            log.write(line)
         print(summary.table() if len(cells) else "no cell to train")
-        for line in policy.after(out_dir, report):
+        for line in finished.said:
             print(line)
             log.write(line)
         if report:
@@ -202,9 +198,8 @@ def stopped(error: BaseException, out_dir: Path, policy: StudyPolicy, log: progr
     (:func:`typhoon.runner.stop.clean_after_stop`), log it, and return the exception to raise.
 
     Ctrl-C / SIGTERM come back as :class:`typhoon.runner.stop.Interrupted` with ``details``: what finished,
-    the resume states kept and how to go on, and where a sequential study stands; a file-system
-    error as :class:`typhoon.paths.OutputPathError`; anything else as it was. The policy's ``standing``: where
-    a sequential study stands, in words (None for a grid).
+    the resume states kept and how to go on, and where the study stands (its policy's ``describe``); a
+    file-system error as :class:`typhoon.paths.OutputPathError`; anything else as it was.
     """
     from typhoon.runner.notebooks import as_file_system_error
 
@@ -213,28 +208,26 @@ def stopped(error: BaseException, out_dir: Path, policy: StudyPolicy, log: progr
     stop.clean_after_stop(out_dir)
     every = policy.cells(out_dir)
     complete = sum(cell.kind.is_done(cell, out_dir) for cell in every)
+    try:
+        where = policy.describe(out_dir)
+    except Exception as err:  # never let the summary hide the stop itself
+        where = f"where the study stands could not be read ({type(err).__name__}: {err})"
     if isinstance(error, KeyboardInterrupt):
         result = stop.as_interrupted(error)
         kept = [cell for cell in every if cell.kind.has_resume_state(cell, out_dir)]
-        result.details = (f"all {complete} cells complete; the analysis was stopped before the report"
-                          if complete == len(every) else
-                          f"{complete} of {len(every)} cells complete (their records are kept)")
+        result.details = where + ("; every cell complete, the analysis was stopped before the report"
+                                  if complete == len(every) else "; the finished cells' outputs are kept")
         if kept:
             result.details += (f"; {len(kept)} cell(s) that were running kept their resume states "
                                f"({', '.join(cell.path for cell in kept[:4])}"
                                f"{', ...' if len(kept) > 4 else ''}): they go on from there")
         elif complete < len(every):
             result.details += "; the cells that were running had reached no boundary: they start over"
-        try:
-            where = policy.standing(out_dir)
-            result.details += f"; {where}" if where else ""
-        except Exception as err:  # never let the summary hide the stop itself
-            result.details += f"; where the study stands could not be read ({type(err).__name__}: {err})"
         message = f"stopped by {result.signal_name}: {result.details}"
     else:
         os_error = as_file_system_error(error)
         result = paths.OutputPathError(paths.describe_os_error(os_error, out_dir)) if os_error is not None else error
-        message = f"stopped by an error: {type(result).__name__}: {result}\n{complete} of {len(every)} cells complete"
+        message = f"stopped by an error: {type(result).__name__}: {result}\n{where}"
     with contextlib.suppress(OSError):  # a full disk may refuse the log line too
         log.write(message)
     return result

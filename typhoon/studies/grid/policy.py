@@ -29,6 +29,8 @@ from typhoon.report import StudyPages
 from typhoon.runner import (
     ANALYSIS_NOTEBOOKS,
     Cell,
+    Finished,
+    Look,
     NotebookFailed,
     RunLog,
     StudyPolicy,
@@ -37,6 +39,7 @@ from typhoon.runner import (
     notebooks_dir,
     preflight,
     say,
+    status_table,
 )
 from typhoon.studies.grid.analysis import AnalysisFailed, run_analysis
 from typhoon.training import bit_source_here, check_numerics
@@ -67,7 +70,6 @@ class FixedGrid(StudyPolicy):
         self.reuse_from = [paths.check_reuse_source(folder) for folder in reuse_from]
         check_analysis_settings(spec.analysis, spec.name)
         notebooks_dir()  # the notebooks are there
-        self.looked = False
         self.numerics: dict[str, int] = {}
         self.plan = None  # the estimate made before the cells (--estimate), kept in the manifest, stopped or not
         self.workers = 1
@@ -75,8 +77,9 @@ class FixedGrid(StudyPolicy):
     def preflight(self) -> None:
         preflight(self.configs)
 
-    def prepare(self, out_dir: Path, log: RunLog, commit_records: bool) -> None:
-        """Copy equal records made elsewhere, refuse mixed numerics, and say why a stale record is replaced."""
+    def prepare(self, out_dir: Path, log: RunLog, commit_records: bool, workers: int) -> None:
+        """Copy equal records made elsewhere, refuse mixed numerics, say why a stale record is replaced; then the
+        estimate of the whole grid on ``workers`` (where asked)."""
         reused = (reuse_equal_records(self.configs, out_dir, self.reuse_from, self.spec.required_metrics,
                                       bit_source_here=bit_source_here)
                   if self.reuse else None)
@@ -89,8 +92,6 @@ class FixedGrid(StudyPolicy):
             if why not in (None, "no record yet"):
                 print(f"{config.relative_dir().as_posix()}: {why}", flush=True)
                 log.write(f"{config.relative_dir().as_posix()}: {why}")
-
-    def before_cells(self, out_dir: Path, workers: int, log: RunLog) -> None:
         self.workers = workers
         if self.estimate:
             from typhoon.runner import estimate
@@ -106,21 +107,18 @@ class FixedGrid(StudyPolicy):
         seconds = {path: parts["total_s"] for path, parts in (self.plan or {}).get("per_cell", {}).items()}
         return [Cell(c, seconds=seconds.get(c.relative_dir().as_posix())) for c in self.configs]
 
-    def next_look(self, out_dir: Path, log: RunLog) -> list[Cell]:
+    def next_look(self, out_dir: Path, log: RunLog, last: pd.DataFrame | None) -> Look:
         """One look: every cell without a complete record; then none."""
-        if self.looked:
-            return []
-        self.looked = True
-        return [cell for cell in self.cells(out_dir) if not cell_is_done(cell.config, out_dir)]
+        if last is not None:
+            return Look()
+        todo = [cell for cell in self.cells(out_dir) if not cell_is_done(cell.config, out_dir)]
+        return Look(todo, len(self.configs) - len(todo))
 
-    def done_before(self, out_dir: Path, todo: list) -> int:
-        return len(self.configs) - len(todo)
-
-    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Path | None:
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Finished:
         """results.csv, the manifest, then the notebooks and the report (a failed notebook is logged and
-        said, the rest kept)."""
+        said, the rest kept); it says how the run's numbers compare with the committed reference run."""
         atomic.atomic_write_csv(out_dir / "results.csv", collect_results(out_dir, self.configs))
-        status = self.status_table(cells, out_dir)
+        status = status_table(self, cells, out_dir)
 
         def manifest(table: pd.DataFrame) -> None:  # wall_s: the whole reproduce so far; the cells' part apart
             whole = time.perf_counter() - run["clock"] if "clock" in run else run["wall_s"]
@@ -129,7 +127,7 @@ class FixedGrid(StudyPolicy):
 
         manifest(status)
         if not self.analysis:
-            return None
+            return Finished()
 
         def on_notebook(name: str) -> None:  # a sign of life between the grid and the report
             say(f"analysis: {name}")  # from the notebooks' threads: whole lines, never two merged
@@ -157,11 +155,8 @@ class FixedGrid(StudyPolicy):
                 rows.append({"record_path": name, "status": "failed", "error": said})
             status = pd.concat([status, pd.DataFrame(rows)])
         manifest(status)
-        return report
-
-    def after(self, out_dir: Path, report: Path | None) -> list[str]:
-        """The end of a reproduce: how its numbers compare with the committed reference run of the profile."""
-        return [line for line in [against_reference(self.spec.name, out_dir)] if line] if report else []
+        compared = against_reference(self.spec.name, out_dir) if report else None
+        return Finished(report, (compared,) if compared else ())
 
 
 def against_reference(profile: str, out_dir: Path) -> str | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from typhoon.config import RunConfig
 from typhoon.profiles import resolve
-from typhoon.runner import Cell, OneLook, RunLog
+from typhoon.runner import Cell, Finished, OneLook, RunLog
 from typhoon.studies.kl_gap.cells import KL_STATE
 from typhoon.studies.kl_gap.design import CAUSES, Cause, cause_named, state_folder
 
@@ -44,9 +44,9 @@ class KlGapCauses(OneLook):
                                folder=state_folder(cause.name, task, seed))
                           for cause in chosen for task in tasks for seed in seeds], execution)
 
-    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Path | None:
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Finished:
         write_table(out_dir)
-        return None
+        return Finished()
 
     def commit_message(self, out_dir: Path) -> str:
         return f"{Path(out_dir).name}: states and table"

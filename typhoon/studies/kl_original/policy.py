@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from typhoon.runner import Cell, OneLook, RunLog, StudyPolicy, preflight
+from typhoon.runner import Cell, Finished, Look, OneLook, RunLog, StudyPolicy, failed, preflight
 from typhoon.studies.kl_gap.cells import KL_STATE
 from typhoon.studies.kl_gap.design import state_folder
 from typhoon.studies.kl_original.cells import CURVE_EPOCH
@@ -43,9 +43,9 @@ if TYPE_CHECKING:
 class _StudyPart(OneLook):
     """A part of the study made in one look: every cell not done yet, then the study's tables."""
 
-    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Path | None:
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Finished:
         finish_tables(out_dir, log)
-        return None
+        return Finished()
 
     def commit_message(self, out_dir: Path) -> str:
         return f"{Path(out_dir).name}: states and tables"
@@ -98,10 +98,14 @@ class KlOriginalCurve(StudyPolicy):
     def cells(self, out_dir: Path) -> list[Cell]:
         return [self.epoch_cell(*run, self.target[run], 0) for run in self.runs]
 
-    def next_look(self, out_dir: Path, log: RunLog) -> list[Cell]:
+    def next_look(self, out_dir: Path, log: RunLog, last: pd.DataFrame | None) -> Look:
+        """Each run's next stretch of epochs, until each is at its target; a failed epoch stops the curve."""
+        if failed(last):
+            log.write("a curve epoch failed: the curve stops here (rerun to retry it)")
+            return Look()
         behind = [(run, epochs_reached(Path(out_dir) / curve_folder(*run, self.curve))) for run in self.runs]
-        return [self.epoch_cell(*run, min(reached + self.epochs_per_cell, self.target[run]), reached)
-                for run, reached in behind if reached < self.target[run]]
+        return Look([self.epoch_cell(*run, min(reached + self.epochs_per_cell, self.target[run]), reached)
+                     for run, reached in behind if reached < self.target[run]])
 
     def describe(self, out_dir: Path) -> str:
         reached = [epochs_reached(Path(out_dir) / curve_folder(*run, self.curve)) for run in self.runs]
@@ -111,15 +115,9 @@ class KlOriginalCurve(StudyPolicy):
     def preflight(self) -> None:
         preflight(list(self.configs.values())[:1])
 
-    def go_on(self, ran: pd.DataFrame, log: RunLog) -> bool:
-        if ran["status"].isin(["ok", "skipped"]).all():
-            return True
-        log.write("a curve epoch failed: the curve stops here (rerun to retry it)")
-        return False
-
-    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Path | None:
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Finished:
         finish_tables(out_dir, log)
-        return None
+        return Finished()
 
 
 def finish_tables(out: Path, log: RunLog) -> None:

@@ -26,7 +26,18 @@ from typhoon.records import (
     write_manifest,
 )
 from typhoon.report import render_report
-from typhoon.runner import Cell, RunLog, StudyPolicy, execute_for, notebooks_dir, pair_notebooks, preflight
+from typhoon.runner import (
+    Cell,
+    Finished,
+    Look,
+    RunLog,
+    StudyPolicy,
+    execute_for,
+    failed,
+    notebooks_dir,
+    pair_notebooks,
+    preflight,
+)
 from typhoon.studies.sequential import decisive
 from typhoon.studies.sequential.design import study_design
 from typhoon.studies.sequential.pages import PAGES
@@ -92,7 +103,7 @@ class SequentialDesign(StudyPolicy):
     def preflight(self) -> None:
         preflight(self.configs[:1] + [c for c in self.configs if c.seed == 0])
 
-    def prepare(self, out_dir: Path, log: RunLog, commit_records: bool) -> None:
+    def prepare(self, out_dir: Path, log: RunLog, commit_records: bool, workers: int) -> None:
         first = [c for c in self.configs if c.seed < self.study.design.looks[0]]
         for copied in decisive.reuse_sources(self.study, first, out_dir) if self.reuse else []:
             print(f"reused {copied['record_path']} from {copied['reused_from']}")
@@ -100,34 +111,31 @@ class SequentialDesign(StudyPolicy):
                 commit_cell(out_dir, {**copied, "status": "ok"})
 
     def describe(self, out_dir: Path) -> str:
-        return f"a sequential design of up to {len(self.configs)} cells"
+        """The design's cap and where the study stands: the looks done, what the next needs, the verdicts so far."""
+        where = decisive.where_it_stands(decisive.results_table(self.grid, out_dir), self.study)
+        return f"a sequential design of up to {len(self.configs)} cells: {where}"
 
     def cells(self, out_dir: Path) -> list[Cell]:
         return [Cell(config) for config in self.configs]
 
-    def next_look(self, out_dir: Path, log: RunLog) -> list[Cell]:
-        """The cells the next look needs (none once every comparison is decided or at its cap); the tables
-        are written at every look."""
+    def next_look(self, out_dir: Path, log: RunLog, last: pd.DataFrame | None) -> Look:
+        """The cells the next look needs (none once every comparison is decided or at its cap, or a cell of the
+        look before failed: the study stops there); the tables are written at every look."""
+        if failed(last):
+            log.write("a cell failed: the study stops here (rerun to retry it)")
+            return Look()
         plan = decisive.plan_next_look(decisive.results_table(self.grid, out_dir), self.study)
         decisive.write_outputs(self.study, self.grid, out_dir)
         if plan.empty:
-            return []
+            return Look()
         todo = [self.grid[(r.task, r.strategy, int(r.seed))] for r in plan.itertuples()]
         decisive.check_seed_numerics(todo, self.grid, out_dir)
         log.write(f"next look: {len(todo)} cells ({', '.join(sorted({f'{c.task} seed{c.seed}' for c in todo}))})")
         print(f"next look: {len(todo)} cells", flush=True)
-        return [Cell(config) for config in todo]
+        return Look([Cell(config) for config in todo])
 
-    def go_on(self, ran: pd.DataFrame, log: RunLog) -> bool:
-        if ran["status"].isin(["ok", "skipped"]).all():
-            return True
-        log.write("a cell failed: the study stops here (rerun to retry it)")
-        return False
-
-    def status_table(self, cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
-        return cells
-
-    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Path | None:
+    def finish(self, out_dir: Path, cells: pd.DataFrame, log: RunLog, run: dict) -> Finished:
+        """Its tables, the manifest, notebook 50 and the report; it says its answer, a sentence per task."""
         decisive.write_outputs(self.study, self.grid, out_dir)
         write_study_manifest(out_dir, self.spec.name, run["started"], run["wall_s"], run["command"], cells, run["code"],
                              grid_wall_s=run["wall_s"])
@@ -135,13 +143,7 @@ class SequentialDesign(StudyPolicy):
         if report is not None and "clock" in run:  # wall_s: the whole reproduce, the report included
             write_study_manifest(out_dir, self.spec.name, run["started"], time.perf_counter() - run["clock"],
                                  run["command"], cells, run["code"], grid_wall_s=run["wall_s"])
-        return report
-
-    def standing(self, out_dir: Path) -> str:
-        return decisive.where_it_stands(decisive.results_table(self.grid, out_dir), self.study)
-
-    def answer(self, out_dir: Path) -> list[str]:
-        return decisive.answer(decisive.read_outputs(out_dir)["verdicts"])
+        return Finished(report, tuple(decisive.answer(decisive.read_outputs(out_dir)["verdicts"])))
 
     def commit_message(self, out_dir: Path) -> str:
         return f"{paths.shown(out_dir)}: verdicts, history, figure and notebook"
