@@ -34,7 +34,7 @@ from typhoon.records import (
     status_row,
     write_record,
 )
-from typhoon.training import progress_path
+from typhoon.training import Boundary, progress_path
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,9 @@ def cell_is_done(config: RunConfig, out_dir: Path) -> bool:
     return is_complete(Path(out_dir) / config.relative_dir(), config)
 
 
-def saved_boundary(config: RunConfig, out_dir: Path) -> str | None:
-    """Where the cell's resume state in ``out_dir`` goes on from (``mlm``, ``mlm<e>``, ``ft<e>``: see
-    :func:`typhoon.training.resume.describe`); None when it starts from scratch."""
+def saved_boundary(config: RunConfig, out_dir: Path) -> Boundary | None:
+    """Where the cell's resume state in ``out_dir`` goes on from (:class:`typhoon.training.Boundary`); None when it
+    starts from scratch."""
     from typhoon.training import resume  # torch: only where a state is read
 
     return resume.saved_boundary(resume_state_path(Path(out_dir) / config.relative_dir()))
@@ -165,12 +165,8 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
     and no record. ``resumed`` says the boundary the run went on from, if it resumed."""
     import torch
 
-    from typhoon.masking import plugins
-    from typhoon.training import resume
     from typhoon.training.run import run
 
-    if config.strategy_source:  # a strategy of your own: registered in this process too (the config travelled pickled)
-        plugins.load(config.strategy_source)
     out_dir = Path(out_dir)
     started = time.perf_counter()
     try:
@@ -184,7 +180,7 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
             row["os_error"] = [err.errno, err.strerror, err.filename]
         return row
     return status_row(config, "skipped" if record.skipped else "ok", seconds=time.perf_counter() - started,
-                      resumed=resume.describe(record.resumed_after) if record.resumed_after else None)
+                      resumed=record.resumed_after)
 
 
 def release_device_memory() -> None:

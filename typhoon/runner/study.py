@@ -224,12 +224,10 @@ def run_study(policy: StudyPolicy, out_dir: Path, *, workers: int | None = None,
 def resume_line(cell: Cell, out_dir: Path) -> str | None:
     """What a whole run about to start goes on from, when it has a resume state (the run checks the state is its
     own, and says so again as it loads it); None for other kinds of cells, which say it as they run."""
-    from typhoon.training import resume
-
     if cell.kind != "train":
         return None
     boundary = saved_boundary(cell.config, out_dir / cell.under)
-    return f"{cell.path}: resumes after {resume.describe(boundary)} (its resume state)" if boundary else None
+    return f"{cell.path}: resumes after {boundary.describe()} (its resume state)" if boundary else None
 
 
 def stopped(error: BaseException, out_dir: Path, policy: StudyPolicy, log: progress.RunLog) -> BaseException:
