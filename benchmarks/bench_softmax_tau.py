@@ -19,12 +19,9 @@ import json
 import time
 
 import pandas as pd
-import torch
 
 from typhoon.analysis.kl.budget_spread import calibration_sweep
-from typhoon.masking.saliency_source import SaliencySource
 from typhoon.profiles import resolve
-from typhoon.training import mlm_phase
 from typhoon.training import run as training_run
 
 
@@ -33,11 +30,9 @@ def pilot(task: str, tau: float, examples: int | None, threads: int, seed: int =
     config = resolve("cpu", dict(task=task, backbone=backbone, strategy="typhoon_softmax", seed=seed),
                      {"tau": tau, "max_train_examples": examples, "max_eval_examples": 64, "num_threads": threads})
     ctx = training_run.set_up(config, progress=False)
-    torch.manual_seed(config.seed)
-    strategy = training_run.prepared_strategy(ctx)
-    mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
     started = time.perf_counter()
-    _, timing = mlm_phase.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
+    one = training_run.phase_one(ctx)
+    strategy, timing = one.strategy, one.timing
     diag = strategy.diagnostics()
     row = {"task": task, "train_tau": tau, "examples": len(ctx.data["train"]), "steps": timing["mlm_steps"],
            "wall_s": round(time.perf_counter() - started, 1), "precision": ctx.precision.name,

@@ -11,11 +11,10 @@ import torch
 
 import typhoon.studies.profile_study as reproducing
 from typhoon.data.batching import collate, length_grouped_batches
-from typhoon.masking.saliency_source import SaliencySource
 from typhoon.profiles import get_profile, resolve
 from typhoon.records import run_record
 from typhoon.runner import cell_work, cells, estimate, step_timing
-from typhoon.training import flops
+from typhoon.training import Boundary, flops
 
 SHAPE = flops.EncoderShape(hidden=64, layers=2, intermediate=256, vocab=1000)
 
@@ -133,17 +132,14 @@ def test_a_calibration_times_real_steps_and_prices_every_cell(monkeypatch, mlm_s
 def test_the_estimate_times_the_mlm_step_the_run_takes(mlm_steps):
     """The run's phase 1 and the estimate's calibration call one function (the recorder stands in for it
     in both): neither holds a copy of the step."""
-    from typhoon.training import mlm_phase
     from typhoon.training import run as training_run
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "typhoon", "seed": 0},
                      {"max_train_examples": 32, "max_eval_examples": 16, "num_threads": 1})
     ctx = training_run.set_up(config, progress=False)
-    strategy = training_run.prepared_strategy(ctx)
-    rows, _ = mlm_phase.adapt_mlm(ctx, ctx.backbone.mlm_model(seed=0, **ctx.kernels), strategy,
-                                     SaliencySource.for_run(config))
+    one = training_run.phase_one(ctx)
     run_calls = len(mlm_steps)
-    assert run_calls == sum(r["split"] == "train" for r in rows) == 2  # 32 examples, batches of 16
-    assert all(c["strategy"] is strategy and c["task_model"] is None for c in mlm_steps)
+    assert run_calls == sum(r["split"] == "train" for r in one.loss_rows) == 2  # 32 examples, batches of 16
+    assert all(c["strategy"] is one.strategy and c["task_model"] is None for c in mlm_steps)
     step_timing.calibrate_kind(config, {"mlm_saliency": config})
     assert len(mlm_steps) > run_calls and mlm_steps[-1]["ctx"] is not ctx
 
@@ -298,13 +294,19 @@ def test_a_cell_with_a_resume_state_is_priced_for_what_is_left(tmp_path):
     assert estimate.left_to_run(parts, None, config) == {}
     state = resume_state_path(tmp_path / config.relative_dir())
     state.parent.mkdir(parents=True)
-    torch.save({"boundary": "ft1"}, state)
+    torch.save({"boundary": {"phase": "ft", "epoch": 1}}, state)
     boundary = cells.saved_boundary(config, tmp_path)
-    assert boundary == "ft1"
+    assert (boundary.phase, boundary.epoch) == ("ft", 1)
     left = estimate.left_to_run(parts, boundary, config)
-    assert left["resumes_after"] == "ft1" and left["mlm_s"] == 0.0
+    assert left["resumes_after"] == "fine-tuning epoch 1" and left["mlm_s"] == 0.0
     assert left["ft_s"] == pytest.approx(200.0) and left["total_s"] == pytest.approx(215.0)
-    assert estimate.left_to_run(parts, "mlm", config)["total_s"] == pytest.approx(315.0)
+    assert estimate.left_to_run(parts, Boundary("mlm", 1), config)["total_s"] == pytest.approx(315.0)
+    # a phase 1 of 4 epochs saved after its first: 3/4 of its 100 s left, and all of the rest
+    long_phase = config.replace(mlm_epochs=4)
+    assert estimate.left_to_run(parts, Boundary("mlm", 1), long_phase)["total_s"] == pytest.approx(390.0)
+    # a state of the format that named its boundary by a string is never resumed: the cell is priced whole
+    torch.save({"boundary": "ft1"}, state)
+    assert cells.saved_boundary(config, tmp_path) is None
 
 
 def test_the_kept_calibration_is_keyed_by_commit_software_and_workers(tmp_path, monkeypatch):
@@ -362,7 +364,7 @@ def test_a_resume_prices_what_is_left_from_its_own_estimate_without_calibrating(
     run_record.write_record(out / configs[0].relative_dir(), configs[0],
                             {"status": "ok", "final": {"dev_f1": 0.8}, "epochs": [], "device": "cpu"})
     state = resume_state_path(out / configs[1].relative_dir())
-    torch.save({"boundary": "mlm"}, state)
+    torch.save({"boundary": {"phase": "mlm", "epoch": 1}}, state)
     monkeypatch.setenv("TYPHOON_CACHE_DIR", str(tmp_path / "empty-cache"))  # not the calibration cache's doing
     capsys.readouterr()
     again = estimate.estimate_grid("smoke", configs, out, workers=2, analysis=False)
@@ -374,7 +376,7 @@ def test_a_resume_prices_what_is_left_from_its_own_estimate_without_calibrating(
     # by hand: MLM 1 s, fine-tuning 1 s, eval 0.5 s, set-up 0.5 s; the second cell saved its MLM phase
     assert again.per_cell[third]["total_s"] == pytest.approx(3.0) == first.per_cell[third]["total_s"]
     assert again.per_cell[second]["total_s"] == pytest.approx(2.0)
-    assert again.per_cell[second]["resumes_after"] == "mlm" and "priced by this grid's own estimate" in again.text()
+    assert again.per_cell[second]["resumes_after"] == "MLM epoch 1" and "priced by this grid's own estimate" in again.text()
     # a second resume of the same grid finds the whole price again, not the part left last time
     provenance.record_stopped_invocation(out, "smoke", provenance.now(), 5.0, ["reproduce"], "stopped by SIGINT",
                                          estimate=again.to_dict())

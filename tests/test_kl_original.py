@@ -43,9 +43,13 @@ def tiny_config(epochs: int):
                     "corruption": "mask_only", "num_threads": 1})
 
 
+CURVE_FILES = ("epochs.csv", "trace.csv", "mlm_loss.csv", "epoch1/masking_state.npz", "epoch3/masking_state.npz")
+
+
 @pytest.mark.slow
 def test_the_curve_epoch_by_epoch_equals_one_uninterrupted_phase(tmp_path, monkeypatch):
     monkeypatch.setattr(kl_cells, "SNAPSHOT_EPOCHS", (1, 3))
+    monkeypatch.setattr(kl_cells, "TRACE_EVERY", 2)  # 3 steps an epoch: a trace row in every epoch, none at its end
     config = tiny_config(3)
     folder, state = tmp_path / "curve", tmp_path / "ckpt" / "run.resume.pt"
     for epoch, expected in ((1, 1), (2, 2), (3, 3), (3, 3)):  # one epoch a call; a call for a reached epoch does nothing
@@ -53,6 +57,15 @@ def test_the_curve_epoch_by_epoch_equals_one_uninterrupted_phase(tmp_path, monke
     epochs = pd.read_csv(folder / "epochs.csv")
     assert list(epochs["epoch"]) == [1, 2, 3]
     assert sorted(p.name for p in folder.glob("epoch*") if p.is_dir()) == ["epoch1", "epoch3"]
+    # the trace is the curve's own file, read back when it goes on: every step 2, 4, ... of the three epochs
+    assert pd.read_csv(folder / "trace.csv")["step"].tolist() == [2, 4, 6, 8]
+    assert "trace" not in json.dumps(torch.load(state, weights_only=True)["progress"])
+
+    # the same three epochs in one call: every file the same, byte for byte
+    whole = tmp_path / "whole"
+    assert kl_cells.run_curve_epoch(config, whole, tmp_path / "ckpt2" / "run.resume.pt", 3) == 3
+    for name in CURVE_FILES:
+        assert (whole / name).read_bytes() == (folder / name).read_bytes(), name
 
     # the reference: phase 1 of the same config in one go, as the KL-gap study runs it
     from typhoon.training.run import phase_one, set_up

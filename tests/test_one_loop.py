@@ -38,7 +38,7 @@ def test_without_an_estimate_the_larger_encoder_goes_first():
     assert [cell.path for cell in ordered[1:]] == [cell.path for cell in cells[:-1]]  # ties keep the grid's order
 
 
-def tiny_curve_config(task: str, seed: int):
+def tiny_curve_config(task: str, seed: int, curve: str = "all", rehearse: int | None = None):
     return resolve("smoke", {"task": task, "backbone": "tiny-random", "strategy": "typhoon_2023", "seed": seed},
                    {"mlm_epochs": 3, "max_train_examples": 48, "max_eval_examples": 16, "p": 0.3,
                     "corruption": "mask_only", "num_threads": 1})

@@ -29,18 +29,18 @@ def test_progress_file_is_throttled_and_says_phase_step_and_speed(tmp_path):
     file = progress_file.ProgressFile(run_dir, "runs/mrpc/tiny-random/random/seed0", interval_s=1.0, clock=clock)
     assert file.path == run_dir.with_name(".seed0.progress.json")
 
-    file.update("mlm", step=1, steps=10, epoch=1, epochs=1, tokens=0)
+    file.note("mlm", step=1, steps=10, epoch=1, epochs=1, tokens=0)
     first = json.loads(file.path.read_text())
     clock.now += 0.5
-    file.update("mlm", step=2, steps=10, epoch=1, epochs=1, tokens=1000)  # within the interval: not written
+    file.note("mlm", step=2, steps=10, epoch=1, epochs=1, tokens=1000)  # within the interval: not written
     assert json.loads(file.path.read_text()) == first
     clock.now += 0.5
-    file.update("mlm", step=3, steps=10, epoch=1, epochs=1, tokens=2000)
+    file.note("mlm", step=3, steps=10, epoch=1, epochs=1, tokens=2000)
     state = json.loads(file.path.read_text())
     assert (state["phase"], state["step"], state["steps"]) == ("mlm", 3, 10)
     assert state["tokens_per_s"] == 2000 / 1.0 and state["elapsed_s"] == 1.0
     clock.now += 0.1
-    file.update("finetune", step=1, steps=5, epoch=1, epochs=2, tokens=0)  # a new phase is written at once
+    file.note("finetune", step=1, steps=5, epoch=1, epochs=2, tokens=0)  # a new phase is written at once
     assert json.loads(file.path.read_text())["phase"] == "finetune"
     assert progress.describe(json.loads(file.path.read_text())) == "finetune 1/2 step 1/5 · 1 s"
     assert not list(run_dir.parent.glob(".*.tmp-*"))  # written atomically: no temp file stays
@@ -54,24 +54,24 @@ def test_a_phase_resumed_after_an_evaluation_counts_its_rate_from_its_new_start(
     phase's clock, so the rate must count tokens from the resumed phase's first update only."""
     clock = Clock()
     file = progress_file.ProgressFile(tmp_path / "runs/t/b/s/seed0", "runs/t/b/s/seed0", interval_s=1.0, clock=clock)
-    file.update("finetune", step=1, steps=20, epoch=1, epochs=2, tokens=500)
+    file.note("finetune", step=1, steps=20, epoch=1, epochs=2, tokens=500)
     clock.now += 10
-    file.update("finetune", step=10, steps=20, epoch=1, epochs=2, tokens=10_500)
+    file.note("finetune", step=10, steps=20, epoch=1, epochs=2, tokens=10_500)
     assert json.loads(file.path.read_text())["tokens_per_s"] == 10_000 / 10
     clock.now += 5
-    file.update("eval", epoch=1, epochs=2)
+    file.note("eval", epoch=1, epochs=2)
     clock.now += 1
-    file.update("finetune", step=11, steps=20, epoch=2, epochs=2, tokens=11_500)  # 11,500 cumulated
+    file.note("finetune", step=11, steps=20, epoch=2, epochs=2, tokens=11_500)  # 11,500 cumulated
     assert json.loads(file.path.read_text())["tokens_per_s"] is None  # no interval measured yet
     clock.now += 2
-    file.update("finetune", step=13, steps=20, epoch=2, epochs=2, tokens=13_500)
+    file.note("finetune", step=13, steps=20, epoch=2, epochs=2, tokens=13_500)
     assert json.loads(file.path.read_text())["tokens_per_s"] == 2000 / 2  # not 13,500 / 2
 
 
 def test_a_progress_file_is_never_a_record(tmp_path):
     config = resolve("smoke", {"task": "mrpc", "backbone": "tiny-random", "strategy": "random", "seed": 0})
     run_dir = tmp_path / config.relative_dir()
-    progress_file.ProgressFile(run_dir, config.relative_dir().as_posix()).update("mlm", step=1, steps=2)
+    progress_file.ProgressFile(run_dir, config.relative_dir().as_posix()).note("mlm", step=1, steps=2)
     assert not run_record.is_complete(run_dir, config)
     assert result_rows.collect_results(tmp_path).empty
     assert list(result_rows.collect_results(tmp_path, [config])["status"]) == ["missing"]
@@ -81,7 +81,7 @@ def test_unwritable_progress_never_stops_a_run(tmp_path):
     blocker = tmp_path / "runs"
     blocker.write_text("a file where the runs folder should be")
     file = progress_file.ProgressFile(blocker / "mrpc" / "b" / "s" / "seed0", "x")
-    file.update("mlm", step=1, steps=2)  # no exception
+    file.note("mlm", step=1, steps=2)  # no exception
     file.close()
 
 
@@ -107,11 +107,11 @@ def test_grid_monitor_without_a_terminal_prints_a_line_per_change_at_most_every_
     assert stream.getvalue().splitlines() == ["grid: 3 cells, 1 already complete, 2 to run"]
 
     file = progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x", interval_s=0.0)
-    file.update("mlm", step=1, steps=10, epoch=1, epochs=1)
+    file.note("mlm", step=1, steps=10, epoch=1, epochs=1)
     for _ in range(100):  # polled every second for 100 s with a new step each time
         monitor.poll()
         clock.now += 1.0
-        file.update("mlm", step=int(clock.now) % 10, steps=10, epoch=1, epochs=1)
+        file.note("mlm", step=int(clock.now) % 10, steps=10, epoch=1, epochs=1)
     lines = stream.getvalue().splitlines()[1:]
     assert 3 <= len(lines) <= 4, lines  # 100 s / 30 s, not 100 lines
     assert all("running mrpc/tiny-random/random/seed0: mlm 1/1 step" in line for line in lines)
@@ -129,7 +129,7 @@ def test_grid_monitor_in_a_terminal_redraws_one_bar(tmp_path):
     stream = io.StringIO()
     todo = _configs(1)
     monitor = progress.GridMonitor(tmp_path, [Cell(c) for c in todo], skipped=0, stream=stream, tty=True)
-    progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x").update("finetune", step=4, steps=8, epoch=1,
+    progress_file.ProgressFile(tmp_path / todo[0].relative_dir(), "x").note("finetune", step=4, steps=8, epoch=1,
                                                                           epochs=2)
     monitor.poll()
     assert "mrpc/tiny-random/random/seed0: finetune 1/2 step 4/8" in stream.getvalue()

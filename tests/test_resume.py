@@ -4,6 +4,7 @@ bit but for wall-clock times and speeds; a state of another run is refused (typh
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from conftest import REPO, torch_threads_kept
 from typhoon import _faults
 from typhoon.profiles import resolve
 from typhoon.records import run_record
+from typhoon.training import Boundary
 
 # Typhoon learns a masking state (its EMA), so every kind of state is exercised; two fine-tuning epochs give
 # a boundary between epochs as well as after the last. One thread, named: the smoke profile leaves the
@@ -24,7 +26,8 @@ from typhoon.records import run_record
 # machine's cores), and the record holds the count and the sums it split.
 CELL = dict(task="mrpc", backbone="tiny-random", strategy="typhoon", seed=0, max_train_examples=64,
             max_eval_examples=32, ft_epochs=2, num_threads=1)
-BOUNDARIES = ["mlm", "ft1", "ft2"]
+# each boundary, and the fault-injection stage's name for it (typhoon._faults: ``state_saved:<label>``)
+BOUNDARIES = [Boundary("mlm", 1), Boundary("ft", 1), Boundary("ft", 2)]
 # metrics.json's wall-clock times and speeds, which differ between any two runs; everything else is compared
 TIMED_SUFFIXES = ("wall_s", "tokens_per_s", "gflop_per_s", "cpu_s", "gflop_per_cpu_s", "peak_fraction")
 COUNTED_TIMING = {"mlm_steps", "mlm_gflop", "ft_gflop"}
@@ -76,7 +79,7 @@ def reference(tmp_path_factory):
 
 
 @pytest.mark.slow  # trains the tiny backbone four times
-@pytest.mark.parametrize("boundary", BOUNDARIES)
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=lambda boundary: boundary.label)
 def test_a_run_interrupted_after_a_boundary_resumes_to_the_same_record(boundary, reference, tmp_path,
                                                                        monkeypatch, capfd):
     from typhoon.training.run import run
@@ -84,19 +87,20 @@ def test_a_run_interrupted_after_a_boundary_resumes_to_the_same_record(boundary,
     config = resolve("smoke", CELL)
     run_dir = tmp_path / config.relative_dir()
     state = run_record.resume_state_path(run_dir)
-    monkeypatch.setenv(_faults.ENV, json.dumps({"stage": f"state_saved:{boundary}", "action": "interrupt"}))
+    monkeypatch.setenv(_faults.ENV, json.dumps({"stage": f"state_saved:{boundary.label}", "action": "interrupt"}))
     with pytest.raises(KeyboardInterrupt):
         run(config, tmp_path, progress=False)
     monkeypatch.delenv(_faults.ENV)
     assert state.is_file() and not run_dir.exists()  # the state, no record
-    assert torch.load(state, weights_only=True)["boundary"] == boundary
+    assert torch.load(state, weights_only=True)["boundary"] == {"phase": boundary.phase, "epoch": boundary.epoch}
     capfd.readouterr()
 
     record = run(config, tmp_path, progress=False)
     said = capfd.readouterr()
-    where = "the MLM phase" if boundary == "mlm" else f"fine-tuning epoch {boundary[2:]}"
+    where = {"mlm": "MLM", "ft": "fine-tuning"}[boundary.phase] + f" epoch {boundary.epoch}"
     assert f"resuming after {where} from .seed0.resume.pt" in said.out, said  # news, on stdout
     assert "resuming" not in said.err, said.err
+    assert record.resumed_after == where
     assert not record.skipped and record.metrics["status"] == "ok"
     assert record_differences(reference, run_dir) == []
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["seed0"]  # the state is gone with the record
@@ -105,7 +109,7 @@ def test_a_run_interrupted_after_a_boundary_resumes_to_the_same_record(boundary,
 @pytest.mark.slow  # `python -m typhoon run`, killed after its MLM phase, then the same command again
 def test_a_killed_run_command_resumes_to_the_same_record(reference, tmp_path):
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(REPO), _faults.ENV: json.dumps({"stage": "state_saved:mlm", "action": "kill"})}
+    env = {**os.environ, "PYTHONPATH": str(REPO), _faults.ENV: json.dumps({"stage": "state_saved:mlm1", "action": "kill"})}
     argv = [sys.executable, "-m", "typhoon", "run", "--profile", "smoke", "--out", str(out),
             *(f"--{key}={CELL[key]}" for key in ("task", "backbone", "strategy", "seed")),
             *(arg for key in ("max_train_examples", "max_eval_examples", "ft_epochs", "num_threads")
@@ -118,7 +122,7 @@ def test_a_killed_run_command_resumes_to_the_same_record(reference, tmp_path):
     del env[_faults.ENV]
     again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming after the MLM phase" in again.stdout and "resuming" not in again.stderr
+    assert "resuming after MLM epoch 1" in again.stdout and "resuming" not in again.stderr
     assert record_differences(reference, run_dir) == []
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["seed0"]
 
@@ -139,8 +143,9 @@ def save_state(path: Path, ctx) -> None:
     from typhoon.masking import get_strategy
     from typhoon.training import resume
 
-    resume.save(path, ctx, "ft1", strategy=get_strategy("random"), models={"classifier": {"w": torch.ones(2)}},
-                progress={"phase_one": {"loss_rows": []}, "elapsed_s": 1.0}, record_path="x")
+    resume.save(path, ctx, Boundary("ft", 1), strategy=get_strategy("random"),
+                models={"classifier": {"w": torch.ones(2)}}, progress={"phase_one": {"loss_rows": []}, "elapsed_s": 1.0},
+                record_path="x")
 
 
 def test_a_state_of_another_config_or_code_is_refused(tmp_path, capsys, monkeypatch):
@@ -150,8 +155,9 @@ def test_a_state_of_another_config_or_code_is_refused(tmp_path, capsys, monkeypa
     save_state(path, context())
     assert not list(tmp_path.glob(".*.tmp-*"))  # written atomically
     same = resume.load(path, context(), "cell")
-    assert same["boundary"] == "ft1" and same["progress"]["elapsed_s"] == 1.0
-    assert torch.equal(same["models"]["classifier"]["w"], torch.ones(2))
+    assert same.boundary == Boundary("ft", 1) and same.progress["elapsed_s"] == 1.0
+    assert torch.equal(same.models["classifier"]["w"], torch.ones(2))
+    assert resume.saved_boundary(path) == Boundary("ft", 1)
     assert "cell: resuming after fine-tuning epoch 1 from .seed0.resume.pt" in capsys.readouterr().out
 
     other = context(ft_lr=3e-4)  # the same record folder, another run
@@ -174,6 +180,33 @@ def test_a_state_of_another_config_or_code_is_refused(tmp_path, capsys, monkeypa
     assert resume.load(path, context(), "cell") is None
     err = capsys.readouterr().err
     assert "resume state .seed0.resume.pt is unreadable" in err and "starting over" in err
+
+
+def test_a_state_of_the_earlier_format_is_refused_saying_so(tmp_path, capsys):
+    """The first format named its boundary by a string (``mlm``, ``ft1``): such a state, an interrupted run's made by
+    an earlier version, is refused saying which format it is, and the batch reads no boundary from it."""
+    from typhoon.training import resume
+
+    path = tmp_path / ".seed0.resume.pt"
+    save_state(path, context())
+    state = torch.load(path, weights_only=True)
+    fingerprint = {**json.loads(state["fingerprint"]), "format": 1}
+    torch.save({**state, "fingerprint": json.dumps(fingerprint, sort_keys=True), "boundary": "ft1"}, path)
+    assert resume.saved_boundary(path) is None
+    assert resume.load(path, context(), "cell") is None
+    assert ("cell: resume state .seed0.resume.pt was written by another version of the bundle (state format 1, "
+            "this version reads 2); starting over") in capsys.readouterr().err
+
+
+def test_a_boundary_is_a_phase_and_an_epoch():
+    assert Boundary("mlm", 3).describe() == "MLM epoch 3" and Boundary("ft", 2).describe() == "fine-tuning epoch 2"
+    assert Boundary.from_saved({"phase": "ft", "epoch": 2}) == Boundary("ft", 2)
+    for bad, says in ((("eval", 1), "phase is mlm or ft, got 'eval'"), (("ft", -1), "whole number >= 0, got -1"),
+                      (("mlm", "2"), "whole number >= 0, got '2'")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            Boundary(*bad)
+    with pytest.raises(ValueError, match="the boundary 'mlm' is of an earlier resume-state format"):
+        Boundary.from_saved("mlm")
 
 
 def test_the_generators_come_back_as_saved(tmp_path):

@@ -44,7 +44,7 @@ class RunRecord:
     metrics: dict
     mlm_loss: pd.DataFrame
     skipped: bool = False  # True when a complete record already existed and the run was not redone
-    resumed_after: str | None = None  # the boundary this run went on from (its resume state), if it did
+    resumed_after: str | None = None  # where this run went on from (its resume state's boundary, in words), if it did
 
     @property
     def final(self) -> dict:

@@ -24,13 +24,12 @@ from typhoon.data import collate
 from typhoon.masking import (
     MaskingStrategy,
     SaliencyProbe,
-    SaliencySource,
     get_strategy,
     kl_to_uniform,
     maskable_positions,
 )
 from typhoon.records import LOSS_COLUMNS
-from typhoon.training import mlm_phase, prepare_data
+from typhoon.training import prepare_data
 from typhoon.training import run as training_run
 
 __all__ = [
@@ -213,9 +212,9 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                   batch_size: int = 16, max_length: int = 64, p: float = 0.15, example: int = 0) -> SaliencyDemo:
     """Train Typhoon for ``steps`` real MLM steps, then show its saliency on one dev sentence.
 
-    Training is :func:`typhoon.training.mlm_phase.adapt_mlm` on the first ``steps * batch_size`` training examples
-    (one epoch: every step masks with Typhoon, reads the saliency with :class:`SaliencyProbe` and calls
-    ``strategy.update``). The sentence (training example ``example``, so its token types have weights)
+    Training is a run's phase 1 (:func:`typhoon.training.run.phase_one`, the same code as every run) on the first
+    ``steps * batch_size`` training examples (one epoch: every step masks with Typhoon, reads the saliency with
+    :class:`SaliencyProbe` and calls ``strategy.update``). The sentence (training example ``example``, so its token types have weights)
     is then masked by the trained strategy (redrawn until at least one token is selected) and one
     forward/backward pass under the probe gives each token's saliency s_i = <dL/dx_i, W[t_i]>, without
     updating the model or the strategy.
@@ -226,12 +225,10 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                        batch_size=batch_size, eval_batch_size=batch_size, max_length=max_length,
                        max_train_examples=steps * batch_size, max_eval_examples=batch_size,
                        precision="fp32")
-    torch.manual_seed(seed)
     ctx = training_run.set_up(config, progress=False)
     tokenizer, data = ctx.backbone.tokenizer, ctx.data
-    strategy = training_run.prepared_strategy(ctx)
-    mlm = ctx.backbone.mlm_model(seed=seed, **ctx.kernels).to(ctx.device)
-    loss_rows, _ = mlm_phase.adapt_mlm(ctx, mlm, strategy, SaliencySource.for_run(config))
+    one = training_run.phase_one(ctx)
+    strategy, mlm = one.strategy, one.mlm
 
     chosen = data["train"][example]
     batch = collate([chosen], tokenizer.pad_token_id)
@@ -262,4 +259,4 @@ def saliency_demo(backbone_name: str = "tiny-random", task: str = "mrpc", steps:
                    "kl_to_uniform": kl_to_uniform(strategy.probs, strategy.counts, strategy.p),
                    "kl_to_uniform_seen": kl_to_uniform(strategy.probs, strategy.counts, strategy.p, strategy.seen)}
     return SaliencyDemo(config, strategy, chosen, batch, tokens, diagnostics,
-                        pd.DataFrame(loss_rows, columns=LOSS_COLUMNS))
+                        pd.DataFrame(one.loss_rows, columns=LOSS_COLUMNS))

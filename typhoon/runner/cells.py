@@ -7,8 +7,7 @@ kernel: a cell costs its own set-up and training, nothing more.
 Each kind (a :class:`CellKind`, the object a cell carries) says how a cell of it runs, when it is done, and what
 to clean when the process running it died: :data:`TRAIN`, a grid's whole run (:func:`train_cell`, through
 :func:`typhoon.training.run.run`, its record under the study folder) is the engine's; a study brings its own
-kinds (the KL studies' phase-1 state and a curve run's next MLM epochs: :mod:`typhoon.studies.kl_gap.cells`,
-:mod:`typhoon.studies.kl_original.cells`).
+kinds in its folder (``typhoon/studies/<name>/cells.py``).
 
 Also here, for whoever runs cells: whether a grid's cell is done, the failed record of a cell whose process
 died before it could write one, and the removal of what such a cell left behind.
@@ -34,7 +33,7 @@ from typhoon.records import (
     status_row,
     write_record,
 )
-from typhoon.training import progress_path
+from typhoon.training import Boundary, progress_path
 
 
 class CellKind:
@@ -151,9 +150,9 @@ def cell_is_done(config: RunConfig, out_dir: Path) -> bool:
     return is_complete(Path(out_dir) / config.relative_dir(), config)
 
 
-def saved_boundary(config: RunConfig, out_dir: Path) -> str | None:
-    """Where the cell's resume state in ``out_dir`` goes on from (``mlm``, ``mlm<e>``, ``ft<e>``: see
-    :func:`typhoon.training.resume.describe`); None when it starts from scratch."""
+def saved_boundary(config: RunConfig, out_dir: Path) -> Boundary | None:
+    """Where the cell's resume state in ``out_dir`` goes on from (:class:`typhoon.training.Boundary`); None when it
+    starts from scratch."""
     from typhoon.training import resume  # torch: only where a state is read
 
     return resume.saved_boundary(resume_state_path(Path(out_dir) / config.relative_dir()))
@@ -169,12 +168,8 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
     and no record. ``resumed`` says the boundary the run went on from, if it resumed."""
     import torch
 
-    from typhoon.masking import plugins
-    from typhoon.training import resume
     from typhoon.training.run import run
 
-    if config.strategy_source:  # a strategy of your own: registered in this process too (the config travelled pickled)
-        plugins.load(config.strategy_source)
     out_dir = Path(out_dir)
     started = time.perf_counter()
     try:
@@ -188,7 +183,7 @@ def train_cell(config: RunConfig, out_dir: str | Path) -> dict:
             row["os_error"] = [err.errno, err.strerror, err.filename]
         return row
     return status_row(config, "skipped" if record.skipped else "ok", seconds=time.perf_counter() - started,
-                      resumed=resume.describe(record.resumed_after) if record.resumed_after else None)
+                      resumed=record.resumed_after)
 
 
 def release_device_memory() -> None:

@@ -65,6 +65,7 @@ from typhoon.runner.step_timing import (
     calibrate,
     calibration_key,
 )
+from typhoon.training import Boundary
 
 # The analysis notebooks after the grid, in seconds each (papermill's duration, kernel start included), with
 # ``quick = true``: measured with benchmarks/bench_smoke.py on the 2-core Xeon (AVX512-BF16, AMX) the bundle
@@ -168,18 +169,17 @@ class GridEstimate:
         return "\n".join(lines)
 
 
-def left_to_run(parts: dict, boundary: str | None, config: RunConfig) -> dict:
-    """A cell's priced parts with what its resume state saved taken out: after ``mlm`` (or the MLM epoch
-    ``mlm<e>``) the MLM phase, or that share of it; after ``ft<e>`` the MLM phase and e of the fine-tuning
+def left_to_run(parts: dict, boundary: Boundary | None, config: RunConfig) -> dict:
+    """A cell's priced parts with what its resume state saved taken out: after MLM epoch e, that share of the MLM
+    phase (all of it after a whole run's phase 1); after fine-tuning epoch e the MLM phase and e of the fine-tuning
     epochs. The worker start, set-up and evaluation are paid again."""
-    if not boundary:
+    if boundary is None:
         return {}
-    mlm_left, ft_left = 0.0, 1.0
-    if boundary.startswith("ft"):
-        ft_left = 1 - int(boundary.removeprefix("ft")) / config.ft_epochs
-    elif boundary != "mlm":
-        mlm_left = 1 - int(boundary.removeprefix("mlm")) / max(1, config.mlm_epochs)
-    left = {"mlm_s": parts["mlm_s"] * mlm_left, "ft_s": parts["ft_s"] * ft_left, "resumes_after": boundary}
+    if boundary.phase == "ft":
+        mlm_left, ft_left = 0.0, 1 - boundary.epoch / config.ft_epochs
+    else:
+        mlm_left, ft_left = 1 - boundary.epoch / max(1, config.mlm_epochs), 1.0
+    left = {"mlm_s": parts["mlm_s"] * mlm_left, "ft_s": parts["ft_s"] * ft_left, "resumes_after": boundary.describe()}
     return {**left, "total_s": cell_total_s({**parts, **left})}
 
 

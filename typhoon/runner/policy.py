@@ -45,7 +45,7 @@ class StudyPolicy(ABC):
 
     ``configs``: every run config the study may train (what the worker count and the GPUs' memory are chosen
     for); ``profile``: the profile whose folder this is (its manifest names it), None for a study with no
-    profile (the KL studies); ``plan``: the estimate made before the cells, kept in the manifest;
+    profile (a study run by its own command); ``plan``: the estimate made before the cells, kept in the manifest;
     ``title`` and ``log_name``: what the log calls the study, and its file in the output folder; ``pages``: what
     it puts in its report's Summary and on the results page (:class:`typhoon.report.StudyPages`; None: no report).
     """

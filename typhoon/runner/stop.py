@@ -308,7 +308,7 @@ def exit_stopped(code: int, join_s: float = 2.0) -> None:
 
 
 def exit_finished(code: int, join_s: float = 2.0) -> None:
-    """End a finished training command (``run``, ``reproduce``, the KL studies) now, as a stopped one ends
+    """End a finished training command (``run``, ``reproduce``, a study's command that trains) now, as a stopped one ends
     (:func:`exit_stopped`): what it wrote is on disk, its workers and kernels are closed, and the interpreter's
     teardown (2-3 s on a loaded 2-core machine with torch, transformers and datasets loaded) would come after
     the manifest's last write, which says the invocation's wall time. Output streams and logging are flushed."""

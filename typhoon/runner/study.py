@@ -1,12 +1,9 @@
 """The one study loop: plan -> run cells -> analyse -> next look, for every study of the bundle.
 
 :func:`run_study` runs a *policy* (:class:`typhoon.runner.policy.StudyPolicy`) that says which cells the next
-look needs and what to make of them: a profile's plain grid (:class:`typhoon.studies.grid.policy.FixedGrid`: one look,
-every cell without a complete record, then the analysis notebooks and the report), its sequential design
-(:class:`typhoon.studies.sequential.policy.SequentialDesign`: seeds look by look until every comparison is decided or
-at its cap, then notebook 50), or a KL study's part (:mod:`typhoon.studies.kl_original.policy`: kl-original's rows, its
-curve epoch by epoch, its fine-tuned pairs; kl-gap's causes). :func:`reproduce` is a profile's study. The
-cells (:class:`typhoon.runner.cells.Cell`) run on one executor (:mod:`typhoon.runner.executor`): the local pool
+look needs and what to make of them; every study of the bundle is one (``typhoon/studies/<name>/policy.py``: a
+profile's grid in one look, a sequential design look by look, a curve epoch by epoch ...), and the loop names
+none of them. The cells (:class:`typhoon.runner.cells.Cell`) run on one executor (:mod:`typhoon.runner.executor`): the local pool
 of worker processes by default, a Dask or SLURM cluster when given; the longest first, so that no worker waits
 at the end while one long cell runs. Each cell's config is resolved and validated once, by its policy, and
 travels to its worker as it is.

@@ -2,9 +2,10 @@
 both a run and the grid estimate take (:mod:`.step`). Other stages take these names from here (``from
 typhoon.training import numerics_here``): the device, precision and kernels a config runs with here
 (``device_settings``), the FLOPs of a step (``flops``), the software a record was made with
-(``software``), the progress file, the examples and the steps. Three modules are used whole:
-``run`` (a cell's phases, ``run.set_up`` ... ``run.run``), ``resume`` (``resume.save``, ``resume.load``) and
-``speed`` (``speed.configure``).
+(``software``), the progress file, the examples and the steps, where a resume state was saved (``Boundary``) and
+the hooks of a phase (``PhaseCallback`` over a ``PhaseState``). Three modules are used whole:
+``run`` (a cell's phases, ``run.set_up`` ... ``run.run``; ``run.phase_one``, the one way into the MLM phase),
+``resume`` (``resume.save``, ``resume.load``) and ``speed`` (``speed.configure``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["RunSettings", "bit_source_here", "check_numerics", "numerics_here", "planned_numerics",
                      "resolve_settings"], "device_settings"),
+    **dict.fromkeys(["Boundary"], "boundary"),
+    **dict.fromkeys(["PhaseCallback", "PhaseState"], "callbacks"),
     **dict.fromkeys(["EncoderShape", "matmul_peak", "step_flops"], "flops"),
     **dict.fromkeys(["code_version", "git_commit", "library_versions"], "software"),
     **dict.fromkeys(["progress_path"], "progress_file"),
@@ -25,6 +28,6 @@ _HOMES = {
 }
 # Modules other stages use whole: their names read qualified (``resume.load``, ``speed.configure``), or one of
 # them is the module's own name (``run.run``).
-_NAMESPACES = ("mlm_phase", "resume", "run", "speed")
+_NAMESPACES = ("resume", "run", "speed")
 __all__ = [*_HOMES, *_NAMESPACES]
 __getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)

@@ -31,8 +31,9 @@ def progress_path(run_dir: Path) -> Path:
 class ProgressFile:
     """The live state of one run, written to :func:`progress_path` (see the module doc).
 
-    ``update`` is cheap to call every step: it writes only when ``interval_s`` has passed since the last
-    write, or when the phase changes. ``close`` removes the file.
+    ``note`` is cheap to call every step: it writes only when ``interval_s`` has passed since the last
+    write, or when the phase changes. ``close`` removes the file. As a context manager it is written at once
+    (phase ``setup``, until the run's first step) and removed when the block ends, however it ends.
     """
 
     def __init__(self, run_dir: Path, record_path: str, interval_s: float = WRITE_INTERVAL_S, clock=time.monotonic):
@@ -46,7 +47,7 @@ class ProgressFile:
         self.rate_start: tuple[float, int] | None = None  # (time, tokens) of the phase's first update
         self.last_write: float | None = None
 
-    def update(self, phase: str, *, step: int | None = None, steps: int | None = None, epoch: int | None = None,
+    def note(self, phase: str, *, step: int | None = None, steps: int | None = None, epoch: int | None = None,
                epochs: int | None = None, tokens: int | None = None) -> None:
         """Record the run's state; ``tokens``: tokens processed so far in this phase (for tokens/s)."""
         now = self.clock()
@@ -70,6 +71,13 @@ class ProgressFile:
         except OSError:
             return  # best effort: progress never stops a run (a full disk shows up when the record is written)
         self.last_write = now
+
+    def __enter__(self) -> ProgressFile:
+        self.note("setup")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def close(self) -> None:
         try:

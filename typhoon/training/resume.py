@@ -16,17 +16,22 @@ What it holds:
   package's sources and profiles, :func:`typhoon.training.software.code_version`), torch's version and the
   resolved device, precision, kernels and thread count. A state whose fingerprint differs from the rerun's is refused: the cell starts over,
   and says why (:func:`load`).
-- ``boundary``: ``mlm`` (phase 1 done) or ``ft<e>`` (fine-tuning epoch ``e`` done).
+- ``boundary``: where it was saved, a :class:`~typhoon.training.boundary.Boundary` kept as a small dict: the end of
+  the MLM phase (a run; a study's curve: of each MLM epoch) or of fine-tuning epoch ``e``.
 - ``rng``: every random generator the run draws from: torch's global CPU generator (dropout) and the
   CUDA ones, numpy's global and Python's ``random`` (the run draws from neither; kept so that nothing
   differs), the run's data-order generator (``RunContext.rng``) and its mask generator.
 - ``strategy``: the masking strategy's state (Typhoon's EMA weights, seen tokens, step count).
-- ``models``: after the MLM phase the adapted encoder (the MLM head and the MLM optimizer end with the
-  phase: fine-tuning starts a fresh classifier head and optimizer from the encoder); after a fine-tuning
-  epoch the classifier, its AdamW state and its learning-rate schedule.
-- ``progress``: the metrics so far, as JSON text: the MLM loss rows, the phase-1 timing, the full-mask
-  loss, the task model's check, the fine-tuning epochs done, their token and step counts and FLOP meter,
-  and the wall time spent so far.
+- ``models``: after a run's MLM phase the adapted encoder (the MLM head and the MLM optimizer end with the
+  phase: fine-tuning starts a fresh classifier head and optimizer from the encoder); after an epoch of a phase
+  that goes on (a fine-tuning epoch, a study's curve's MLM epoch) its model, AdamW state and learning-rate schedule
+  (:meth:`typhoon.training.callbacks.PhaseState.save`).
+- ``progress``: the metrics so far, as JSON text: a run's phase-1 outcome (the MLM loss rows, the timing, the
+  full-mask loss, the task model's check) and wall time so far, and the phase in progress under its name
+  (``ft``, ``mlm``): its epochs, rows, token and step counts and FLOP meter. What a study's curve writes of its own
+  (its trace, its epochs' KL) is in its own files, never here.
+
+A state of another format (``FORMAT``; the first named its boundary by a string) is refused, saying so.
 
 It loads with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts only.
 """
@@ -37,6 +42,7 @@ import json
 import os
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +50,10 @@ import torch
 
 from typhoon import _faults
 from typhoon.atomic import written_atomically
+from typhoon.training.boundary import Boundary
 from typhoon.training.software import code_version
 
-FORMAT = 1  # the layout of the state; a state of another layout is refused
+FORMAT = 2  # the layout of the state; a state of another layout is refused (1: boundaries named by strings)
 
 
 def fingerprint(ctx) -> dict:
@@ -119,12 +126,12 @@ def strategy_state(strategy) -> dict:
             "arrays": {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items() if k != "meta"}}
 
 
-def restore_models(saved: dict, **modules) -> None:
+def restore_models(saved: SavedState, **modules) -> None:
     """Load each of a phase's saved state dicts into its module (the model, the optimizer, the schedule: by the
     name it was saved under), then let the copies go: they need not stay in memory through the epochs to come."""
     for name, module in modules.items():
-        module.load_state_dict(saved["models"][name])
-    saved["models"].clear()
+        module.load_state_dict(saved.models[name])
+    saved.models.clear()
 
 
 def load_strategy_state(strategy, saved: dict) -> None:
@@ -135,13 +142,25 @@ def load_strategy_state(strategy, saved: dict) -> None:
 # Saving and loading
 
 
-def save(path: Path, ctx, boundary: str, *, strategy, models: dict, progress: dict, record_path: str) -> float:
+@dataclass
+class SavedState:
+    """A resume state as :func:`load` gives it back: its boundary, generators, strategy state, models (state
+    dicts by name) and progress (parsed)."""
+
+    boundary: Boundary
+    rng: dict
+    strategy: dict
+    models: dict
+    progress: dict
+
+
+def save(path: Path, ctx, boundary: Boundary, *, strategy, models: dict, progress: dict, record_path: str) -> float:
     """Write the state of ``ctx``'s run at ``boundary`` to ``path`` atomically; returns the seconds it
     took. ``models``: state dicts (tensors); ``progress``: JSON-able metrics so far."""
     import time
 
     started = time.perf_counter()
-    state = {"fingerprint": _as_text(fingerprint(ctx)), "boundary": boundary, "rng": rng_states(ctx),
+    state = {"fingerprint": _as_text(fingerprint(ctx)), "boundary": boundary.saved(), "rng": rng_states(ctx),
              "strategy": strategy_state(strategy), "models": models,
              "progress": json.dumps(progress, sort_keys=True, default=_json_default)}
     with written_atomically(path) as tmp, open(tmp, "wb") as fh:  # straight to the file: no second copy in memory
@@ -149,7 +168,7 @@ def save(path: Path, ctx, boundary: str, *, strategy, models: dict, progress: di
         fh.flush()
         os.fsync(fh.fileno())
     seconds = time.perf_counter() - started
-    _faults.maybe_inject(f"state_saved:{boundary}", record_path, path)
+    _faults.maybe_inject(f"state_saved:{boundary.label}", record_path, path)
     return seconds
 
 
@@ -159,12 +178,13 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} to the resume state")
 
 
-def load(path: Path, ctx, record_path: str) -> dict | None:
+def load(path: Path, ctx, record_path: str) -> SavedState | None:
     """The state at ``path`` if it is one of this run (same config, code and execution), else None.
 
-    A state that cannot be read or belongs to another run is refused: the cell starts over, and a line on
-    stderr says why (the state is replaced at the run's first boundary). A usable one is returned with its
-    ``progress`` parsed, and a line on stdout says where the run goes on from (news, nothing to act on).
+    A state that cannot be read, was written in another format or belongs to another run is refused: the cell
+    starts over, and a line on stderr says why (the state is replaced at the run's first boundary). A usable one
+    is returned with its ``progress`` parsed, and a line on stdout says where the run goes on from (news,
+    nothing to act on).
     """
     if not path.exists():
         return None
@@ -175,33 +195,30 @@ def load(path: Path, ctx, record_path: str) -> dict | None:
     except Exception as err:  # a damaged or foreign file: start over rather than fail the cell
         _say(f"{record_path}: resume state {path.name} is unreadable ({type(err).__name__}: {err}); starting over")
         return None
+    if saved.get("format") != FORMAT:
+        _say(f"{record_path}: resume state {path.name} was written by another version of the bundle (state format "
+             f"{saved.get('format')}, this version reads {FORMAT}); starting over")
+        return None
     if differ:
         _say(f"{record_path}: resume state {path.name} belongs to another run (differs in {', '.join(differ)}); "
              "starting over")
         return None
-    state["progress"] = json.loads(state["progress"])
-    print(f"typhoon: {record_path}: resuming after {describe(state['boundary'])} from {path.name}", flush=True)
-    return state
+    loaded = SavedState(Boundary.from_saved(state["boundary"]), state["rng"], state["strategy"], state["models"],
+                        json.loads(state["progress"]))
+    print(f"typhoon: {record_path}: resuming after {loaded.boundary.describe()} from {path.name}", flush=True)
+    return loaded
 
 
-def saved_boundary(path: Path) -> str | None:
-    """The boundary of the resume state at ``path`` (None: there is none, or it cannot be read), read without
-    loading its tensors (a memory map): what a batch says of a cell before it runs it."""
+def saved_boundary(path: Path) -> Boundary | None:
+    """The boundary of the resume state at ``path``, read without loading its tensors (a memory map): what a
+    batch says of a cell before it runs it. None: there is none, or it cannot be read, or it is of an earlier
+    format (the run will start over, and say why)."""
     if not Path(path).exists():
         return None
     try:
-        return str(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["boundary"])
-    except Exception:  # a damaged file: the run itself will say so and start over
+        return Boundary.from_saved(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["boundary"])
+    except Exception:  # a damaged file or an earlier format: the run itself will say so and start over
         return None
-
-
-def describe(boundary: str) -> str:
-    """``mlm`` (the MLM phase), ``mlm<e>`` (MLM epoch e, the KL studies' long phases) or ``ft<e>``."""
-    if boundary == "mlm":
-        return "the MLM phase"
-    if boundary.startswith("mlm"):
-        return f"MLM epoch {boundary.removeprefix('mlm')}"
-    return f"fine-tuning epoch {boundary.removeprefix('ft')}"
 
 
 def _say(text: str) -> None:

@@ -1,13 +1,13 @@
 """One cell of the study, end to end: MLM adaptation -> fine-tuning -> GLUE dev metrics -> run record.
 
 Read :func:`run`, then :func:`train_and_evaluate`, top to bottom. :func:`set_up` loads the backbone and
-the data and resolves the device and kernels into a :class:`RunContext`; phase 1
-(:func:`typhoon.training.mlm_phase.adapt_mlm`)
-adapts the encoder with masked language modelling on the task's own training text, masked by the
-chosen strategy; phase 2 (:func:`fine_tune`) fine-tunes a classifier from the adapted encoder and
-evaluates it on the GLUE dev split every epoch; :func:`run` writes the run record atomically
-(:mod:`typhoon.records.run_record`). Each training step of either phase is one of :mod:`typhoon.training.step`,
-the steps the grid estimate times too.
+the data and resolves the device and kernels into a :class:`RunContext`; phase 1 (:func:`phase_one`, the one way
+into it for every caller, its loop :func:`typhoon.training.mlm_phase.adapt_mlm`) adapts the encoder with masked
+language modelling on the task's own training text, masked by the chosen strategy; phase 2 (:func:`fine_tune`)
+fine-tunes a classifier from the adapted encoder and evaluates it on the GLUE dev split every epoch; :func:`run`
+writes the run record atomically (:mod:`typhoon.records.run_record`). Each training step of either phase is one of
+:mod:`typhoon.training.step`, the steps the grid estimate times too. Both phases call their hooks with a typed
+state (:mod:`typhoon.training.callbacks`); the run's resume state is saved from one (:class:`RunState`).
 
 Randomness: the run seed fixes the data order (a numpy Generator), the masks (a torch Generator), the
 new heads' initialisation and dropout (the global torch seed, set once at the start of the run, since
@@ -22,6 +22,7 @@ import itertools
 import math
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +32,9 @@ import torch
 from typhoon import _faults, machine, paths
 from typhoon.config import RunConfig
 from typhoon.data import TaskSpec, epoch_batches, get_task, glue_metrics, majority_baseline
-from typhoon.masking import MaskingStrategy, SaliencySource, get_strategy, saliency_kind
+from typhoon.masking import MaskingStrategy, SaliencySource, get_strategy, plugins, saliency_kind
 from typhoon.masking.task_saliency import require_learned, require_warmup, task_head_report
 from typhoon.models import Backbone, MaskedLM, load_backbone, seeded
-from typhoon.progress_bars import progress_bar
 from typhoon.records import (
     RunRecord,
     is_complete,
@@ -45,6 +45,8 @@ from typhoon.records import (
 )
 from typhoon.training import device_settings, examples, flops, resume, software, speed
 from typhoon.training import step as training_step
+from typhoon.training.boundary import Boundary
+from typhoon.training.callbacks import PhaseCallback, PhaseCallbacks, PhaseState, ProgressBars
 from typhoon.training.dev_losses import full_mask_dev_loss
 from typhoon.training.mlm_phase import adapt_mlm
 from typhoon.training.progress_file import ProgressFile
@@ -62,9 +64,11 @@ LOCK_WAIT_S = 120.0  # a killed predecessor's process may still be exiting; wait
 
 @dataclass
 class RunContext:
-    """What both phases of one run share, built once by :func:`set_up`.
+    """What both phases of one run share, built once by :func:`set_up`: every choice the config leaves open made
+    there, once (the settings, the strategy and where its saliency comes from), for the phases to read.
 
-    ``rng`` and ``mask_generator`` advance as the run draws from them, so a context serves one run.
+    ``rng`` and ``mask_generator`` advance as the run draws from them, and ``strategy`` learns as phase 1 goes, so
+    a context serves one run.
     """
 
     config: RunConfig
@@ -75,14 +79,16 @@ class RunContext:
     rng: np.random.Generator  # data order, both phases in turn
     mask_generator: torch.Generator  # masks, on the device they are drawn on
     masks_on_device: bool = False  # masks drawn and Typhoon's state kept on ``device`` (a GPU run), else the CPU
+    strategy: MaskingStrategy | None = None  # the run's masking strategy, prepared on the task's token counts
+    saliency: str = "none"  # where the strategy's saliency comes from: none, mlm or task (masking.saliency_kind)
     progress: bool = True  # tqdm bars
     progress_file: ProgressFile | None = None  # the live state the batch polls (typhoon/training/progress_file.py)
-    resumed_after: str | None = None  # the boundary of the resume state the run went on from, if any
+    resumed_after: Boundary | None = None  # where the resume state the run went on from was saved, if any
 
     def report(self, phase: str, **state) -> None:
         """Note the run's phase and step in its progress file (throttled there; nothing without one)."""
         if self.progress_file is not None:
-            self.progress_file.update(phase, **state)
+            self.progress_file.note(phase, **state)
 
     # the settings the steps read, each held once, in ``settings``
     device = property(lambda self: self.settings.device)
@@ -101,7 +107,7 @@ class RunContext:
 
 def set_up(config: RunConfig, progress: bool = True) -> RunContext:
     """Load the backbone and the data, resolve every ``auto`` setting (:func:`device_settings.resolve_settings`),
-    seed the run's generators.
+    seed the run's generators, prepare the masking strategy and decide where its saliency comes from.
 
     Bad inputs (missing or malformed data, an unreachable backbone) fail here, before any record is written.
     """
@@ -114,12 +120,22 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
     on_device = device.type == "cuda"
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
-    return RunContext(
+    ctx = RunContext(
         config=config, backbone=backbone, task=get_task(config.task),
         data=examples.prepare_data(config, backbone.tokenizer), settings=settings,
         rng=np.random.default_rng(config.seed),
         mask_generator=torch.Generator(device if on_device else "cpu").manual_seed(config.seed),
         masks_on_device=on_device, progress=progress)
+    ctx.strategy, ctx.saliency = prepared_strategy(ctx), saliency_kind(config)
+    return ctx
+
+
+def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
+    """A masking strategy of the run's, prepared on the task's token counts (``set_up`` makes the run's)."""
+    config, data = ctx.config, ctx.data
+    strategy = get_strategy(config.strategy, **config.strategy_params())
+    strategy.prepare_on(data["train"], len(ctx.backbone.tokenizer))
+    return strategy.learn_on(ctx.device if ctx.masks_on_device else None)
 
 
 
@@ -127,14 +143,15 @@ def set_up(config: RunConfig, progress: bool = True) -> RunContext:
 # Phase 2: fine-tuning and evaluation
 
 
-def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | None = None,
-              at_epoch_end=None) -> tuple[list, dict]:
+def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, strategy: MaskingStrategy | None = None,
+              saved: resume.SavedState | None = None, callbacks: Sequence[PhaseCallback] = ()) -> tuple[list, dict]:
     """Fine-tune the classifier, evaluating on the dev split after every epoch.
 
     ``saved``: a resume state saved after a fine-tuning epoch (:mod:`typhoon.training.resume`): the
     classifier, optimizer, schedule, epochs and counters are loaded from it and the next epoch follows.
-    ``at_epoch_end(epoch, models, progress)`` is called after each epoch's evaluation with the state dicts
-    and the phase's progress (the run saves its resume state there; its time is not the phase's).
+    ``callbacks``: their hooks with the phase's state, ``on_epoch_end`` after each epoch's evaluation (the run saves
+    its resume state there; its time is not the phase's; the progress bars are one, where ``ctx.progress``).
+    ``strategy``: the run's, which the phase carries to them (its resume state keeps it).
     """
     config, pad = ctx.config, ctx.backbone.tokenizer.pad_token_id
     train, dev = ctx.data["train"], ctx.data["validation"]
@@ -143,42 +160,41 @@ def fine_tune(ctx: RunContext, classifier: torch.nn.Module, *, saved: dict | Non
     optimizer = make_optimizer(classifier, config.ft_lr, config.weight_decay)
     scheduler = linear_schedule(optimizer, steps_per_epoch * config.ft_epochs, config.warmup_ratio)
     dev_batches = examples.eval_batches(dev, config, pad)
-    epochs, tokens, step, num_labels = [], 0, 0, classifier.config.num_labels
+    num_labels = classifier.config.num_labels
     meter = flops.PhaseMeter(ctx.backbone.config)  # FLOPs, wall and CPU time of the phase
+    state = PhaseState("ft", classifier, optimizer, scheduler, meter, strategy)
     if saved is not None:
-        resume.restore_models(saved, classifier=classifier, optimizer=optimizer, scheduler=scheduler)
-        done = saved["progress"]["ft"]
-        epochs, tokens, step = done["epochs"], done["tokens"], done["step"]
-        meter.load_state(done["meter"])
-    meter.start()
-    for epoch in range(len(epochs) + 1, config.ft_epochs + 1):
+        state.restore(saved)
+    hooks = PhaseCallbacks([*([ProgressBars("fine-tune", steps_per_epoch)] if ctx.progress else []), *callbacks])
+    state.meter.start()
+    for epoch in range(state.epoch + 1, config.ft_epochs + 1):
+        state.epoch = epoch
         classifier.train()
         losses = []
-        bar = progress_bar(epoch_batches(lengths, config.batch_size, ctx.rng, config.batch_order), f"fine-tune epoch {epoch}",
-                           ctx.progress, leave=False)
-        for idx in bar:
+        batches = epoch_batches(lengths, config.batch_size, ctx.rng, config.batch_order)
+        hooks.on_epoch_begin(state)
+        for idx in batches:
             loss, batch = training_step.fine_tune_step(ctx, classifier, [train[i] for i in idx], optimizer, scheduler)
-            tokens += int(batch["attention_mask"].sum())
-            meter.add(batch["attention_mask"], num_labels=num_labels)
+            state.tokens += int(batch["attention_mask"].sum())
+            state.meter.add(batch["attention_mask"], num_labels=num_labels)
             losses.append(loss.item())
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-            step += 1
-            ctx.report("finetune", step=step, steps=steps_per_epoch * config.ft_epochs, epoch=epoch,
-                       epochs=config.ft_epochs, tokens=tokens)
+            state.loss = losses[-1]
+            state.step += 1
+            ctx.report("finetune", step=state.step, steps=steps_per_epoch * config.ft_epochs, epoch=epoch,
+                       epochs=config.ft_epochs, tokens=state.tokens)
+            hooks.on_step_end(state)
         ctx.report("eval", epoch=epoch, epochs=config.ft_epochs)
         metrics = evaluate(ctx, classifier, dev_batches)
         for batch in dev_batches:
-            meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
-        epochs.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
-        if at_epoch_end is not None:
-            meter.stop()
-            at_epoch_end(epoch, {"classifier": classifier.state_dict(), "optimizer": optimizer.state_dict(),
-                                 "scheduler": scheduler.state_dict()},
-                         {"epochs": epochs, "tokens": tokens, "step": step, "meter": meter.state()})
-            meter.start()
-    meter.stop()
-    wall = meter.wall_s
-    return epochs, {"ft_wall_s": wall, "ft_tokens_per_s": tokens / wall if wall > 0 else None, **meter.summary("ft")}
+            state.meter.add(batch["attention_mask"], num_labels=num_labels, backward=False)
+        state.rows.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **metrics})
+        state.meter.stop()
+        hooks.on_epoch_end(state)
+        state.meter.start()
+    state.meter.stop()
+    wall = state.meter.wall_s
+    return state.rows, {"ft_wall_s": wall, "ft_tokens_per_s": state.tokens / wall if wall > 0 else None,
+                        **state.meter.summary("ft")}
 
 
 def warm_up_task_model(ctx: RunContext) -> tuple[torch.nn.Module, dict]:
@@ -254,86 +270,111 @@ class PhaseOne:
     task_head: dict | None
 
 
-def prepared_strategy(ctx: RunContext) -> MaskingStrategy:
-    """The run's masking strategy, prepared on the task's token counts."""
-    config, data = ctx.config, ctx.data
-    strategy = get_strategy(config.strategy, **config.strategy_params())
-    strategy.prepare_on(data["train"], len(ctx.backbone.tokenizer))
-    return strategy.learn_on(ctx.device if ctx.masks_on_device else None)
+def phase_one(ctx: RunContext, *, saved: resume.SavedState | None = None, callbacks: Sequence[PhaseCallback] = (),
+              until_epoch: int | None = None) -> PhaseOne:
+    """Phase 1 of a run, the one way into it: the global torch seed set (dropout draws from it), the task model
+    warmed up where the saliency comes from the task, the MLM built and adapted as it teaches the run's strategy
+    (:func:`typhoon.training.mlm_phase.adapt_mlm`) and, when the call trains the whole phase, its full-mask dev loss.
 
-
-def phase_one(ctx: RunContext) -> PhaseOne:
-    """Phase 1 of a run: the strategy prepared on the task's token counts, the task model warmed up where
-    the saliency comes from the task, the MLM adapted. The global torch seed must be set before (dropout).
-    A study that measures the masking alone runs just this phase."""
-    config, backbone = ctx.config, ctx.backbone
-    strategy = prepared_strategy(ctx)
-
-    kind, task_model, task_head = saliency_kind(config), None, None
-    if kind == "task" and config.mlm_epochs > 0:
+    A whole run calls it bare, and so do a study that measures the masking alone and the walkthrough's few
+    steps. A study that follows a long phase epoch by epoch calls it an epoch at a time: ``saved``, the resume state
+    its last epoch left (the strategy and the generators are restored here, the model, optimizer and progress in the loop);
+    ``callbacks``, what writes its files (:mod:`typhoon.training.callbacks`); ``until_epoch``, the last epoch to
+    train.
+    """
+    config, strategy = ctx.config, ctx.strategy
+    torch.manual_seed(config.seed)  # dropout draws from the global generator (a saved state's replaces it below)
+    task_model, task_head = None, None
+    if ctx.saliency == "task" and config.mlm_epochs > 0:
         task_model, task_head = warm_up_task_model(ctx)  # refuses a task model at chance
-    mlm = backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
+    mlm = ctx.backbone.mlm_model(seed=config.seed, **ctx.kernels).to(ctx.device)
+    if saved is not None:  # the strategy and every generator as the saved epoch left them
+        resume.load_strategy_state(strategy, saved.strategy)
+        resume.restore_rng_states(ctx, saved.rng)
     loss_rows, timing = [], {"mlm_wall_s": 0.0, "mlm_tokens_per_s": None, "mlm_steps": 0}
     full_mask_loss = None
     if config.mlm_epochs > 0:
-        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, SaliencySource(kind, task_model))
-        full_mask_loss = full_mask_dev_loss(ctx, mlm)
+        loss_rows, timing = adapt_mlm(ctx, mlm, strategy, SaliencySource(ctx.saliency, task_model), saved=saved,
+                                      callbacks=callbacks, until_epoch=until_epoch)
+        if until_epoch is None:
+            full_mask_loss = full_mask_dev_loss(ctx, mlm)
     return PhaseOne(mlm, strategy, loss_rows, timing, full_mask_loss, task_head)
+
+
+@dataclass
+class RunState(PhaseCallback):
+    """A whole run's resume state, saved at the end of its MLM phase (:meth:`save_encoder`) and after each
+    fine-tuning epoch (:meth:`on_epoch_end`), or nothing without a ``path``: beside the phase's own, what phase 1
+    left (``phase_one``: loss rows, timing, full-mask loss, the task model's check) and the wall time so far. Made
+    once phase 1 is done or restored, so it holds every value it writes."""
+
+    path: Path | None
+    ctx: RunContext
+    record_path: str
+    phase_one: dict
+    elapsed_s: float  # what earlier, interrupted runs of the cell spent
+    started: float  # this run's start (time.perf_counter)
+
+    def progress(self) -> dict:
+        return {"phase_one": self.phase_one, "elapsed_s": self.elapsed_s + time.perf_counter() - self.started}
+
+    def save_encoder(self, encoder_state: dict) -> None:
+        """Phase 1 done: the adapted encoder (fine-tuning starts a fresh head and optimizer from it)."""
+        if self.path is not None:
+            resume.save(self.path, self.ctx, Boundary("mlm", self.ctx.config.mlm_epochs), strategy=self.ctx.strategy,
+                        models={"encoder": encoder_state}, progress=self.progress(), record_path=self.record_path)
+
+    def on_epoch_end(self, state: PhaseState) -> None:
+        if self.path is not None:
+            state.save(self.path, self.ctx, record_path=self.record_path, progress=self.progress())
 
 
 def train_and_evaluate(ctx: RunContext, run_dir: Path | None = None) -> tuple[dict, list, MaskingStrategy]:
     """Phases 1 and 2 of one run; returns (metrics, mlm loss rows, masking strategy).
 
     With ``run_dir`` (the record's folder) the run saves its resume state beside it at the end of phase 1
-    and after each fine-tuning epoch, and goes on from the state a same run left there
+    and after each fine-tuning epoch (:class:`RunState`), and goes on from the state a same run left there
     (:mod:`typhoon.training.resume`; the caller removes it once the record is written).
     """
     started = time.perf_counter()
     config, backbone, data = ctx.config, ctx.backbone, ctx.data
     speed_choices = speed.configure(ctx.device.type)  # process-level settings that win here (typhoon/training/speed.py)
     peak = flops.matmul_peak(ctx.precision.name, device=str(ctx.device))  # on this run's thread count
-    torch.manual_seed(config.seed)  # dropout draws from the global generator
     record_path = config.relative_dir().as_posix()
     state_path = None if run_dir is None else resume_state_path(run_dir)
     saved = None if state_path is None else resume.load(state_path, ctx, record_path)
-    ctx.resumed_after = None if saved is None else saved["boundary"]
+    ctx.resumed_after = None if saved is None else saved.boundary
 
-    def save_state(boundary: str, models: dict, progress: dict) -> None:
-        if state_path is not None:
-            progress = {"phase_one": phase_one_done, "elapsed_s": elapsed + time.perf_counter() - started, **progress}
-            resume.save(state_path, ctx, boundary, strategy=strategy, models=models, progress=progress,
-                        record_path=record_path)
-
+    strategy = ctx.strategy
     if saved is None:
         one = phase_one(ctx)
-        strategy, elapsed = one.strategy, 0.0
+        elapsed = 0.0
         phase_one_done = {"loss_rows": one.loss_rows, "timing": one.timing, "full_mask_loss": one.full_mask_loss,
                           "task_head": one.task_head}
         encoder_state = {k: v.detach().cpu() for k, v in one.mlm.encoder.state_dict().items()}
         del one
-        save_state("mlm", {"encoder": encoder_state}, {})
     else:  # phase 1 (and maybe some fine-tuning epochs) done by an earlier, interrupted run of this cell
-        strategy = prepared_strategy(ctx)
-        resume.load_strategy_state(strategy, saved["strategy"])
-        phase_one_done, elapsed = saved["progress"]["phase_one"], saved["progress"]["elapsed_s"]
-        encoder_state = saved["models"].get("encoder")  # None after a fine-tuning epoch: the classifier is saved
-        if saved["boundary"] == "mlm":  # the generators as phase 1 left them, before the classifier is built
-            resume.restore_rng_states(ctx, saved["rng"])
+        resume.load_strategy_state(strategy, saved.strategy)
+        phase_one_done, elapsed = saved.progress["phase_one"], saved.progress["elapsed_s"]
+        encoder_state = saved.models.get("encoder")  # None after a fine-tuning epoch: the classifier is saved
+        if saved.boundary.phase == "mlm":  # the generators as phase 1 left them, before the classifier is built
+            resume.restore_rng_states(ctx, saved.rng)
+    run_state = RunState(state_path, ctx, record_path, phase_one_done, elapsed, started)
+    if saved is None:
+        run_state.save_encoder(encoder_state)
     loss_rows, timing = phase_one_done["loss_rows"], phase_one_done["timing"]
     full_mask_loss, task_head = phase_one_done["full_mask_loss"], phase_one_done["task_head"]
     _faults.maybe_inject("train", record_path)
 
     classifier = backbone.classifier(ctx.task.num_labels, encoder_state=encoder_state, seed=config.seed,
                                      **ctx.kernels).to(ctx.device)
-    saved_ft = saved if saved is not None and saved["boundary"] != "mlm" else None
+    saved_ft = saved if saved is not None and saved.boundary.phase == "ft" else None
     if saved_ft is not None:  # the generators as the saved epoch left them (building the classifier may seed CUDA's)
-        resume.restore_rng_states(ctx, saved_ft["rng"])
-    epochs, ft_timing = fine_tune(ctx, classifier, saved=saved_ft,
-                                  at_epoch_end=lambda epoch, models, progress: save_state(f"ft{epoch}", models,
-                                                                                          {"ft": progress}))
-    timing.update(ft_timing, wall_s=elapsed + time.perf_counter() - started)
+        resume.restore_rng_states(ctx, saved_ft.rng)
+    epochs, ft_timing = fine_tune(ctx, classifier, strategy=strategy, saved=saved_ft, callbacks=[run_state])
+    timing = {**timing, **ft_timing, "wall_s": elapsed + time.perf_counter() - started}
     for phase in ("mlm", "ft"):  # achieved shares of the measured matmul peak (useful FLOPs)
-        timing.update(flops.peak_fractions(timing, phase, peak))
+        timing = {**timing, **flops.peak_fractions(timing, phase, peak)}
 
     train_labels = [x["label"] for x in data["train"]]
     dev_labels = [x["label"] for x in data["validation"]]
@@ -373,29 +414,29 @@ def run(config: RunConfig, out_dir: str | Path | None = None, *, force: bool = F
     a record is written, ok or failed (a failed cell starts over). While it runs, its progress file says
     where it is (:mod:`typhoon.runner.progress`); the file is removed when the run ends, however it ends.
     """
+    if config.strategy_source:  # a strategy of your own: registered in this process too (the config may have
+        plugins.load(config.strategy_source)  # travelled pickled, to a worker)
     out = paths.resolve_out_dir(out_dir, config.profile)
     run_dir = out / config.relative_dir()
     if not force and is_complete(run_dir, config):
         return read_record(run_dir, skipped=True)
     ctx = set_up(config, progress)  # bad data or an unknown backbone fail here, before anything is written
     paths.check_writable(out)  # ... and an output folder that cannot be written, before any training
-    progress_file = ctx.progress_file = ProgressFile(run_dir, config.relative_dir().as_posix())
-    try:
-        progress_file.update("setup")  # until the first MLM step: the lock, the kernel peak, the models
-        with record_lock(run_dir, wait_s=LOCK_WAIT_S):
-            if not force and is_complete(run_dir, config):  # finished while we waited
-                return read_record(run_dir, skipped=True)
-            try:
-                metrics, loss_rows, strategy = train_and_evaluate(ctx, run_dir)
-            except Exception as err:
-                write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
-                                               "primary_metric": ctx.task.metric},
-                             traceback_text=traceback.format_exc())
-                resume.remove(resume_state_path(run_dir))  # a failed cell starts over
-                raise
-            ctx.report("write")
-            write_record(run_dir, ctx.settings.stored_config(config), metrics, loss_rows=loss_rows, strategy=strategy)
-            resume.remove(resume_state_path(run_dir))  # the record is complete
-    finally:
-        progress_file.close()
-    return dataclasses.replace(read_record(run_dir), resumed_after=ctx.resumed_after)
+    # "setup" until the first MLM step (the lock, the kernel peak, the models); removed however the run ends
+    with ProgressFile(run_dir, config.relative_dir().as_posix()) as ctx.progress_file, \
+            record_lock(run_dir, wait_s=LOCK_WAIT_S):
+        if not force and is_complete(run_dir, config):  # finished while we waited
+            return read_record(run_dir, skipped=True)
+        try:
+            metrics, loss_rows, strategy = train_and_evaluate(ctx, run_dir)
+        except Exception as err:
+            write_record(run_dir, config, {"status": "failed", "error": f"{type(err).__name__}: {err}",
+                                           "primary_metric": ctx.task.metric},
+                         traceback_text=traceback.format_exc())
+            resume.remove(resume_state_path(run_dir))  # a failed cell starts over
+            raise
+        ctx.report("write")
+        write_record(run_dir, ctx.settings.stored_config(config), metrics, loss_rows=loss_rows, strategy=strategy)
+        resume.remove(resume_state_path(run_dir))  # the record is complete
+    resumed_after = None if ctx.resumed_after is None else ctx.resumed_after.describe()
+    return dataclasses.replace(read_record(run_dir), resumed_after=resumed_after)
