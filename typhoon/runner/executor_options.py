@@ -84,17 +84,18 @@ def check_executor_arguments(args: argparse.Namespace) -> None:
 
 
 def checked_execution(args: argparse.Namespace, instead: str = "") -> dict:
-    """Where a study's cells run (``--set device=... / num_threads=...``, :func:`execution_overrides`), checked
-    as every field is (a RunConfig is made of them), the device seen on this machine unless the cells run on others
-    (``--cluster``, ``--scheduler``), with the executor flags (:func:`check_executor_arguments`): the overrides the
-    study's cells are placed with."""
+    """Where a study's cells run (``--set device=... / num_threads=...``, :func:`execution_overrides`), each value
+    checked as its field allows, the device seen on this machine unless the cells run on others (``--cluster``,
+    ``--scheduler``), with the executor flags (:func:`check_executor_arguments`): the overrides the study's cells
+    are placed with, parsed once."""
     from typhoon import machine
 
     check_executor_arguments(args)
     overrides = execution_overrides(args.set, instead)
-    execution = RunConfig(**overrides)
+    for name, value in overrides.items():
+        allowed_of(RunConfig, name).check(f"--set {name}", value)
     if not (args.cluster or args.scheduler):
-        machine.check_device_visible(execution.device)
+        machine.check_device_visible(overrides.get("device", RunConfig.device))
     return overrides
 
 
