@@ -253,9 +253,11 @@ def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves no record, and no folder it made for one but the one holding the cell's resume state, if it
     reached a boundary (training.run.run and the records clean the rest): the same command goes on from there."""
+    from typhoon.progress_bars import disable_library_bars
     from typhoon.records import resume_state_path
     from typhoon.training.run import run
 
+    disable_library_bars()  # the command line says what it does itself (importing the bundle quiets nothing)
     config = args.checked  # the cell's RunConfig, resolved by check_input
     out = resolve_out_dir(args.out, config.profile)
     existed = out.exists()
