@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     masker.prepare_on(examples)  # Typhoon's budget holds over the whole training text (every rank counts it all)
     sampler = (DistributedSampler(examples, seed=args.seed) if ddp
                else RandomSampler(examples, generator=torch.Generator().manual_seed(args.seed)))
-    loader = DataLoader(examples, batch_size=args.batch_size, sampler=sampler, collate_fn=collator, drop_last=True)
+    # the loader's own generator: a new epoch's iterator then draws nothing from torch's, which dropout draws from
+    loader = DataLoader(examples, batch_size=args.batch_size, sampler=sampler, collate_fn=collator, drop_last=True,
+                        generator=torch.Generator().manual_seed(args.seed))
     trained = DistributedDataParallel(model) if ddp else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
 
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     model.train()
     per_epoch = len(loader)
     epoch, skip = divmod(step, per_epoch)  # where an uninterrupted run would be
-    started = time.perf_counter()
+    started, first = time.perf_counter(), step
     while step < args.max_steps:
         if ddp:
             sampler.set_epoch(epoch)
@@ -133,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
             optimizer.zero_grad(set_to_none=True)
             step += 1
             if rank == 0 and (step % args.log_every == 0 or step == args.max_steps):
-                print(f"step {step}: loss {loss.item():.4f} ({(time.perf_counter() - started) / step:.2f} s/step)",
-                      flush=True)
+                seconds = (time.perf_counter() - started) / (step - first)
+                print(f"step {step}: loss {loss.item():.4f} ({seconds:.2f} s/step)", flush=True)
             if step == args.max_steps:
                 break
         epoch += 1
