@@ -23,43 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 
 import datasets
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainingArguments
+from example_inputs import add_arguments, load_model, load_texts
+from transformers import TrainingArguments
 
-from typhoon.hf import TyphoonTrainer, masking_collator, strategy_names
-
-
-def load_model(name: str):
-    """(model, tokenizer): a bundle backbone by its short name, else any AutoModelForMaskedLM checkpoint."""
-    from typhoon.names import BACKBONES
-
-    if name.lower() in BACKBONES:
-        from typhoon.models import load_backbone
-
-        backbone = load_backbone(name)
-        return backbone.mlm_model(seed=0).model, backbone.tokenizer
-    return AutoModelForMaskedLM.from_pretrained(name), AutoTokenizer.from_pretrained(name, use_fast=True)
-
-
-def load_texts(args) -> datasets.Dataset:
-    if args.train_file:
-        with open(args.train_file, encoding="utf-8") as fh:
-            return datasets.Dataset.from_dict({"text": [line.strip() for line in fh if line.strip()]})
-    from typhoon.data import get_task, load_glue
-
-    train = load_glue(args.task)["train"]
-    columns = get_task(args.task).normalized_text_columns  # a pair task's two sentences, each a text
-    return datasets.Dataset.from_dict({"text": [text for column in columns for text in train[column]]})
-
-
-def default_output_dir() -> str:
-    """~/.cache/typhoon/hf_trainer (or under $XDG_CACHE_HOME): outside the repository, kept between runs
-    (``--resume``)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(cache) / "typhoon" / "hf_trainer")
+from typhoon.hf import TyphoonTrainer, masking_collator
 
 
 def parse_set(pairs: list[str]) -> dict:
@@ -77,16 +47,8 @@ def parse_set(pairs: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="minilm-l6-mlm")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--train-file")
-    source.add_argument("--task", default="mrpc")
-    parser.add_argument("--strategy", default="typhoon", help=f"one of {strategy_names()}")
-    parser.add_argument("--p", "--mlm-probability", dest="p", type=float, default=0.15,
-                        help="the masking budget (transformers calls it mlm_probability)")
+    add_arguments(parser, "hf_trainer")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a strategy parameter")
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--max-train-examples", type=int)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--lr", type=float, default=5e-5)
@@ -94,11 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-steps", type=int, default=-1)
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output-dir", default=default_output_dir(), help="default: %(default)s")
     parser.add_argument("--save-steps", type=int, default=500)
     parser.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept (the last ones)")
-    parser.add_argument("--resume", action="store_true", help="go on from the last checkpoint in --output-dir")
     args = parser.parse_args(argv)
 
     # a bad strategy or parameter is refused here, before the data is read and before any training
@@ -106,9 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     collator = masking_collator(tokenizer, args.strategy, mlm_probability=args.p, seed=args.seed,
                                 **parse_set(args.set))
 
-    texts = load_texts(args)
-    if args.max_train_examples:
-        texts = texts.select(range(min(args.max_train_examples, len(texts))))
+    texts = datasets.Dataset.from_dict({"text": load_texts(args)})
     tokenized = texts.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=args.max_length),
                           batched=True, remove_columns=["text"])
 

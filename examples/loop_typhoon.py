@@ -22,58 +22,20 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from example_inputs import add_arguments, load_model, load_texts
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
-from typhoon.hf import Masker, masking_collator, strategy_names
-
-
-def load_model(name: str):
-    """(model, tokenizer): a bundle backbone by its short name, else any AutoModelForMaskedLM checkpoint."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    from typhoon.names import BACKBONES
-
-    if name.lower() in BACKBONES:
-        from typhoon.models import load_backbone
-
-        backbone = load_backbone(name)
-        return backbone.mlm_model(seed=0).model, backbone.tokenizer
-    return AutoModelForMaskedLM.from_pretrained(name), AutoTokenizer.from_pretrained(name, use_fast=True)
-
-
-def load_texts(args) -> list[str]:
-    if args.train_file:
-        with open(args.train_file, encoding="utf-8") as fh:
-            return [line.strip() for line in fh if line.strip()]
-    from typhoon.data import get_task, load_glue
-
-    train = load_glue(args.task)["train"]
-    return [text for column in get_task(args.task).normalized_text_columns for text in train[column]]
-
-
-def default_output_dir() -> str:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(cache) / "typhoon" / "loop")
+from typhoon.hf import Masker, masking_collator
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="minilm-l6-mlm")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--train-file")
-    source.add_argument("--task", default="mrpc")
-    parser.add_argument("--strategy", default="typhoon", help=f"one of {strategy_names()}")
-    parser.add_argument("--mlm-probability", "--p", dest="p", type=float, default=0.15)
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--max-train-examples", type=int)
+    add_arguments(parser, "loop")
     parser.add_argument("--batch-size", type=int, default=32, help="per process")
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--max-steps", type=int, default=50)
     parser.add_argument("--log-every", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output-dir", default=default_output_dir(), help="default: %(default)s")
-    parser.add_argument("--resume", action="store_true", help="go on from the checkpoint in --output-dir")
     args = parser.parse_args(argv)
 
     # -- one process, or one per rank under torchrun (gloo on CPUs, NCCL on GPUs) ----------------------------
@@ -91,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     collator = masking_collator(tokenizer, args.strategy, mlm_probability=args.p, seed=args.seed)
     model.to(device)
     masker = Masker(collator, model)  # the collator only pads from now on; masks come from masker.draw
-    texts = load_texts(args)[:args.max_train_examples]
+    texts = load_texts(args)
     examples = [{"input_ids": ids} for ids in tokenizer(texts, truncation=True, max_length=args.max_length)["input_ids"]]
     masker.prepare_on(examples)  # Typhoon's budget holds over the whole training text (every rank counts it all)
     sampler = (DistributedSampler(examples, seed=args.seed) if ddp

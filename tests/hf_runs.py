@@ -3,7 +3,10 @@ hands a collator, Trainer classes that record what each step trained on)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
+import pytest
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -92,6 +95,15 @@ def explicit_saliency(model, inputs: dict, true_ids: torch.Tensor, num_items: in
     loss = model(inputs_embeds=onehot @ weight, **rest, num_items_in_batch=torch.tensor(num_items)).loss
     (grad,) = torch.autograd.grad(loss, onehot)
     return grad.gather(-1, true_ids[..., None]).squeeze(-1)
+
+
+def quickly(call, error, *words):
+    started = time.perf_counter()
+    with pytest.raises(error) as info:
+        call()
+    assert time.perf_counter() - started < 2.0
+    for word in words:
+        assert word in str(info.value), str(info.value)
 
 
 def seen_weights(strategy) -> np.ndarray:

@@ -5,7 +5,7 @@ The core install is made from this environment by scripts/core_site.py (pyprojec
 need, from the installed metadata); a Python started with ``-I -S`` sees only those packages. In it (slow
 tier) typhoon.hf and typhoon.masking are imported, collators mask batches, TyphoonTrainer trains a few steps
 with its callback and a Masker a few steps of a plain loop; no bundle-only package can be found there, and none
-was imported.
+was imported. A command of the bundle's command line says what to install, writing nothing.
 """
 
 from __future__ import annotations
@@ -79,7 +79,13 @@ for batch in torch.utils.data.DataLoader(rows[:8], batch_size=4, collate_fn=loop
     masker.learn()
     optimizer.step()
     optimizer.zero_grad()
+import contextlib, io
+from typhoon.cli import main as command_line
+said = io.StringIO()
+with contextlib.redirect_stderr(said):  # a command of the bundle: refused, saying what to install
+    refused = command_line(["run", "--task", "mrpc", "--strategy", "random", "--out", {cli_out!r}])
 print(json.dumps({{"masked": masked, "trainer_updates": collator.strategy.steps, "loop_updates": loop.strategy.steps,
+                   "cli": [refused, said.getvalue()],
                    "imported": sorted(name for name in bundle_only if name in sys.modules),
                    "site": [p for p in sys.path if "site-packages" in p]}}))
 """
@@ -96,7 +102,7 @@ def test_typhoon_hf_works_with_the_core_install_alone(tmp_path, mrpc_tokenized, 
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     code = IN_THE_CORE_SITE.format(site=str(site), repo=str(REPO), bundle_only=BUNDLE_ONLY,
                                    tokenizer=str(tmp_path / "tokenizer"), rows=str(tmp_path / "rows.json"),
-                                   out=str(tmp_path / "out"))
+                                   out=str(tmp_path / "out"), cli_out=str(tmp_path / "cli"))
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=900,
                           env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-4000:]
@@ -105,3 +111,26 @@ def test_typhoon_hf_works_with_the_core_install_alone(tmp_path, mrpc_tokenized, 
     assert report["trainer_updates"] == 3 and report["loop_updates"] == 2
     assert all(n > 0 for n in report["masked"].values()), report["masked"]
     assert (tmp_path / "out" / "checkpoint-3" / "typhoon_masking.npz").is_file()
+    code, said = report["cli"]
+    assert code == 2 and "pip install 'typhoon[bundle]'" in said and not (tmp_path / "cli").exists()
+
+
+def test_a_command_that_needs_the_bundle_says_what_to_install(monkeypatch, capsys):
+    """The core install runs the command line's light commands; one that needs a package of the bundle's extra is
+    refused in one line (exit 2) naming the package and the install, not with a traceback; any other missing
+    module is not hidden."""
+    from typhoon import cli
+
+    def needs(name):
+        def dispatch(args):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return dispatch
+
+    monkeypatch.setattr(cli, "_dispatch", needs("pandas"))
+    assert cli.main(["profiles"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("typhoon: error: this command needs the bundle's packages, and pandas is not installed")
+    assert "pip install 'typhoon[bundle]'" in said
+    monkeypatch.setattr(cli, "_dispatch", needs("my_own_module"))
+    with pytest.raises(ModuleNotFoundError, match="my_own_module"):
+        cli.main(["profiles"])

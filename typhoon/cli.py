@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from typhoon.cli_checks import check_input
+from typhoon.cli_checks import check_input, missing_bundle
 from typhoon.masking import plugins, strategy_help, strategy_names
 from typhoon.paths import (
     OutputPathError,
@@ -212,6 +212,15 @@ def strategies_on_command_line(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as err:  # the core install runs a command of the bundle
+        if missing_bundle(err) is None:
+            raise
+        return refused(missing_bundle(err))
+
+
+def _main(argv: list[str] | None) -> int:
     absolute_path_variables()  # before anything reads them: kernels and workers inherit the absolute paths
     try:
         words = sys.argv[1:] if argv is None else list(argv)
