@@ -483,3 +483,21 @@ def test_example_script(tmp_path):
     bad = subprocess.run([sys.executable, script, "--strategy", "typhoon", "--p", "1.5"], capture_output=True,
                          text=True, env=env, timeout=600)
     assert bad.returncode != 0 and "p" in bad.stderr.splitlines()[-1]
+
+
+def test_processes_that_would_each_train_alone_are_refused(monkeypatch):
+    """Under torchrun on a machine without a GPU, transformers trains each process alone unless use_cpu=True:
+    TyphoonTrainer refuses that (one Typhoon state over models drifting apart), saying what to set."""
+    from types import SimpleNamespace
+
+    from transformers.training_args import ParallelMode
+
+    from typhoon.hf import trainer
+
+    monkeypatch.setattr(trainer, "rank_and_size", lambda group=None: (1, 2))
+    alone = SimpleNamespace(parallel_mode=ParallelMode.NOT_PARALLEL, device=torch.device("cpu"), fp16=False,
+                            dataloader_pin_memory=True)
+    quickly(lambda: trainer.check_arguments(alone), ValueError, "2 processes", "use_cpu=True")
+    together = SimpleNamespace(**{**vars(alone), "parallel_mode": ParallelMode.DISTRIBUTED})
+    trainer.check_arguments(together)
+    assert together.dataloader_pin_memory is False

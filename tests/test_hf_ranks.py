@@ -56,11 +56,13 @@ def seen_weights(strategy):
     return np.where(strategy.seen, strategy.weights, np.nan)
 
 
+@pytest.mark.parametrize("learns_on", [None, "cpu"], ids=["numpy", "tensors"])
 @pytest.mark.parametrize("strategy", ["typhoon", "typhoon_2023", "typhoon_softmax"])
-def test_shared_update_is_the_update_on_the_union(monkeypatch, strategy):
+def test_shared_update_is_the_update_on_the_union(monkeypatch, strategy, learns_on):
     """Rank 0 of 2 learns from its batch and the other rank's (whose sums the stand-in all-reduce adds): over
     three steps, the one-process update of the union of both batches, to float64 rounding. Each rank's saliency
-    is twice the union's (a Trainer's rank loss is scaled by the number of ranks), as DDP's mean of losses has it."""
+    is twice the union's (a Trainer's rank loss is scaled by the number of ranks), as DDP's mean of losses has it.
+    The state held as numpy arrays (the host's path) or as tensors (a GPU's path, run here on the CPU)."""
     summing = prepared(strategy)  # per-type sums depend on the vocabulary only, not on the state
 
     def all_reduce(sums, group=None):
@@ -68,7 +70,7 @@ def test_shared_update_is_the_update_on_the_union(monkeypatch, strategy):
 
     monkeypatch.setattr(across_ranks, "rank_and_size", lambda group=None: (0, 2))
     monkeypatch.setattr(across_ranks, "all_reduce_sum", all_reduce)
-    shared, reference = prepared(strategy), prepared(strategy)
+    shared, reference = prepared(strategy).learn_on(learns_on), prepared(strategy)
     for step in range(3):
         mine, theirs = random_batch(2 * step), random_batch(2 * step + 1)
         assert across_ranks.shared_update(shared, mine[0], mine[1], 2 * mine[2])

@@ -96,6 +96,8 @@ class Masker:
         if not self.learns:
             return
         self.close()
+        if not hasattr(model, "get_input_embeddings"):  # DistributedDataParallel(model), accelerate's wrappers
+            model = getattr(model, "module", model)
         embeddings = model.get_input_embeddings()
         self.probe = SaliencyProbe(embeddings).__enter__()
         device = embeddings.weight.device

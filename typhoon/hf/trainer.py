@@ -76,10 +76,11 @@ def check_arguments(args) -> None:
     a CPU (it only warns: nothing to pin for)."""
     from transformers.training_args import ParallelMode
 
+    mode = args.parallel_mode  # sets up the processes first (torch.distributed under torchrun)
     _, processes = rank_and_size()
-    if processes > 1 and args.parallel_mode != ParallelMode.DISTRIBUTED:
+    if processes > 1 and mode != ParallelMode.DISTRIBUTED:
         raise ValueError(f"{processes} processes were started (torchrun, accelerate launch), but the Trainer would "
-                         f"train each alone ({args.parallel_mode}): their models would drift apart under one shared "
+                         f"train each alone ({mode}): their models would drift apart under one shared "
                          "Typhoon state. On a machine without a GPU, transformers trains data-parallel only with "
                          "TrainingArguments(use_cpu=True)")
     if args.device.type == "cpu":
