@@ -501,3 +501,21 @@ def test_processes_that_would_each_train_alone_are_refused(monkeypatch):
     together = SimpleNamespace(**{**vars(alone), "parallel_mode": ParallelMode.DISTRIBUTED})
     trainer.check_arguments(together)
     assert together.dataloader_pin_memory is False
+
+
+def test_a_spawned_workers_collator_keeps_its_ranks_keys(tokenizer, mrpc_tokenized, monkeypatch):
+    """A data-loader worker started by spawning (no torch.distributed of its own) masks a batch with its rank's
+    keys: the rank goes with the pickled collator, so the same batch gets other masks on another rank's worker."""
+    import pickle
+
+    from typhoon.hf import collators
+
+    rows = features([mrpc_tokenized["train"][i] for i in range(8)])
+    collator = masking_collator(tokenizer, "whole_word", seed=2)
+    here = collator(rows)["labels"]
+    monkeypatch.setattr(collators, "rank_and_size", lambda group=None: (1, 2))
+    pickled = pickle.dumps(collator)  # as rank 1 of 2 hands it to a spawned worker
+    monkeypatch.setattr(collators, "rank_and_size", lambda group=None: (0, 1))  # the worker: no process group
+    in_worker = pickle.loads(pickled)(rows)["labels"]
+    monkeypatch.setattr(collators, "rank_and_size", lambda group=None: (1, 2))
+    assert torch.equal(in_worker, collator(rows)["labels"]) and not torch.equal(in_worker, here)

@@ -118,8 +118,8 @@ class MaskingCollator:
 
     def __getstate__(self) -> dict:
         """Pickled for a spawned data-loader worker: without the step's generators (drawn from in the main
-        process only)."""
-        return {**self.__dict__, "_generators": {}}
+        process only), with this process's rank (a spawned worker has no torch.distributed of its own)."""
+        return {**self.__dict__, "_generators": {}, "_rank": rank_and_size()[0]}
 
     # -- padding ---------------------------------------------------------------------------------
     def pad(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -168,7 +168,9 @@ class MaskingCollator:
         input_ids = batch["input_ids"]
         ids = input_ids.detach().cpu().numpy().astype("<i8")
         digest = hashlib.blake2b(ids.tobytes() + np.asarray(ids.shape, "<i8").tobytes(), digest_size=8).digest()
-        rank, _ = rank_and_size()
+        rank, size = rank_and_size()
+        if size == 1:  # one process, or a worker spawned by a rank, which said its rank when pickled
+            rank = self.__dict__.get("_rank", 0)
         seed = stream_seed(self.seed, rank, int.from_bytes(digest, "little"))
         return torch.Generator(input_ids.device).manual_seed(seed)
 
