@@ -1,4 +1,5 @@
-# The runtime image: the locked runtime packages (requirements/runtime.txt, hash-checked; no dev tools),
+# The runtime image: the locked runtime packages (requirements/runtime.txt: the core install and the bundle's
+# extra, hash-checked; no dev tools),
 # torch 2.13.0 in the build TORCH_VARIANT names, and the package with its bundled GLUE data (CoLA, MRPC).
 # It runs as a non-root user (UID/GID below) and works under any other uid (`--user`), so results
 # written into a mounted outputs/ belong to the host user who ran it.
@@ -64,7 +65,7 @@ RUN --mount=type=secret,id=pip-cert \
     && env ${TORCH_FIND_LINKS:+PIP_FIND_LINKS="$TORCH_FIND_LINKS"} \
         scripts/install_torch.sh python "${TORCH_VERSION}" "${TORCH_VARIANT}"
 COPY . /bundle
-RUN pip install --no-deps --no-build-isolation -e . && pip check \
+RUN pip install --no-deps --no-build-isolation -e ".[bundle]" && pip check \
     && (getent group "$GID" >/dev/null || groupadd --gid "$GID" typhoon) \
     && useradd --non-unique --uid "$UID" --gid "$GID" --no-create-home --home-dir "$HOME" typhoon \
     && mkdir -p "$HOME" /bundle/outputs && chown "$UID:$GID" "$HOME" /bundle/outputs \

@@ -40,7 +40,7 @@ $(VENV)/.installed-$(TORCH_VARIANT): requirements/dev.txt pyproject.toml scripts
 	    || { echo "uv could not install the lock; pip installs it instead" >&2; \
 	         $(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/dev.txt; }
 	scripts/install_torch.sh $(BIN)/python $(TORCH_VERSION) $(TORCH_VARIANT) --quiet
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e ".[bundle]"
 	$(BIN)/python -m pip check
 	rm -f $(VENV)/.installed-*
 	echo $(TORCH_VARIANT) > $(VENV)/torch-variant
@@ -86,10 +86,12 @@ LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root) \
 lab: install
 	$(BIN)/jupyter lab --ip=$(IP) --port=$(PORT) $(strip $(LAB_FLAGS)) --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
-# Regenerate the locks from pyproject.toml, and environment.yml from them (needs PyPI).
+# Regenerate the locks from pyproject.toml, and environment.yml from them (needs PyPI). The locks hold the
+# bundle (the core install plus the [bundle] extra; the dev lock the [dev] extra too): a bare
+# `pip install typhoon` brings only torch, transformers, accelerate and numpy (scripts/core_site.py).
 lock: install
-	$(UV) pip compile pyproject.toml $(LOCK_FLAGS) $(LOCK_UPGRADE) -o requirements/runtime.txt
-	$(UV) pip compile pyproject.toml --extra dev -c requirements/runtime.txt $(LOCK_FLAGS) $(LOCK_UPGRADE) -o requirements/dev.txt
+	$(UV) pip compile pyproject.toml --extra bundle $(LOCK_FLAGS) $(LOCK_UPGRADE) -o requirements/runtime.txt
+	$(UV) pip compile pyproject.toml --extra bundle --extra dev -c requirements/runtime.txt $(LOCK_FLAGS) $(LOCK_UPGRADE) -o requirements/dev.txt
 	$(BIN)/python scripts/lockfiles.py environment.yml
 
 # What the torch step would install here, as pip's JSON report (no nvidia-* package for TORCH_VARIANT=cpu).

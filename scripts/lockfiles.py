@@ -101,7 +101,7 @@ def render_environment(dev_lock: Path, torch_version: str, python: str) -> str:
         "      - --extra-index-url https://download.pytorch.org/whl/cpu",
         f"      - torch=={torch_version}",
         *(f"      - {pin.requirement()}" for pin in pins.values()),
-        "      - -e .",
+        "      - -e .[bundle]",
     ]
     return "\n".join(lines) + "\n"
 

@@ -125,7 +125,7 @@ BEFORE_ANY_WORK = [
      "--workers must be an integer >= 1, got 0"),
     (["run", "--task", "mrpc", "--set", "learning_rate=1e-4", "--out", "{out}"], "unknown key 'learning_rate'"),
     (["run", "--task", "mrpc", "--set", "p", "--out", "{out}"], "bad --set 'p': expected key=value"),
-    (["run", "--task", "mrpc", "--set", "p=1.5", "--out", "{out}"], "p must lie in (0, 1), got 1.5"),
+    (["run", "--task", "mrpc", "--set", "p=1.5", "--out", "{out}"], "p must lie in (0, 1], got 1.5"),
     (["run", "--task", "mrpc", "--set", "ft_epochs=0", "--out", "{out}"], "ft_epochs must be an integer >= 1, got 0"),
     (["run", "--task", "mrpc", "--set", "mlm_epochs=-1", "--out", "{out}"],
      "mlm_epochs must be an integer >= 0, got -1"),
@@ -251,7 +251,7 @@ def test_a_glue_folder_variable_naming_no_folder_is_refused_naming_it(tmp_path, 
 def test_a_value_out_of_range_is_said_on_a_short_first_line_and_the_run_on_the_next(tmp_path, capsys):
     assert main(["run", "--task", "mrpc", "--profile", "cpu", "--set", "p=2", "--out", str(tmp_path / "out")]) == 2
     first, second = capsys.readouterr().err.strip().split("\n")
-    assert first == "typhoon: error: p must lie in (0, 1), got 2.0"
+    assert first == "typhoon: error: p must lie in (0, 1], got 2.0"
     assert second.startswith("  in the run {") and json.loads(second.partition("in the run ")[2])["p"] == 2.0
 
 

@@ -28,8 +28,8 @@ def refused(capsys, tmp_path, argv, message):
     (["reproduce", "--profile", "huge"], "unknown profile 'huge'"),
     ([*RUN, "--strategy", "typhoon", "--set", "calibration=entropy"],
      "calibration must be one of ['minmax', 'rank', 'softmax'], got 'entropy'"),
-    ([*RUN, "--set", "p=1.5"], "p must lie in (0, 1), got 1.5"),
-    ([*RUN, "--set", "p=0"], "p must lie in (0, 1), got 0.0"),
+    ([*RUN, "--set", "p=1.5"], "p must lie in (0, 1], got 1.5"),
+    ([*RUN, "--set", "p=0"], "p must lie in (0, 1], got 0.0"),
     ([*RUN, "--strategy", "typhoon", "--set", "delta=1.5"], "delta must lie in [0, 1], got 1.5"),
     ([*RUN, "--strategy", "typhoon", "--set", "lam=0"], "lam must lie in (0, 1], got 0.0"),
     ([*RUN, "--strategy", "span", "--set", "geometric_p=0"], "geometric_p must lie in (0, 1], got 0.0"),
@@ -43,7 +43,7 @@ def refused(capsys, tmp_path, argv, message):
     ([*RUN, "--set", "schedule=cosine"], "schedule must be one of"),
     ([*RUN, "--set", "attention=flash"], "attention must be one of"),
     ([*RUN, "--backbone", "bert-base"], "Offline choices"),
-    (["reproduce", "--profile", "smoke", "--set", "p=2"], "p must lie in (0, 1), got 2.0"),
+    (["reproduce", "--profile", "smoke", "--set", "p=2"], "p must lie in (0, 1], got 2.0"),
     (["reproduce", "--profile", "smoke", "--workers", "0"], "--workers must be an integer >= 1, got 0"),
 ])
 def test_bad_arguments(capsys, tmp_path, argv, message):
@@ -90,7 +90,7 @@ def test_missing_data_offline(capsys, tmp_path, monkeypatch):
 def test_exit_status_of_the_real_command(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "typhoon", "run", "--task", "mrpc", "--set", "p=7",
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert proc.returncode == 2 and "typhoon: error: p must lie in (0, 1), got 7.0" in proc.stderr
+    assert proc.returncode == 2 and "typhoon: error: p must lie in (0, 1], got 7.0" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
 

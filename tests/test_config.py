@@ -119,7 +119,7 @@ def test_json_round_trip_is_exact():
     ('{"colour": "red"}', r"unknown key\(s\) \['colour'\]"),
     ('[1, 2]', "must be a JSON object of RunConfig fields, got list"),
     ('{"seed": 0', "is not valid JSON"),
-    ('{"p": 1.5}', r"p must lie in \(0, 1\), got 1.5"),
+    ('{"p": 1.5}', r"p must lie in \(0, 1\], got 1.5"),
 ])
 def test_from_json_refuses_bad_configs_naming_them(text, message):
     with pytest.raises(ValueError, match=message):

@@ -189,7 +189,7 @@ def test_default_command_writes_the_cpu_profile_into_outputs_cpu():
     assert "--out" not in argv  # the default: paths.output_dir("cpu") of the checkout the package runs from
     workdir = dict(steps)["WORKDIR"]
     assert ("COPY", f". {workdir}") in steps
-    assert "pip install --no-deps --no-build-isolation -e ." in " ".join(a for i, a in steps if i == "RUN")
+    assert 'pip install --no-deps --no-build-isolation -e ".[bundle]"' in " ".join(a for i, a in steps if i == "RUN")
     docs = DOCKER_DOCS.read_text(encoding="utf-8")
     for text in (DOCKERFILE, docs):
         mounts = set(re.findall(r'-v "\$PWD/outputs:([^"\s]+)"', text))

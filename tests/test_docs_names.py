@@ -48,7 +48,8 @@ OTHER_SOFTWARE = {
     "DataCollatorForLanguageModeling",  # transformers' masked-LM collator (docs/hf_trainer.md compares with it)
 }
 # other tools' flags, on the pages that say how to call those tools (docker/podman, pip)
-OTHER_TOOLS_FLAGS = {"--build-arg", "--user", "--userns", "--ulimit", "--runtime", "--dry-run", "--report"}
+OTHER_TOOLS_FLAGS = {"--build-arg", "--user", "--userns", "--ulimit", "--runtime", "--dry-run", "--report",
+                     "--multi_gpu", "--num_processes", "--nproc_per_node"}  # accelerate launch, torchrun
 # files the pages name that a reader makes, not the repository
 READERS_FILES = {"my_masking.py", "my_study.py", "pip.conf"}
 
@@ -233,11 +234,16 @@ def file_problems(page: Path) -> list[str]:
 
 @functools.cache
 def script_flags(script: str) -> frozenset[str]:
-    """The flags a script's argparse declares (read from its source, without running it)."""
+    """The flags a script's argparse declares (read from its source, without running it), with those of the
+    modules of its own folder it imports (the examples share theirs)."""
     path = REPO / script
     if not path.exists():
         return frozenset()
-    return frozenset(re.findall(r"[\"'](--[\w-]+)[\"']", path.read_text(encoding="utf-8")))
+    text = path.read_text(encoding="utf-8")
+    for name in re.findall(r"^from (\w+) import", text, flags=re.MULTILINE):
+        if (path.parent / f"{name}.py").is_file():
+            text += (path.parent / f"{name}.py").read_text(encoding="utf-8")
+    return frozenset(re.findall(r"[\"'](--[\w-]+)[\"']", text))
 
 
 @functools.cache
@@ -246,7 +252,7 @@ def typhoon_flags() -> frozenset[str]:
     return frozenset(flag for p in [build_parser(), *parsers] for flag in p._option_string_actions)
 
 
-SCRIPT_COMMAND = re.compile(r"python3?\s+((?:scripts|benchmarks)/[\w.-]+\.py)\s*(.*)")
+SCRIPT_COMMAND = re.compile(r"python3?\s+((?:scripts|benchmarks|examples)/[\w.-]+\.py)\s*(.*)")
 
 
 def flag_problems(page: Path) -> list[str]:
@@ -254,7 +260,7 @@ def flag_problems(page: Path) -> list[str]:
     a script the page names."""
     problems = []
     text = read(page)
-    named_scripts = set(re.findall(r"(?:scripts|benchmarks)/[\w.-]+\.(?:py|sh)", text))
+    named_scripts = set(re.findall(r"(?:scripts|benchmarks|examples)/[\w.-]+\.(?:py|sh)", text))
     own = typhoon_flags().union(OTHER_TOOLS_FLAGS, *(script_flags(s) for s in named_scripts))
     for code in code_of(text):
         for script, rest in SCRIPT_COMMAND.findall(code):

@@ -9,55 +9,27 @@ too, so with dropout on the two runs' dropout masks would be one draw apart.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("accelerate")  # transformers' Trainer needs it (a dependency of the bundle)
 
-from transformers import AutoModelForMaskedLM, BertModel, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
+from hf_runs import (  # noqa: E402
+    Recorder,
+    SeenTrainer,
+    SeenTyphoonTrainer,
+    dataset_of,
+    explicit_saliency,
+    features,
+    no_dropout,
+    quickly,
+    recording,
+    trainer_args,
+)
+from transformers import AutoModelForMaskedLM, BertModel, Trainer  # noqa: E402
 
-from typhoon.hf import TyphoonCallback, TyphoonTrainer, WordIds, masking_collator, strategy_names  # noqa: E402
-
-
-def no_dropout(model):
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return model
-
-
-def features(examples, keep=("input_ids", "token_type_ids", "label")):
-    """What a Trainer hands a collator: the model's input columns (and a task label), no word ids or masks."""
-    return [{k: x[k] for k in keep if k in x} for x in examples]
-
-
-def trainer_args(out, **overrides):
-    base = dict(output_dir=str(out), per_device_train_batch_size=8, num_train_epochs=1, report_to=[],
-                save_strategy="no", logging_strategy="no", disable_tqdm=True, use_cpu=True, seed=0)
-    return TrainingArguments(**{**base, **overrides})
-
-
-class Recorder(TrainerCallback):
-    """The masks each step drew (through the collator) and Typhoon's weights after each step."""
-
-    def __init__(self, collator):
-        self.collator, self.labels, self.weights, self.inputs = collator, [], [], []
-        draw = collator.mask
-
-        def mask(batch):
-            out = draw(batch)
-            self.labels.append(out["labels"].clone())
-            self.inputs.append({k: v.clone() for k, v in out.items()})
-            return out
-
-        collator.mask = mask  # the instance's own: the callback and the collator call it
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.collator.strategy.needs_saliency:
-            self.weights.append(self.collator.strategy.weights.copy())
+from typhoon.hf import Masker, TyphoonCallback, TyphoonTrainer, WordIds, masking_collator, strategy_names  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -71,39 +43,73 @@ def tiny_model(tiny, seed=0):
     return no_dropout(tiny.mlm_model(seed=seed).model)
 
 
-def dataset_of(examples):
-    import datasets
-
-    return datasets.Dataset.from_list(features(examples))
-
-
 # --------------------------------------------------------------------------------------------------
 # The collators against the bundle's masking on the same batches
 
 
-@pytest.mark.parametrize("strategy,params", [("random", {}), ("whole_word", {}), ("span", {}),
-                                             ("random", {"corruption": "mask_only"}),
-                                             ("whole_word", {"p": 0.3})])
-def test_collator_masks_are_the_bundles(mrpc_tokenized, tokenizer, strategy, params):
-    """Batch after batch, the collator (given only what a Trainer passes: no word ids, no special-token mask)
-    gives the masks the bundle's strategy draws on the bundle's padded batches from the same seed."""
+STRATEGY_CASES = [("random", {}), ("whole_word", {}), ("span", {}), ("random", {"corruption": "mask_only"}),
+                  ("whole_word", {"p": 0.3})]
+
+
+def bundle_batches(split, tokenizer, n_batches=3, size=32):
     from typhoon.data import PAD_MULTIPLE, collate
+
+    for start in range(0, n_batches * size, size):
+        rows = [split[i] for i in range(start, start + size)]
+        yield rows, collate(rows, tokenizer.pad_token_id, PAD_MULTIPLE)
+
+
+@pytest.mark.parametrize("strategy,params", STRATEGY_CASES)
+def test_step_masks_are_the_bundles(mrpc_tokenized, tokenizer, strategy, params):
+    """Drawn at the step (a Masker: TyphoonTrainer, a loop of your own), batch after batch, the masks of the
+    collator (given only what a Trainer passes: no word ids, no special-token mask) are those the bundle's
+    strategy draws on the bundle's padded batches from one generator seeded alike, the bundle's own stream."""
     from typhoon.masking import get_strategy
 
-    train = mrpc_tokenized["train"]
     reference, generator = get_strategy(strategy, **params), torch.Generator().manual_seed(7)
     collator = masking_collator(tokenizer, strategy, seed=7, **params)
-    for start in range(0, 96, 32):
-        rows = [train[i] for i in range(start, start + 32)]
-        batch = collate(rows, tokenizer.pad_token_id, PAD_MULTIPLE)
+    masker = Masker(collator)
+    for rows, batch in bundle_batches(mrpc_tokenized["train"], tokenizer):
         want_ids, want_labels = reference(batch, generator, mask_token_id=tokenizer.mask_token_id,
                                           vocab_size=len(tokenizer))
-        got = collator(features(rows))
+        got = masker.draw(collator(features(rows)))
         assert set(got) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
         assert torch.equal(got["labels"], want_labels) and torch.equal(got["input_ids"], want_ids)
         assert torch.equal(got["attention_mask"], batch["attention_mask"])
         assert torch.equal(got["token_type_ids"], batch["token_type_ids"])
         assert (got["labels"] != -100).any()
+
+
+@pytest.mark.parametrize("strategy,params", STRATEGY_CASES)
+def test_collated_masks_are_keyed_by_the_batch(mrpc_tokenized, tokenizer, strategy, params):
+    """Called on its own (a plain Trainer, any DataLoader), the collator masks each batch as the bundle's
+    strategy does from a generator seeded with the seed, the rank (0 here) and the BLAKE2b digest of the padded
+    ids and their shape (computed here by hand): the same batch gets the same masks however often, and in
+    whatever order, it is collated; another seed, others."""
+    import hashlib
+
+    from typhoon.masking import get_strategy
+
+    reference = get_strategy(strategy, **params)
+    collator = masking_collator(tokenizer, strategy, seed=7, **params)
+    batches = list(bundle_batches(mrpc_tokenized["train"], tokenizer))
+    firsts = []
+    for rows, batch in batches:
+        ids = batch["input_ids"].numpy().astype("<i8")
+        digest = hashlib.blake2b(ids.tobytes() + np.asarray(ids.shape, "<i8").tobytes(), digest_size=8).digest()
+        state = np.random.SeedSequence(7, spawn_key=(0, int.from_bytes(digest, "little"))).generate_state(1, np.uint64)
+        generator = torch.Generator().manual_seed(int(state[0] >> np.uint64(1)))
+        want_ids, want_labels = reference(batch, generator, mask_token_id=tokenizer.mask_token_id,
+                                          vocab_size=len(tokenizer))
+        got = collator(features(rows))
+        assert set(got) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
+        assert torch.equal(got["labels"], want_labels) and torch.equal(got["input_ids"], want_ids)
+        assert (got["labels"] != -100).any()
+        firsts.append(got["labels"])
+    again = [collator(features(rows))["labels"] for rows, _ in reversed(batches)]
+    assert all(torch.equal(a, b) for a, b in zip(firsts, reversed(again), strict=True))
+    other = masking_collator(tokenizer, strategy, seed=8, **params)(features(batches[0][0]))["labels"]
+    assert not torch.equal(other, firsts[0])
 
 
 def test_other_columns_pass_through(tokenizer):
@@ -226,18 +232,6 @@ def test_trainer_phase_is_the_bundles_phase(tmp_path, strategy):
         assert np.abs(b[seen] - t[seen]).max() <= 1e-6 * np.abs(b[seen]).max()
 
 
-def explicit_saliency(model, inputs: dict, true_ids: torch.Tensor, num_items: int) -> torch.Tensor:
-    """d loss/d onehot[i, t_i] with the one-hot input built explicitly: inputs_embeds = onehot @ E. The loss is
-    the model's, called as a Trainer calls it (with the step's count of masked tokens, ``num_items_in_batch``:
-    what the model does with it, the reference does too)."""
-    weight = model.get_input_embeddings().weight.detach()
-    onehot = torch.nn.functional.one_hot(inputs["input_ids"], weight.shape[0]).to(weight.dtype).requires_grad_()
-    rest = {k: v for k, v in inputs.items() if k != "input_ids"}
-    loss = model(inputs_embeds=onehot @ weight, **rest, num_items_in_batch=torch.tensor(num_items)).loss
-    (grad,) = torch.autograd.grad(loss, onehot)
-    return grad.gather(-1, true_ids[..., None]).squeeze(-1)
-
-
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_saliency_is_one_hot_autograd(tmp_path, tiny, mrpc_tokenized, accumulation):
     """The saliency the callback learns from equals the gradient of the loss the step backpropagates w.r.t. the
@@ -300,35 +294,6 @@ def test_bf16_autocast_runs_and_learns(tmp_path, tiny, mrpc_tokenized):
 
 
 # --------------------------------------------------------------------------------------------------
-# Checkpoints
-
-
-def test_resume_draws_the_uninterrupted_runs_masks(tmp_path, tiny, mrpc_tokenized):
-    """Resumed from its step-2 checkpoint, a run draws the masks of steps 3-4 an uninterrupted run drew, and
-    ends with its Typhoon state, bit for bit (on the Trainer's own shuffled order)."""
-    train = [mrpc_tokenized["train"][i] for i in range(32)]
-
-    def trainer(out, recorder_list):
-        collator = masking_collator(tiny.tokenizer, "typhoon", seed=5)
-        recorder = Recorder(collator)
-        recorder_list.append(recorder)
-        args = trainer_args(out, max_steps=4, save_strategy="steps", save_steps=2)
-        return TyphoonTrainer(model=tiny_model(tiny), args=args, train_dataset=dataset_of(train),
-                              data_collator=collator, callbacks=[recorder]), collator
-
-    whole, resumed = [], []
-    first, whole_collator = trainer(tmp_path / "a", whole)
-    first.train()
-    assert (tmp_path / "a" / "checkpoint-2" / "typhoon_masking.npz").is_file()
-    again, collator = trainer(tmp_path / "a", resumed)
-    again.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-2"))
-    assert len(resumed[0].labels) == 2
-    assert all(torch.equal(a, b) for a, b in zip(whole[0].labels[2:], resumed[0].labels, strict=True))
-    np.testing.assert_array_equal(whole_collator.strategy.weights, collator.strategy.weights)
-    assert collator.strategy.steps == 4
-
-
-# --------------------------------------------------------------------------------------------------
 # Any masked-LM model and fast tokenizer
 
 
@@ -353,15 +318,6 @@ def test_every_family_trains(tmp_path, saved_backbone, glue_dir, strategy):
 # Bad input: refused at once, saying what to do
 
 
-def quickly(call, error, *words):
-    started = time.perf_counter()
-    with pytest.raises(error) as info:
-        call()
-    assert time.perf_counter() - started < 2.0
-    for word in words:
-        assert word in str(info.value), str(info.value)
-
-
 def test_bad_input_is_refused(tmp_path, tiny, tokenizer, mrpc_tokenized):
     import copy
 
@@ -370,6 +326,8 @@ def test_bad_input_is_refused(tmp_path, tiny, tokenizer, mrpc_tokenized):
     quickly(lambda: masking_collator(no_mask, "random"), ValueError, "no mask token", "add_special_tokens")
     quickly(lambda: masking_collator(tokenizer, "random", p=0.0), ValueError, "p")
     quickly(lambda: masking_collator(tokenizer, "typhoon", p=1.5), ValueError, "p")
+    quickly(lambda: masking_collator(tokenizer, "random", p=0.2, mlm_probability=0.3), ValueError,
+            "mlm_probability", "p=0.2")
     quickly(lambda: masking_collator(tokenizer, "bert_random"), ValueError, "unknown", *strategy_names()[:4])
     quickly(lambda: masking_collator(tokenizer, "typhoon_task"), ValueError, "task model")
     train = dataset_of([mrpc_tokenized["train"][i] for i in range(16)])
@@ -381,11 +339,74 @@ def test_bad_input_is_refused(tmp_path, tiny, tokenizer, mrpc_tokenized):
     collator = masking_collator(tokenizer, "typhoon")
     plain = Trainer(model=tiny_model(tiny), args=trainer_args(tmp_path, max_steps=1), train_dataset=train,
                     data_collator=collator)
-    quickly(plain.train, RuntimeError, "TyphoonTrainer", "uniform")
-    plain = Trainer(model=tiny_model(tiny), args=trainer_args(tmp_path, max_steps=1), train_dataset=train,
-                    data_collator=collator, callbacks=[TyphoonCallback(collator)])
-    quickly(plain.train, RuntimeError, "TyphoonTrainer")
+    quickly(plain.train, RuntimeError, "TyphoonTrainer", "uniform", "Masker(collator, model)")
     assert collator.strategy.steps == 0
+    for strategy in ("typhoon", "whole_word"):  # the callback alone: the masks are the mixin's to draw
+        collator = masking_collator(tokenizer, strategy)
+        plain = Trainer(model=tiny_model(tiny), args=trainer_args(tmp_path, max_steps=1), train_dataset=train,
+                        data_collator=collator, callbacks=[TyphoonCallback(collator)])
+        quickly(plain.train, RuntimeError, "TyphoonTrainer", "plain Trainer takes a random, whole_word or span")
+    # a loop of your own: the model and the corpus counts first, and batches the collator padded
+    masker = Masker(masking_collator(tokenizer, "typhoon"))
+    rows = features([mrpc_tokenized["train"][i] for i in range(4)])
+    batch = masker.collator(rows)
+    quickly(lambda: masker.draw(batch), RuntimeError, "Masker(collator, model)", "watch")
+    masker.watch(tiny_model(tiny))
+    quickly(lambda: masker.draw(batch), RuntimeError, "prepare_on")
+    masker.prepare_on(rows)
+    quickly(lambda: masker.draw({"input_ids": batch["input_ids"]}), ValueError, "collate_fn=collator")
+    assert masker.collator.strategy.steps == 0 and masker.draw(batch)["labels"].shape == batch["input_ids"].shape
+
+
+# --------------------------------------------------------------------------------------------------
+# transformers' conventions
+
+
+def test_mlm_probability_is_p_and_p_one_masks_every_token(tokenizer, mrpc_tokenized):
+    """``mlm_probability`` (transformers' name) sets the budget p; p = 1 selects every non-special token, padding
+    and special tokens never, for every strategy (Typhoon with its state learnt on a step, and as uniform)."""
+    rows = features([mrpc_tokenized["train"][i] for i in range(16)])
+    assert masking_collator(tokenizer, "whole_word", mlm_probability=0.3).strategy.p == 0.3
+    for strategy in ("random", "whole_word", "span", "typhoon"):
+        collator = masking_collator(tokenizer, strategy, mlm_probability=1.0, seed=3)
+        masker = Masker(collator)
+        if strategy == "typhoon":
+            collator.prepare_on(rows)
+            masker.probe = True  # no model: the masks only, drawn from the prepared state
+        batch = collator(rows)
+        out = masker.draw(batch)
+        real = batch["attention_mask"].bool() & ~batch["special_tokens_mask"].bool()
+        assert torch.equal(out["labels"] != -100, real), strategy
+        assert torch.equal(out["labels"][real], batch["input_ids"][real])
+
+
+def test_a_column_that_cannot_be_batched_is_named(tokenizer):
+    rows = [{"input_ids": tokenizer("a short one")["input_ids"], "text": "a short one"},
+            {"input_ids": tokenizer("and a longer sentence here")["input_ids"], "text": "and a longer sentence here"}]
+    quickly(lambda: masking_collator(tokenizer, "random")(rows), ValueError, "column 'text' cannot be batched",
+            "remove_columns(['text'])")
+    ragged = [{"input_ids": tokenizer("one")["input_ids"], "extra": [1, 2]},
+              {"input_ids": tokenizer("two words")["input_ids"], "extra": [1, 2, 3, 4, 5, 6, 7]}]
+    quickly(lambda: masking_collator(tokenizer, "whole_word")(ragged), ValueError, "column 'extra'")
+
+
+def test_fp16_on_a_cpu_is_refused_and_pinned_memory_not_asked_for(tmp_path, tiny, mrpc_tokenized):
+    import warnings
+
+    train = dataset_of([mrpc_tokenized["train"][i] for i in range(8)])
+    args = trainer_args(tmp_path, use_cpu=False, max_steps=1)
+    if args.device.type != "cpu":
+        pytest.skip("a GPU is here: fp16 runs on it")
+    with pytest.raises(ValueError, match="fp16=True on a CPU.*bf16=True"):
+        TyphoonTrainer(model=tiny_model(tiny), args=trainer_args(tmp_path, use_cpu=False, fp16=True),
+                       train_dataset=train, data_collator=masking_collator(tiny.tokenizer, "random"))
+    assert args.dataloader_pin_memory  # transformers' default: pinned memory, which only warns on a CPU
+    trainer = TyphoonTrainer(model=tiny_model(tiny), args=args, train_dataset=train,
+                             data_collator=masking_collator(tiny.tokenizer, "random"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    assert not [w for w in caught if "pin_memory" in str(w.message)], [str(w.message) for w in caught]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -394,43 +415,50 @@ def test_bad_input_is_refused(tmp_path, tiny, tokenizer, mrpc_tokenized):
 
 @pytest.mark.slow
 def test_minilm_phase_is_the_bundles_phase(tmp_path):
-    """minilm-l6-mlm (the embedded backbone, adapted weights) for a few steps: the masks of every step and the
-    state as with tiny-random (test_trainer_phase_is_the_bundles_phase says why the state differs after step 1)."""
+    """minilm-l6-mlm (the embedded backbone, adapted weights) for a few steps: the masks of every step equal, the
+    state within 1e-5 of its scale at every step, the first included. Unlike tiny-random's, the first step's state
+    is not equal bit for bit: 141 of 30,522 token types differ by at most 2.6e-8 (7.6e-5 of the value, near
+    zero) on an Intel Ice Lake and on an AMD EPYC, so some float32 sum of the first step is taken in another
+    order on the two paths at this backbone's shapes (the head over all positions or the masked ones alone is
+    not it: those agree bit for bit in isolation). That noise grows through the steps (2.4e-7 at a scale of 0.21,
+    1.1e-6 of it, by step 3), hence 1e-5; an error of substance (a sign, a token left out) is of the scale itself."""
     bundle, trainer = bundle_and_trainer(tmp_path, "typhoon", backbone="minilm-l6-mlm", n=24, epochs=1)
     assert len(bundle.labels) == len(trainer.labels) == 3
     assert all(torch.equal(a, b) for a, b in zip(bundle.labels, trainer.labels, strict=True))
-    np.testing.assert_array_equal(bundle.weights[0], trainer.weights[0])
+    np.testing.assert_array_equal(np.isnan(bundle.weights[0]), np.isnan(trainer.weights[0]))
     for b, t in zip(bundle.weights, trainer.weights, strict=True):
         seen = ~np.isnan(b)
-        assert np.abs(b[seen] - t[seen]).max() <= 1e-6 * np.abs(b[seen]).max()
+        assert np.abs(b[seen] - t[seen]).max() <= 1e-5 * np.abs(b[seen]).max()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["typhoon", "whole_word"])
 def test_data_loader_workers(tmp_path, tiny, mrpc_tokenized, strategy):
-    """dataloader_num_workers=2: Typhoon's masks are drawn in the main process, so they (and the state) are
-    those of a run without workers; whole-word masks, drawn in the workers, differ between workers."""
+    """dataloader_num_workers=2 changes no mask: in TyphoonTrainer every strategy's masks are drawn in the main
+    process (and Typhoon's state is that of a run without workers); in a plain Trainer a whole-word batch is
+    masked in a worker from its own keyed generator, as the main process would."""
     train = [mrpc_tokenized["train"][i] for i in range(32)]
-    runs = []
-    for workers in (0, 2):
-        collator = masking_collator(tiny.tokenizer, strategy, seed=4)
-        recorder = Recorder(collator)
-        args = trainer_args(tmp_path / str(workers), max_steps=4, dataloader_num_workers=workers,
-                            train_sampling_strategy="sequential")
-        cls = TyphoonTrainer if strategy == "typhoon" else Trainer
-        cls(model=tiny_model(tiny), args=args, train_dataset=dataset_of(train), data_collator=collator,
-            callbacks=[recorder]).train()
-        runs.append((recorder, collator))
-    (alone, alone_collator), (workers, workers_collator) = runs
-    if strategy == "typhoon":
-        assert all(torch.equal(a, b) for a, b in zip(alone.labels, workers.labels, strict=True))
-        np.testing.assert_array_equal(alone_collator.strategy.weights, workers_collator.strategy.weights)
-    else:  # drawn in the workers (the recorder there is a copy): the main process drew none
-        assert len(alone.labels) == 4 and workers.labels == []
+    for cls in (SeenTyphoonTrainer, SeenTrainer) if strategy == "whole_word" else (SeenTyphoonTrainer,):
+        runs = []
+        for workers in (0, 2):
+            collator = masking_collator(tiny.tokenizer, strategy, seed=4)
+            args = trainer_args(tmp_path / str(workers), max_steps=4, dataloader_num_workers=workers,
+                                train_sampling_strategy="sequential")
+            trainer = recording(cls, model=tiny_model(tiny), args=args, train_dataset=dataset_of(train),
+                                data_collator=collator)
+            trainer.train()
+            runs.append((trainer.seen, collator))
+        (alone, alone_collator), (workers, workers_collator) = runs
+        assert len(alone) == 4 and all(torch.equal(a, b) for a, b in zip(alone, workers, strict=True)), cls
+        if strategy == "typhoon":
+            np.testing.assert_array_equal(alone_collator.strategy.weights, workers_collator.strategy.weights)
 
 
 @pytest.mark.slow
 def test_example_script(tmp_path):
+    """examples/hf_trainer_typhoon.py as docs/hf_trainer.md runs it: Typhoon on the embedded backbone, whole-word
+    masking on a text file, a refused parameter; the Trainer's progress bar and logs are shown (nothing of the
+    bundle quiets them), and the checkpoints go where --output-dir says."""
     import os
     import subprocess
     import sys
@@ -441,18 +469,58 @@ def test_example_script(tmp_path):
     script = str(REPO / "examples" / "hf_trainer_typhoon.py")
     done = subprocess.run([sys.executable, script, "--model", "minilm-l6-mlm", "--task", "mrpc", "--strategy",
                            "typhoon", "--max-steps", "3", "--batch-size", "4", "--max-train-examples", "64",
-                           "--output-dir", str(tmp_path / "typhoon")], capture_output=True, text=True, env=env,
-                          timeout=600)
+                           "--save-steps", "3", "--output-dir", str(tmp_path / "typhoon")], capture_output=True,
+                          text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "typhoon on minilm-l6-mlm: 3 steps" in done.stdout and "Typhoon: 3 updates" in done.stdout
+    assert f"checkpoints go to {tmp_path / 'typhoon'}" in done.stdout
+    assert "3/3 [" in done.stderr and "'loss':" in done.stdout  # the Trainer's tqdm bar and its logs
+    assert (tmp_path / "typhoon" / "checkpoint-3" / "typhoon_masking.npz").is_file()
+    assert "pin_memory" not in done.stderr
     text = tmp_path / "corpus.txt"
     text.write_text("The cat sat on the mat.\nA dog barked twice at the unbelievably loud thunder.\n" * 8)
     done = subprocess.run([sys.executable, script, "--model", "tiny-random", "--train-file", str(text), "--strategy",
-                           "whole_word", "--p", "0.3", "--set", "corruption=mask_only", "--max-steps", "2",
-                           "--batch-size", "4", "--output-dir", str(tmp_path / "ww")], capture_output=True, text=True,
-                          env=env, timeout=600)
+                           "whole_word", "--mlm-probability", "0.3", "--set", "corruption=mask_only", "--max-steps",
+                           "2", "--batch-size", "4", "--output-dir", str(tmp_path / "ww")], capture_output=True,
+                          text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "whole_word on tiny-random: 2 steps" in done.stdout
     bad = subprocess.run([sys.executable, script, "--strategy", "typhoon", "--p", "1.5"], capture_output=True,
                          text=True, env=env, timeout=600)
     assert bad.returncode != 0 and "p" in bad.stderr.splitlines()[-1]
+
+
+def test_processes_that_would_each_train_alone_are_refused(monkeypatch):
+    """Under torchrun on a machine without a GPU, transformers trains each process alone unless use_cpu=True:
+    TyphoonTrainer refuses that (one Typhoon state over models drifting apart), saying what to set."""
+    from types import SimpleNamespace
+
+    from transformers.training_args import ParallelMode
+
+    from typhoon.hf import trainer
+
+    monkeypatch.setattr(trainer, "rank_and_size", lambda group=None: (1, 2))
+    alone = SimpleNamespace(parallel_mode=ParallelMode.NOT_PARALLEL, device=torch.device("cpu"), fp16=False,
+                            dataloader_pin_memory=True)
+    quickly(lambda: trainer.check_arguments(alone), ValueError, "2 processes", "use_cpu=True")
+    together = SimpleNamespace(**{**vars(alone), "parallel_mode": ParallelMode.DISTRIBUTED})
+    trainer.check_arguments(together)
+    assert together.dataloader_pin_memory is False
+
+
+def test_a_spawned_workers_collator_keeps_its_ranks_keys(tokenizer, mrpc_tokenized, monkeypatch):
+    """A data-loader worker started by spawning (no torch.distributed of its own) masks a batch with its rank's
+    keys: the rank goes with the pickled collator, so the same batch gets other masks on another rank's worker."""
+    import pickle
+
+    from typhoon.hf import collators
+
+    rows = features([mrpc_tokenized["train"][i] for i in range(8)])
+    collator = masking_collator(tokenizer, "whole_word", seed=2)
+    here = collator(rows)["labels"]
+    monkeypatch.setattr(collators, "rank_and_size", lambda group=None: (1, 2))
+    pickled = pickle.dumps(collator)  # as rank 1 of 2 hands it to a spawned worker
+    monkeypatch.setattr(collators, "rank_and_size", lambda group=None: (0, 1))  # the worker: no process group
+    in_worker = pickle.loads(pickled)(rows)["labels"]
+    monkeypatch.setattr(collators, "rank_and_size", lambda group=None: (1, 2))
+    assert torch.equal(in_worker, collator(rows)["labels"]) and not torch.equal(in_worker, here)

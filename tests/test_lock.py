@@ -46,7 +46,7 @@ def applies_here(pin) -> bool:
 # The locks against pyproject.toml
 
 
-@pytest.mark.parametrize("lock, extras", [(RUNTIME, ()), (DEV, ("dev",))], ids=["runtime", "dev"])
+@pytest.mark.parametrize("lock, extras", [(RUNTIME, ("bundle",)), (DEV, ("bundle", "dev"))], ids=["runtime", "dev"])
 def test_lock_covers_pyproject(lock, extras):
     """Every requirement has a pin inside its range, and everything pinned as a direct requirement still is one."""
     wanted = requirements() | {name: req for extra in extras for name, req in requirements(extra).items()}

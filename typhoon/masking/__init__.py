@@ -11,7 +11,8 @@ irrelevant (left out of a run's identity).
 
 Other stages take these names from here (``from typhoon.masking import get_strategy``): the strategies
 and their parameters' declarations, the calibration, the mask schedules (``schedules``, shared with the
-theory) and where a run's saliency comes from (``saliency_source``). Two modules are used whole: ``plugins``
+theory), where a run's saliency comes from (``saliency_source``) and one state shared by the ranks of a
+data-parallel run (``across_ranks``: ``shared_update``). Two modules are used whole: ``plugins``
 (``plugins.load``, a strategy of your own) and ``task_saliency`` (named by its function).
 
 The package loads lazily: a name is imported from its module on first use, so the torch-free
@@ -42,6 +43,7 @@ _HOMES = {
     **dict.fromkeys(["FixedMaskingRatio", "FixedVisibleCount", "Schedule", "UniformMaskingRatio", "min_visible_count",
                      "require_sequence_length", "sample_rates", "sample_visible_sets", "with_full_mask"], "schedules"),
     **dict.fromkeys(["SaliencySource", "saliency_kind"], "saliency_source"),
+    **dict.fromkeys(["rank_and_size", "shared_update"], "across_ranks"),
 }
 # Modules other stages use whole: their names read qualified (``plugins.load``), or one of them is the module's
 # own name (``task_saliency.task_saliency``).

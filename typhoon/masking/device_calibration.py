@@ -31,11 +31,12 @@ from typhoon.masking.calibration import TOP_PREFERENCE
 F64 = torch.float64
 
 
-def batch_estimate(input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor, saliency: torch.Tensor,
-                   vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(present (V,) bool, w_hat (V,) float64): the types at the batch's maskable positions and their estimate
-    (mean of +s over their masked occurrences plus mean of -s over their visible ones; a side with none adds 0),
-    as :func:`typhoon.masking.saliency.batch_weight_estimate`, over the whole vocabulary."""
+def type_sums(input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor, saliency: torch.Tensor,
+              vocab_size: int) -> torch.Tensor:
+    """Float64 (4, V): per type, the sum of +s over its masked occurrences, their count, the sum of -s over its
+    visible (maskable, not masked) ones, their count. Sums and counts add up over batches (and over the ranks of
+    a data-parallel run: :mod:`typhoon.masking.across_ranks`); :func:`estimate_from_sums` turns them into the
+    batch estimate."""
     ids = input_ids.reshape(-1)
     counted = maskable.reshape(-1)
     masked = selected.reshape(-1).bool() & counted
@@ -43,14 +44,30 @@ def batch_estimate(input_ids: torch.Tensor, maskable: torch.Tensor, selected: to
     s = saliency.reshape(-1).to(F64)
     zeros = torch.zeros(vocab_size, dtype=F64, device=ids.device)
 
-    def mean_by_type(side: torch.Tensor, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
-        total = zeros.clone().index_add_(0, ids, torch.where(side, sign * s, 0.0))
-        count = zeros.clone().index_add_(0, ids, side.to(F64))
-        return torch.where(count > 0, total / count.clamp(min=1.0), 0.0), count
+    def side_sums(side: torch.Tensor, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
+        return (zeros.clone().index_add_(0, ids, torch.where(side, sign * s, 0.0)),
+                zeros.clone().index_add_(0, ids, side.to(F64)))
 
-    on_masked, n_masked = mean_by_type(masked, 1.0)
-    on_visible, n_visible = mean_by_type(visible, -1.0)
-    return (n_masked + n_visible) > 0, on_masked + on_visible
+    return torch.stack([*side_sums(masked, 1.0), *side_sums(visible, -1.0)])
+
+
+def estimate_from_sums(sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(present (V,) bool, w_hat (V,) float64) from :func:`type_sums`' rows: the mean of each side (a side with no
+    occurrence adds 0), the types with an occurrence on either."""
+    on_masked, n_masked, on_visible, n_visible = sums
+
+    def mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        return torch.where(count > 0, total / count.clamp(min=1.0), 0.0)
+
+    return (n_masked + n_visible) > 0, mean(on_masked, n_masked) + mean(on_visible, n_visible)
+
+
+def batch_estimate(input_ids: torch.Tensor, maskable: torch.Tensor, selected: torch.Tensor, saliency: torch.Tensor,
+                   vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(present (V,) bool, w_hat (V,) float64): the types at the batch's maskable positions and their estimate
+    (mean of +s over their masked occurrences plus mean of -s over their visible ones; a side with none adds 0),
+    as :func:`typhoon.masking.saliency.batch_weight_estimate`, over the whole vocabulary."""
+    return estimate_from_sums(type_sums(input_ids, maskable, selected, saliency, vocab_size))
 
 
 def ema_update(weights: torch.Tensor, seen: torch.Tensor, present: torch.Tensor, estimate: torch.Tensor, lam: float,

@@ -55,8 +55,10 @@ class Param:
         return self.allowed.check(self.name, value)
 
 
+# p = 1 selects every non-special token, which every built-in strategy honours (as transformers'
+# DataCollatorForLanguageModeling allows mlm_probability=1); p = 0 would select nothing to predict.
 P = Param("p", float, 0.15, "masking budget: expected share of non-special tokens selected",
-          Interval(0.0, 1.0, low_open=True, high_open=True))
+          Interval(0.0, 1.0, low_open=True))
 CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only",
                    OneOf(CORRUPTIONS))
 BASE_PARAMS = (P, CORRUPTION)

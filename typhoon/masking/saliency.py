@@ -122,7 +122,7 @@ def ema_update(weights: np.ndarray, seen: np.ndarray, types: np.ndarray, estimat
 class TyphoonMasking(MaskingStrategy):
     """Saliency-weighted token masking with an exact expected budget (see the module docstring).
 
-    Parameters: ``p`` budget in (0, 1); ``delta`` band width in [0, 1]; ``lam`` EMA rate in (0, 1];
+    Parameters: ``p`` budget in (0, 1]; ``delta`` band width in [0, 1]; ``lam`` EMA rate in (0, 1];
     ``calibration`` in {minmax, rank, softmax}; ``tau`` > 0 (softmax temperature); ``saliency`` in
     {mlm, task} (which loss's gradient :meth:`update` receives); ``corruption``; and the three rules where
     the paper's 2023 code differs, each alone: ``ema_start`` in {first_sighting, zeros}, ``unseen`` in
@@ -344,6 +344,45 @@ class TyphoonMasking(MaskingStrategy):
             types, estimate = batch_weight_estimate(cpu["input_ids"], maskable_positions(cpu), selected.cpu(),
                                                     saliency.detach().cpu())
             self._weights, self._seen = ema_update(self._weights, self._seen, types, estimate, self.lam, first_weight)
+        self.recalibrate()
+
+    def batch_sums(self, batch: dict[str, torch.Tensor], selected: torch.Tensor,
+                   saliency: torch.Tensor) -> torch.Tensor:
+        """Float64 (4, V) where the state learns: what :meth:`update` learns from one batch, as per-type sums and
+        counts of each side (:func:`typhoon.masking.device_calibration.type_sums`). The sums of several batches
+        (the ranks' of one data-parallel step) given to :meth:`update_from_sums` are one update from those
+        batches taken together (:mod:`typhoon.masking.across_ranks`)."""
+        from typhoon.masking import device_calibration
+
+        self._require_prepared()
+        if saliency.shape != batch["input_ids"].shape or selected.shape != batch["input_ids"].shape:
+            raise ValueError(f"saliency {tuple(saliency.shape)} and selected {tuple(selected.shape)} must match "
+                             f"input_ids {tuple(batch['input_ids'].shape)}")
+        device = self._device or torch.device("cpu")
+        on = {k: v.to(device, non_blocking=True) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+        return device_calibration.type_sums(on["input_ids"], maskable_positions(on),
+                                            selected.to(device, non_blocking=True),
+                                            saliency.detach().to(device, non_blocking=True), len(self.counts))
+
+    def update_from_sums(self, sums: torch.Tensor) -> None:
+        """The EMA update and recalibration of :meth:`update`, from summed statistics (:meth:`batch_sums`)."""
+        from typhoon.masking import device_calibration
+
+        self._require_prepared()
+        if tuple(sums.shape) != (4, len(self.counts)):
+            raise ValueError(f"sums must have shape (4, {len(self.counts)}), got {tuple(sums.shape)}")
+        first_weight = self.lam if self.ema_start == "zeros" and self.steps > 0 else 1.0  # as in update()
+        self.steps += 1
+        present, estimate = device_calibration.estimate_from_sums(sums)
+        if self._device is not None:
+            state = self._on_device
+            state["weights"], state["seen"] = device_calibration.ema_update(
+                state["weights"], state["seen"], present.to(self._device), estimate.to(self._device), self.lam,
+                first_weight)
+        else:
+            types = np.flatnonzero(present.cpu().numpy())
+            self._weights, self._seen = ema_update(self._weights, self._seen, types, estimate.cpu().numpy()[types],
+                                                   self.lam, first_weight)
         self.recalibrate()
 
     # -- diagnostics and state -------------------------------------------------------------------

@@ -73,10 +73,23 @@ from typhoon.models.dropout import EAGER_FAST_DROPOUT, use_fast_dropout
 from typhoon.models.mlm_head import FAMILIES, MaskedLM, family_of
 from typhoon.names import BACKBONES
 
-# Loading an encoder-only checkpoint into a *ForMaskedLM / *ForSequenceClassification class always
-# reports the freshly initialised head; that is expected here, so keep the logs readable.
-hf_logging.set_verbosity_error()
-hf_logging.disable_progress_bar()
+
+@contextlib.contextmanager
+def quiet_loading():
+    """transformers' warnings and progress bars off while a model is built, as they were afterwards.
+
+    Loading an encoder-only checkpoint into a *ForMaskedLM / *ForSequenceClassification class always reports the
+    freshly initialised head, which is expected here. Only the loading is quieted: the bundle changes nothing
+    of a process's logging (its own command line and workers quiet themselves: typhoon.progress_bars)."""
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def minilm_dir() -> Path:
@@ -176,7 +189,7 @@ class Backbone:
         """
         kernel = self.attention_kernel(attention, fast_dropout)
         kernel = {"attn_implementation": kernel} if kernel else {}
-        with seeded(seed):  # fresh heads (and a random-init backbone's whole encoder) start from the seed
+        with seeded(seed), quiet_loading():  # fresh heads (and a random-init backbone's encoder) start from the seed
             if self.source is None:
                 config = copy.deepcopy(self.config)
                 for key, value in kwargs.items():
@@ -215,7 +228,7 @@ class Backbone:
         fresh from ``seed``.
         """
         if self.source is None:
-            with seeded(0):  # the fixed "pretrained" encoder of a random-init backbone
+            with seeded(0), quiet_loading():  # the fixed "pretrained" encoder of a random-init backbone
                 base = AutoModelForMaskedLM.from_config(self.config).base_model.state_dict()
             encoder_state = encoder_state or base
         if encoder_state is None and self.adapted is not None:
