@@ -182,6 +182,19 @@ def test_a_state_of_another_config_or_code_is_refused(tmp_path, capsys, monkeypa
     assert "resume state .seed0.resume.pt is unreadable" in err and "starting over" in err
 
 
+def test_the_batch_says_where_a_cell_resumes(tmp_path):
+    """Before it hands a cell out, the batch reads its resume state's boundary and says where the cell goes on
+    from; a cell without one is not mentioned."""
+    from typhoon.runner import Cell
+
+    cell, other = Cell(context().config), Cell(context(seed=1).config)
+    path = run_record.resume_state_path(tmp_path / cell.path)
+    path.parent.mkdir(parents=True)
+    save_state(path, context())
+    assert cell.kind.resume_note(cell, tmp_path) == f"{cell.path}: resumes after fine-tuning epoch 1 (its resume state)"
+    assert other.kind.resume_note(other, tmp_path) is None
+
+
 def test_a_state_of_the_earlier_format_is_refused_saying_so(tmp_path, capsys):
     """The first format named its boundary by a string (``mlm``, ``ft1``): such a state, an interrupted run's made by
     an earlier version, is refused saying which format it is, and the batch reads no boundary from it."""

@@ -84,10 +84,8 @@ class TrainCell(CellKind):
     def resume_note(self, cell: Cell, out_dir: Path) -> str | None:
         """What the whole run goes on from, when it has a resume state (the run checks the state is its own, and
         says so again as it loads it)."""
-        from typhoon.training import resume
-
         boundary = saved_boundary(cell.config, Path(out_dir) / cell.under)
-        return f"{cell.path}: resumes after {resume.describe(boundary)} (its resume state)" if boundary else None
+        return f"{cell.path}: resumes after {boundary.describe()} (its resume state)" if boundary else None
 
     def epochs(self, cell: Cell) -> int:
         return cell.config.mlm_epochs + cell.config.ft_epochs

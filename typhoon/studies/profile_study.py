@@ -15,12 +15,16 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from typhoon import paths
 from typhoon.config import RunConfig
 from typhoon.profiles import get_profile
-from typhoon.runner import CellExecutor, Summary, cluster_spec, run_study
+from typhoon.runner import cluster_spec
 from typhoon.studies.registry import study_named, study_of_folder, study_of_profile
+
+if TYPE_CHECKING:  # the loop (and pandas with it) is imported when a study runs: the quick commands import this module
+    from typhoon.runner import CellExecutor, Summary
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ def reproduce(profile: str, out_dir: str | Path | None = None, *, workers: int |
     profile's own grid. The rest is :func:`typhoon.runner.study.run_study`'s and the study's policy's (a grid's:
     :class:`typhoon.studies.grid.policy.FixedGrid`: reuse of equal records, mixed numerics, the estimate).
     """
+    from typhoon.runner import run_study
+
     spec = get_profile(profile)
     configs = spec.grid() if configs is None else list(configs)
     if {config.profile for config in configs} - {spec.name}:
