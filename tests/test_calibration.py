@@ -135,7 +135,7 @@ def test_budget_edges_and_errors():
     assert (calibrate_budget(pref, counts, 1.0) == 1).all() and (calibrate_budget(pref, counts, 0.0) == 0).all()
     with pytest.raises(ValueError, match="calibration must be one of"):
         calibrate(pref, counts, 0.1, method="zscore")
-    with pytest.raises(ValueError, match=r"p must lie in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"a masking rate must lie in \[0, 1\]"):
         calibrate(pref, counts, 1.5)
 
 

@@ -3,6 +3,8 @@ span law, per-row rates, corruption and parameter validation."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -151,12 +153,22 @@ def test_rate_tensor_per_row(name, big_batch, counts):
 
 
 def test_rate_validation(big_batch):
+    """A per-row rate is refused out of [0, 1] with one message, by a strategy and by a budget solver alike (0 is
+    a rate, never a budget p: that is (0, 1])."""
+    from typhoon.masking import ClosedFormBudget
+
     strategy = get_strategy("random")
     g = torch.Generator().manual_seed(0)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+    says = re.escape("a masking rate must lie in [0, 1], got [1.5")
+    with pytest.raises(ValueError, match=says):
         strategy.select(big_batch, g, rate=torch.full((128,), 1.5))
+    with pytest.raises(ValueError, match=says):
+        ClosedFormBudget(np.ones(4), np.ones(4)).solve(1.5)
+    assert ClosedFormBudget(np.ones(4), np.ones(4)).solve(0.0).tolist() == [0.0] * 4
     with pytest.raises(ValueError, match="one value per row"):
         strategy.select(big_batch, g, rate=torch.full((3,), 0.5))
+    with pytest.raises(ValueError, match=re.escape("p must lie in (0, 1], got 0.0")):
+        get_strategy("random", p=0.0)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import torch
 # The parameter declarations, with the values each allows, live in typhoon.masking.params (torch-free, for
 # the CLI and the config); the checks behind them in typhoon.allowed.
 from typhoon.data import token_counts
-from typhoon.masking.params import BASE_PARAMS, CORRUPTION, P, Param
+from typhoon.masking.params import BASE_PARAMS, CORRUPTION, P, Param, check_rates
 
 IGNORE_INDEX = -100  # label value the MLM loss skips
 
@@ -64,9 +64,7 @@ def row_rates(batch: dict[str, torch.Tensor], rate: Any, default: float) -> torc
         raise ValueError(f"rate must have one value per row: shape ({n_rows},), got {tuple(rate.shape)}")
     # checked where reading them costs nothing; on a GPU they come from a schedule, in [0, 1] by construction,
     # and reading them back would make the step wait for the device
-    if rate.device.type == "cpu" and not bool(((rate >= 0) & (rate <= 1)).all()):
-        raise ValueError(f"rate values must lie in [0, 1], got {rate.tolist()}")
-    return rate
+    return check_rates(rate) if rate.device.type == "cpu" else rate
 
 
 def word_ids_of(batch: dict[str, torch.Tensor], strategy: str) -> torch.Tensor:

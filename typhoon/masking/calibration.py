@@ -48,8 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from typhoon.allowed import check_in_interval
-from typhoon.masking.params import CALIBRATION, DELTA, TAU, UNSEEN
+from typhoon.masking.params import CALIBRATION, DELTA, TAU, UNSEEN, check_rates
 
 TOP_PREFERENCE = 1.0  # the highest preference of every method: the band's top, softmax's exp(0) after its shift
 
@@ -141,17 +140,13 @@ class _Budget:
 
     @staticmethod
     def _checked(ps) -> np.ndarray:
-        ps = np.atleast_1d(np.asarray(ps, dtype=np.float64))
-        if not ((ps >= 0) & (ps <= 1)).all():
-            raise ValueError(f"p must lie in [0, 1], got {ps.tolist()}")
-        return ps
+        return check_rates(np.atleast_1d(np.asarray(ps, dtype=np.float64)))
 
     def coefficients(self, ps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def solve(self, p: float) -> np.ndarray:
-        """pi (V,) for budget ``p`` in [0, 1]."""
-        p = check_in_interval("p", p, 0.0, 1.0, low_open=False, high_open=False)
+        """pi (V,) for the rate ``p`` in [0, 1] (checked by :meth:`coefficients`)."""
         (k,), (beta,), (floor,) = self.coefficients([p])
         return np.where(self.rank < k, 1.0, np.maximum(np.minimum(beta * self.pref, 1.0), floor))
 

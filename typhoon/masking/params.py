@@ -62,6 +62,15 @@ P = Param("p", float, 0.15, "masking budget: expected share of non-special token
 CORRUPTION = Param("corruption", str, "bert", "bert = 80 % [MASK] / 10 % random / 10 % kept; mask_only",
                    OneOf(CORRUPTIONS))
 BASE_PARAMS = (P, CORRUPTION)
+
+
+def check_rates(rates):
+    """Per-row masking rates (a schedule's draws, which a strategy call and the budget solvers take; numpy or
+    torch): each in [0, 1], 0 included (a row may select nothing), unlike the budget p itself (:data:`P`, (0, 1]).
+    The one check of a rate, where it enters a strategy or a solver; ``rates`` back."""
+    if not bool(((rates >= 0) & (rates <= 1)).all()):
+        raise ValueError(f"a masking rate must lie in [0, 1], got {rates.tolist()}")
+    return rates
 SPECIALS = Param("specials", str, "never",
                  "random: never = [CLS] and [SEP] are never selected (BERT, DataCollatorForLanguageModeling); "
                  "maskable = every real position is drawn at the rate p, [CLS] and [SEP] included (the 2023 code's "
