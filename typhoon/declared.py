@@ -326,7 +326,8 @@ def _backbone(name: str, table: Mapping, path: Path, where: str, builtins: Colle
         except FileNotFoundError as err:
             raise ValueError(f"{where} source: {err}") from None
         source = str(local)
-    elif given.startswith((".", "~")) or not HUB_ID.match(given):
+    elif given.startswith((".", "~")) or not HUB_ID.match(given) or (path.parent / given.split("/")[0]).is_dir():
+        # an "org/name" whose "org" is a folder beside the profiles file means a folder there, not a hub id
         raise ValueError(f"{where} source: {given!r} is no built-in backbone ({sorted(builtins)}), no folder "
                          f"({local} is not there) and no hub id (org/name)")
     else:

@@ -116,6 +116,15 @@ MLM_HEAD = {"minilm-l6": "MiniLM-L6 (a sentence-embedding model) with no MLM hea
 PRETRAINED_MLM_HEAD = "its pretrained MLM head"
 
 
+def mlm_head_of(backbone: str) -> str:
+    """What the MLM phase of ``backbone`` starts from (:data:`MLM_HEAD`); a short name declared for a built-in
+    backbone says the built-in's, naming it."""
+    spec = backbone_spec(backbone)
+    if spec is not None and spec.source in BACKBONES and spec.source != str(backbone).strip().lower():
+        return f"{mlm_head_of(spec.source)} ({spec.source})"
+    return MLM_HEAD.get(str(backbone).strip().lower(), PRETRAINED_MLM_HEAD)
+
+
 @dataclass(frozen=True)
 class UserDeclarations:
     """The tasks and backbone names declared in the profiles files of ``$TYPHOON_PROFILES``, by name."""
