@@ -59,7 +59,22 @@ CASES = (
     ("--backbone a folder without a checkpoint", ["run", "--task", "mrpc", "--backbone", "{tmp}", "--out", "{tmp}/out"]),
     ("TYPHOON_GLUE_DIR=/nonexistent", ["run", "--task", "mrpc", "--out", "{tmp}/out"],
      {"TYPHOON_GLUE_DIR": "/nonexistent"}),
+    # issue 70: a task and a backbone name of one's own, declared in a profiles file (DECLARED below)
+    ("a declared task's metric 'auc'", ["run", "--task", "reviews", "--out", "{tmp}/out"],
+     {"TYPHOON_PROFILES": "{tmp}/bad_task.toml"}),
+    ("a declared task's column not in its file", ["run", "--task", "reviews", "--out", "{tmp}/out"],
+     {"TYPHOON_PROFILES": "{tmp}/bad_column.toml"}),
+    ("a declared backbone name's source nowhere", ["run", "--task", "mrpc", "--backbone", "mine", "--out", "{tmp}/out"],
+     {"TYPHOON_PROFILES": "{tmp}/bad_backbone.toml"}),
 )
+# the scratch files the declaration cases name: a task's file and three profiles files, each with one bad field
+TASK_TABLE = '[tasks.reviews]\ntrain = "reviews.csv"\ndev = "reviews.csv"\nlabel_column = "verdict"\nlabels = ["bad", "good"]\n'
+DECLARED = {
+    "reviews.csv": "review,verdict\nworks exactly as promised,good\nit broke after two days,bad\n",
+    "bad_task.toml": TASK_TABLE + 'text_columns = ["review"]\nmetric = "auc"\n',
+    "bad_column.toml": TASK_TABLE + 'text_columns = ["text"]\nmetric = "accuracy"\n',
+    "bad_backbone.toml": '[backbones.mine]\nsource = "./checkpoints/gone"\n',
+}
 
 
 def run_case(repo: Path, args: list[str], extra_env: dict | None = None) -> tuple[int, str, float, bool]:
@@ -67,9 +82,11 @@ def run_case(repo: Path, args: list[str], extra_env: dict | None = None) -> tupl
     with tempfile.TemporaryDirectory(prefix="typhoon-bad-input-") as tmp:
         scratch = Path(tmp)
         (scratch / "a_file").write_text("in the way\n")
+        for name, text in DECLARED.items():
+            (scratch / name).write_text(text)
         before = set(scratch.rglob("*"))
         argv = [a.format(tmp=tmp, file=scratch / "a_file", repo=repo) for a in args]
-        env = {**os.environ, "PYTHONPATH": str(repo), **(extra_env or {})}
+        env = {**os.environ, "PYTHONPATH": str(repo), **{k: v.format(tmp=tmp) for k, v in (extra_env or {}).items()}}
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "typhoon", *argv], env=env, cwd=repo, capture_output=True,
                               text=True, timeout=300)

@@ -11,6 +11,8 @@ fails."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -23,7 +25,8 @@ from conftest import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKED = re.compile(r"<!-- docs test: (runs as written|file (\S+)) -->\n```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n", re.M)
-RUNNABLE_BLOCKS = 3  # docs/extending.md: the plugin strategy's `run`, its grid's `reproduce`, a study of one's own
+RUNNABLE_BLOCKS = 4  # docs/extending.md: the plugin strategy's `run`, its grid's `reproduce`, a study of one's own,
+# a task and a backbone name of one's own
 
 
 def marked_blocks() -> tuple[list[tuple[Path, str]], list[tuple[Path, str, str]]]:
@@ -47,13 +50,14 @@ def test_the_runnable_blocks_are_counted():
     runnable, files = marked_blocks()
     shell = sum(len(SHELL_BLOCK.findall(page.read_text(encoding="utf-8"))) for page in PAGES)
     assert len(runnable) == RUNNABLE_BLOCKS, [page.name for page, _ in runnable]
-    assert sorted(name for _, name, _ in files) == ["my_masking.py", "my_profiles.toml", "my_study.py", "my_study_profiles.toml"]
+    assert sorted(name for _, name, _ in files) == ["my_masking.py", "my_profiles.toml", "my_study.py", "my_study_profiles.toml",
+                                                    "my_task.toml", "reviews_dev.csv", "reviews_train.csv"]
     assert shell > len(runnable)  # the others need make, docker, podman, a network or placeholders
     print(f"{len(runnable)} of the docs' {shell} shell blocks run as written "
           f"({sum(len(commands_of(b)) for _, b in runnable)} commands), with {len(files)} files the pages give")
 
 
-@pytest.mark.slow  # trains: one smoke-sized cell, then a 4-cell grid and its notebooks
+@pytest.mark.slow  # trains: one smoke-sized cell, then a 4-cell grid and its notebooks, a 6-cell study, a cell of a task of one's own
 def test_the_docs_commands_run_as_written_from_a_folder_outside_the_repository(tmp_path):
     runnable, files = marked_blocks()
     folder = tmp_path / "my-work"
@@ -76,5 +80,9 @@ def test_the_docs_commands_run_as_written_from_a_folder_outside_the_repository(t
     assert (folder / "my-runs/runs/mrpc/tiny-random/long_words/seed0/metrics.json").is_file()
     assert len(list((folder / "long-words" / "runs").glob("mrpc/tiny-random/*/seed*/metrics.json"))) == 4
     assert (folder / "long-words" / "report.html").is_file()
+    record = folder / "review-runs/runs/reviews/my-tiny/random/seed0"
+    config, metrics = (json.loads((record / name).read_text()) for name in ("config.json", "metrics.json"))
+    assert config["backbone_source"] == "tiny-random" and metrics["n_dev"] == 12  # the page's dev file: 12 reviews
+    assert config["task_declaration"]["sha256"]["train"] == hashlib.sha256((folder / "reviews_train.csv").read_bytes()).hexdigest()
     now = sorted(p.name for p in (REPO / "outputs").iterdir()) if (REPO / "outputs").is_dir() else []
     assert now == repo_outputs

@@ -74,6 +74,10 @@ class RunConfig:
     strategy: str = "random"  # a built-in name or alias, a plugin's MODULE:CLASS (replaced by its name) or name
     strategy_source: str = ""  # a plugin strategy: the MODULE:CLASS it is loaded from; "" for the built-ins
     strategy_args: dict = field(default_factory=dict)  # a plugin strategy: its own parameters' values, by name
+    # a task declared in a profiles file ([tasks.<name>], typhoon/declared.py): what decides its data (how its files
+    # are read, its labels, its metric, each file's sha256); {} for a GLUE task
+    task_declaration: dict = field(default_factory=dict)
+    backbone_source: str = ""  # a backbone name declared in a profiles file: what it stands for; "" for any other
     seed: int = field(default=0, metadata=allows(IntAtLeast(0)))
     profile: str = "custom"  # a config made by hand (RunConfig(...)), from no profile; resolve() sets the profile it came from
     # masking (phase 1): here come p, corruption, delta, lam, ..., max_span: one field per parameter of the
@@ -109,9 +113,12 @@ class RunConfig:
         """Normalise (the only place fields are set after ``__init__``), then check: ValueError naming the first bad
         name or value: the task, the strategy and its parameters, and every field against what it allows (its
         ``allows`` metadata). Imports nothing heavy: the command line checks a config before torch is imported."""
-        from typhoon.names import canonical_task
+        from typhoon.names import backbone_source, canonical_task, task_declaration
 
-        for name, value in {"task": canonical_task(self.task), **self._plugin_fields()}.items():
+        task = canonical_task(self.task)
+        for name, value in {"task": task, "task_declaration": task_declaration(task, self.task_declaration),
+                            "backbone_source": backbone_source(self.backbone, self.backbone_source),
+                            **self._plugin_fields()}.items():
             object.__setattr__(self, name, value)
         for name, value in self._alias_values().items():  # of the strategy just named
             object.__setattr__(self, name, value)
@@ -211,7 +218,9 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         """Every field's value; ``strategy_source`` and ``strategy_args`` only where a plugin strategy sets
-        them (a built-in strategy's config, record and identity are what they were before plugins)."""
+        them, ``task_declaration`` and ``backbone_source`` only for a task or a backbone name declared in a
+        profiles file (a built-in strategy's, task's and backbone's config, record and identity are what they were
+        before these existed)."""
         data = dataclasses.asdict(self)
         for key in PLUGIN_FIELDS:
             if not data[key]:
@@ -251,14 +260,21 @@ class RunConfig:
                            ("task", "backbone", "strategy", "seed", "schedule", "pi0", "p", "precision", "attention", "dropout")})
 
     def replace(self, **changes) -> RunConfig:
-        """A copy with ``changes``; another strategy leaves this one's plugin source and arguments behind."""
+        """A copy with ``changes``; another strategy leaves this one's plugin source and arguments behind, another
+        task this one's declaration, another backbone what this one's name stood for."""
         if "strategy" in changes:
             changes = {"strategy_source": "", "strategy_args": {}, **changes}
+        if "task" in changes:
+            changes = {"task_declaration": {}, **changes}
+        if "backbone" in changes:
+            changes = {"backbone_source": "", **changes}
         return dataclasses.replace(self, **changes)
 
 
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RunConfig)}
-PLUGIN_FIELDS = ("strategy_source", "strategy_args")  # set only for a plugin strategy (RunConfig.to_dict)
+# set only for what a user brings: a strategy of their own, a task or a backbone name declared in a profiles file
+# (RunConfig.to_dict leaves them out while empty)
+PLUGIN_FIELDS = ("strategy_source", "strategy_args", "task_declaration", "backbone_source")
 # Fields that are some strategy's parameter (only the chosen strategy's count for a run's identity).
 STRATEGY_FIELDS = frozenset(param.name for param in CONFIG_PARAMS)
 

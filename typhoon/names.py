@@ -1,20 +1,34 @@
-"""The GLUE tasks and the backbones the command line names, declared here without torch.
+"""The tasks and the backbones the command line names: the built-in ones, declared here without torch, and those
+a user declares in a profiles file of their own (:mod:`typhoon.declared`).
 
 The task table (:data:`GLUE_TASKS`: each task's files, columns, labels and metric) and the backbone registry
 (:data:`BACKBONES`: each short name's checkpoint) live here, torch-free, so that a mistyped name is refused
 at once; :mod:`typhoon.data.glue_files` and :mod:`typhoon.models.backbones` (torch and transformers, seconds
-of start-up) read them from here.
+of start-up) read them from here. The ``[tasks.<name>]`` and ``[backbones.<name>]`` tables of the profiles files
+in ``$TYPHOON_PROFILES`` add to them (:func:`user_declarations`): every lookup here sees them, in the command line,
+a worker or a notebook kernel alike (they inherit the variable).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typhoon.declared import (
+    PROFILES_ENV,
+    TaskColumns,
+    UserBackbone,
+    UserTask,
+    check_checkpoint_folder,
+    profiles_files,
+    read_declarations,
+)
+
 
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(TaskColumns):
     """How one GLUE task's files are laid out and what its columns mean."""
 
     name: str  # the usual short name, e.g. "mrpc"
@@ -30,18 +44,6 @@ class TaskSpec:
     test_text_columns: tuple[str, ...] | None = None
     file_label_values: tuple[str, ...] = field(default=())  # label strings in the file, if not 0..k-1
     official_zip: str | None = None  # name of the official GLUE zip (None: MRPC, built from MSR sources)
-
-    @property
-    def is_pair(self) -> bool:
-        return len(self.text_columns) == 2
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    @property
-    def normalized_text_columns(self) -> tuple[str, ...]:
-        return ("sentence1", "sentence2") if self.is_pair else ("sentence",)
 
 
 GLUE_TASKS: dict[str, TaskSpec] = {
@@ -114,13 +116,65 @@ MLM_HEAD = {"minilm-l6": "MiniLM-L6 (a sentence-embedding model) with no MLM hea
 PRETRAINED_MLM_HEAD = "its pretrained MLM head"
 
 
+def mlm_head_of(backbone: str) -> str:
+    """What the MLM phase of ``backbone`` starts from (:data:`MLM_HEAD`); a short name declared for a built-in
+    backbone says the built-in's, naming it."""
+    spec = backbone_spec(backbone)
+    if spec is not None and spec.source in BACKBONES and spec.source != str(backbone).strip().lower():
+        return f"{mlm_head_of(spec.source)} ({spec.source})"
+    return MLM_HEAD.get(str(backbone).strip().lower(), PRETRAINED_MLM_HEAD)
+
+
+@dataclass(frozen=True)
+class UserDeclarations:
+    """The tasks and backbone names declared in the profiles files of ``$TYPHOON_PROFILES``, by name."""
+
+    tasks: dict[str, UserTask]
+    backbones: dict[str, UserBackbone]
+
+
+def declarations_in(path: Path) -> UserDeclarations:
+    """The tasks and backbones one profiles file declares, checked (:func:`typhoon.declared.read_declarations`:
+    ValueError naming the file, the table and the field); a built-in name is refused."""
+    tasks, backbones = read_declarations(path, {*GLUE_TASKS, *TASK_ALIASES}, BACKBONES)
+    return UserDeclarations(tasks, backbones)
+
+
+def user_declarations() -> UserDeclarations:
+    """Every task and backbone declared in the profiles files of ``$TYPHOON_PROFILES`` (each file read once per
+    version of it); ValueError for a bad declaration, or a name two files declare."""
+    tasks: dict[str, UserTask] = {}
+    backbones: dict[str, UserBackbone] = {}
+    for path in profiles_files():
+        declared = declarations_in(path)
+        for kind, mine, theirs in (("tasks", tasks, declared.tasks), ("backbones", backbones, declared.backbones)):
+            for name, spec in theirs.items():
+                if name in mine:
+                    raise ValueError(f"${PROFILES_ENV}: [{kind}.{name}] is declared in {mine[name].declared_in} and "
+                                     f"in {spec.declared_in}; keep one")
+                mine[name] = spec
+    return UserDeclarations(tasks, backbones)
+
+
+def task_spec(task: str) -> TaskSpec | UserTask:
+    """The spec of a task (its registry name, :func:`canonical_task`): a built-in GLUE task's or a declared one's."""
+    key = canonical_task(task)
+    return GLUE_TASKS[key] if key in GLUE_TASKS else user_declarations().tasks[key]
+
+
 def canonical_task(task: str) -> str:
     """The registry's name of ``task`` (any case, an alias); ValueError naming it and the choices when it
-    is no GLUE task (as ``data.get_task`` would)."""
+    is neither a GLUE task nor one declared in a profiles file of ``$TYPHOON_PROFILES`` (as ``data.get_task``
+    would)."""
     key = str(task).strip().lower()
     key = TASK_ALIASES.get(key, key)
-    if key not in GLUE_TASKS:
-        raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASKS)}")
+    if key in GLUE_TASKS:
+        return key
+    declared = sorted(user_declarations().tasks)
+    if key not in declared:
+        yours = (f", or one of yours {declared}" if declared else
+                 f", or one of your own declared as [tasks.<name>] in a profiles file of ${PROFILES_ENV}")
+        raise ValueError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASKS)}{yours}")
     return key
 
 
@@ -140,13 +194,54 @@ def check_task(task: str, among: tuple[str, ...] | None = None) -> str | None:
     return read_as("task", task, canonical)
 
 
+def task_declaration(task: str, given: Mapping) -> dict:
+    """What ``RunConfig.task_declaration`` holds for the (canonical) ``task``: nothing for a built-in task (a
+    declaration given for one is refused), for a declared one the declaration ``given`` (a record's: what its run
+    read) or else its declaration now (:meth:`typhoon.declared.UserTask.declaration`, its files' sha256)."""
+    if task in GLUE_TASKS:
+        if given:
+            raise ValueError(f"bad run config: task_declaration is a declared task's; {task!r} is a GLUE task")
+        return {}
+    return dict(given) if given else task_spec(task).declaration()
+
+
+def backbone_spec(name: str) -> BackboneSpec | None:
+    """The spec of a short name (any case): a built-in backbone's, or a declared one's (its source: a built-in
+    backbone's name, a local folder or a hub id); None for any other name (a folder or a hub id itself)."""
+    key = str(name).strip().lower()
+    if key in BACKBONES:
+        return BACKBONES[key]
+    declared = user_declarations().backbones.get(key)
+    if declared is None:
+        return None
+    offline = BACKBONES[declared.source].offline if declared.source in BACKBONES else Path(declared.source).is_dir()
+    return BackboneSpec(declared.source, declared.description, offline)
+
+
+def backbone_choices() -> list[str]:
+    """The short names a backbone may be given by: the built-in ones, then those declared in profiles files."""
+    return sorted(BACKBONES) + sorted(user_declarations().backbones)
+
+
+def backbone_source(backbone: str, given: str) -> str:
+    """What ``RunConfig.backbone_source`` holds: for a short name declared in a profiles file what it stands for
+    (``given``, a record's, or else its source now), so that another checkpoint under the name is another run;
+    nothing for any other backbone (a source given for one is refused)."""
+    declared = user_declarations().backbones.get(str(backbone).strip().lower())
+    if declared is None:
+        if given:
+            raise ValueError(f"bad run config: backbone_source is a declared backbone name's; {backbone!r} is none")
+        return ""
+    return given or declared.source
+
+
 def check_backbone(name: str) -> str | None:
-    """ValueError / FileNotFoundError for a backbone that is neither a registry name, a hub id ("org/name")
-    nor a local folder -- what ``models.load_backbone`` refuses first, before it imports anything. A registry
-    name in another case is read in lower case: the line that says so is returned (else None)."""
+    """ValueError / FileNotFoundError for a backbone that is neither a short name (built-in or declared), a hub
+    id ("org/name") nor a local folder -- what ``models.load_backbone`` refuses first, before it imports
+    anything. A short name in another case is read in lower case: the line that says so is returned (else None)."""
     key = str(name).strip()
     local = Path(key).expanduser()
-    if key.lower() in BACKBONES:
+    if backbone_spec(key) is not None:
         return read_as("backbone", name, key.lower())
     if local.is_dir():
         check_checkpoint_folder(local)
@@ -154,23 +249,8 @@ def check_backbone(name: str) -> str | None:
     if local.is_absolute() or key.startswith((".", "~")):
         raise FileNotFoundError(f"backbone folder not found: {local}")
     if "/" not in key:
-        raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}, a local folder or a hub id")
+        raise ValueError(f"unknown backbone {name!r}; choose one of {backbone_choices()}, a local folder or a hub id")
     return None
-
-
-# the weights a checkpoint folder may hold (transformers' save_pretrained: one file, or shards and their index)
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-
-
-def check_checkpoint_folder(folder: Path) -> None:
-    """FileNotFoundError unless a local backbone folder holds a checkpoint: its ``config.json`` and its weights
-    (said here in a fraction of a second, not by transformers after the imports)."""
-    missing = [what for what, present in (("config.json", (folder / "config.json").is_file()),
-                                          (" or ".join(WEIGHT_FILES), any((folder / f).is_file() for f in WEIGHT_FILES)))
-               if not present]
-    if missing:
-        raise FileNotFoundError(f"backbone folder {folder} holds no checkpoint: no {' and no '.join(missing)} "
-                                "(a folder saved by transformers' save_pretrained, with its tokenizer)")
 
 
 def said(note: str | None) -> None:

@@ -14,7 +14,6 @@ every value converted to the field's declared type by :func:`typhoon.config.coer
 from __future__ import annotations
 
 import itertools
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,12 +21,19 @@ from pathlib import Path
 
 from typhoon.allowed import IntAtLeast
 from typhoon.config import FIELD_TYPES, RunConfig, allows, coerce, plugin_params
+from typhoon.declared import DECLARATION_TABLES, profiles_files
 from typhoon.masking import PLUGIN_STRATEGIES, plugins
+from typhoon.names import declarations_in, user_declarations
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
-# More profiles files, beside the package's (os.pathsep between them): a study of your own, e.g. a grid with a
-# strategy of your own (docs/extending.md). The notebook kernels inherit it, so they see the same profiles.
-PROFILES_ENV = "TYPHOON_PROFILES"
+# More profiles files, beside the package's, in $TYPHOON_PROFILES (typhoon.declared.profiles_files; os.pathsep
+# between them): a study of your own, e.g. a grid with a strategy of your own, and the tasks and backbone names
+# you declare (docs/extending.md). The notebook kernels inherit it, so they see the same profiles.
+
+# The RunConfig fields no layer of a profile, nor --set, may set, and why
+NOT_SETTINGS = {"profile": "a run's profile is the one it is resolved from",
+                "task_declaration": "a declared task's declaration is read from its profiles file",
+                "backbone_source": "what a declared backbone name stands for is read from its profiles file"}
 
 
 @dataclass
@@ -105,8 +111,8 @@ def resolve(profile: str | Profile, cell: Mapping, overrides: Mapping | None = N
     values = {}
     for where, layer in layers:
         for key, value in layer.items():
-            if key == "profile":
-                raise ValueError(f"{where} set 'profile': a run's profile is the one it is resolved from")
+            if key in NOT_SETTINGS:
+                raise ValueError(f"{where} set {key!r}: {NOT_SETTINGS[key]}")
             if key not in FIELD_TYPES:
                 raise ValueError(f"{where}: unknown RunConfig field {key!r}; choose one of {sorted(FIELD_TYPES)}")
             if key == "strategy_args":  # parameter by parameter: a later layer changes the ones it names
@@ -121,25 +127,28 @@ def resolve(profile: str | Profile, cell: Mapping, overrides: Mapping | None = N
 
 
 def load_profiles(path: Path | None = None) -> dict[str, Profile]:
-    """The profiles of ``path`` (default :data:`PROFILES_FILE`); ValueError naming the file and the line of
-    a syntax error."""
+    """The profiles of ``path`` (default :data:`PROFILES_FILE` and the files of ``$TYPHOON_PROFILES``); ValueError
+    naming the file and the line of a syntax error, or the file, the table and the field of a bad declaration of a
+    task or a backbone name (its ``[tasks.<name>]`` and ``[backbones.<name>]`` tables, :mod:`typhoon.declared`)."""
     if path is None:
         profiles = load_profiles(PROFILES_FILE)
-        for extra in filter(None, os.environ.get(PROFILES_ENV, "").split(os.pathsep)):
-            if not Path(extra).is_file():
-                raise ValueError(f"${PROFILES_ENV}: no profiles file {extra}")
-            for name, profile in load_profiles(Path(extra)).items():
+        for extra in profiles_files():
+            for name, profile in load_profiles(extra).items():
                 if name in profiles:
                     raise ValueError(f"{extra}: profile {name!r} is one of the package's; name yours otherwise")
                 profiles[name] = profile
+        user_declarations()  # a name that two files declare
         return profiles
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:  # its message ends "(at line L, column C)"
         raise ValueError(f"{path}: not valid TOML: {err}") from None
+    declarations_in(path)  # refused as it is read, whether or not a profile names it
     profiles = {}
     for name, body in raw.items():
+        if name in DECLARATION_TABLES:
+            continue
         body = dict(body)
         profiles[name] = Profile(
             name=name, description=body.pop("description", ""),

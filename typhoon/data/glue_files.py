@@ -1,6 +1,7 @@
 """GLUE data files: where a task's official TSV files are, their checksums, reading them exactly, and
 fetching the tasks not bundled. (Tokenizing is :mod:`typhoon.data.tokenizing`, batching
-:mod:`typhoon.data.batching`.)
+:mod:`typhoon.data.batching`; a task of your own, declared in a profiles file, is read by
+:mod:`typhoon.data.task_files`, and :func:`load_glue` and :func:`locate_glue` take it too.)
 
 Where a task's files come from, in order (the first place that has the task's folder wins):
 the ``data_dir`` argument, the ``TYPHOON_GLUE_DIR`` environment variable (a folder in the official
@@ -22,19 +23,20 @@ error name the file and line.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import urllib.request
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from typhoon.atomic import atomic_write_text, staged_dir
-from typhoon.names import GLUE_TASKS, TaskSpec, canonical_task
+from typhoon.data.task_files import read_task
+from typhoon.declared import UserTask, file_sha256
+from typhoon.names import TaskSpec, task_spec
 from typhoon.paths import GLUE_DIR_ENV, glue_dir_from_env
 
 if TYPE_CHECKING:
@@ -59,10 +61,11 @@ HUB_DATASET = "nyu-mll/glue"
 OFFICIAL_ZIP_URL = "https://dl.fbaipublicfiles.com/glue/data/{}.zip"
 
 
-def get_task(task: str) -> TaskSpec:
+def get_task(task: str) -> TaskSpec | UserTask:
     """A task's spec by its usual name, an alias or its GLUE folder name, case-insensitively (the table is
-    :data:`typhoon.names.GLUE_TASKS`, torch-free, so that the command line checks a name at once)."""
-    return GLUE_TASKS[canonical_task(task)]
+    :data:`typhoon.names.GLUE_TASKS`, torch-free, so that the command line checks a name at once), or a task
+    declared in a profiles file of ``$TYPHOON_PROFILES`` (:func:`typhoon.names.task_spec`)."""
+    return task_spec(task)
 
 
 def _read_tsv_rows(path: Path) -> list[tuple[int, list[str]]]:
@@ -129,7 +132,7 @@ def read_glue_split(spec: TaskSpec, path: Path, *, labelled: bool = True) -> dic
     return columns
 
 
-def _features(spec: TaskSpec) -> datasets.Features:
+def _features(spec: TaskSpec | UserTask) -> datasets.Features:
     import datasets
 
     feats = {c: datasets.Value("string") for c in spec.normalized_text_columns}
@@ -142,7 +145,7 @@ def _features(spec: TaskSpec) -> datasets.Features:
 class GlueSource:
     """Where one task is read from: a local task folder (with its origin), or the hub (``folder`` None)."""
 
-    origin: str  # "data_dir", "$TYPHOON_GLUE_DIR", "bundled" or "hub"
+    origin: str  # "data_dir", "$TYPHOON_GLUE_DIR", "bundled" or "hub"; a declared task's: "declared in <file>"
     folder: Path | None
 
     def __str__(self) -> str:
@@ -189,17 +192,15 @@ def _not_found(spec: TaskSpec, looked: list[str]) -> FileNotFoundError:
 
 
 def locate_glue(task: str, data_dir: str | os.PathLike | None = None) -> GlueSource:
-    """Where :func:`load_glue` reads ``task`` from; FileNotFoundError (naming every place tried) if nowhere."""
+    """Where :func:`load_glue` reads ``task`` from; FileNotFoundError (naming every place tried) if nowhere. A
+    declared task's files are where its profiles file says: the folder of its train file."""
     spec = get_task(task)
+    if isinstance(spec, UserTask):
+        return GlueSource(f"declared in {spec.declared_in}", spec.files["train"].parent)
     source, looked = _search_glue(spec, data_dir)
     if source is None:
         raise _not_found(spec, looked)
     return source
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def read_checksums(folder: Path) -> dict[str, str] | None:
@@ -259,16 +260,23 @@ def verify_glue_file(source: GlueSource, spec: TaskSpec, path: Path) -> str | No
     return None
 
 
-def load_glue(task: str, data_dir: str | os.PathLike | None = None) -> datasets.DatasetDict:
+def load_glue(task: str, data_dir: str | os.PathLike | None = None, *,
+              declaration: Mapping | None = None) -> datasets.DatasetDict:
     """Load a GLUE classification task as a DatasetDict with splits train / validation / test.
 
     The files come from the first place that has the task (module docstring); files in a folder with a
     ``SHA256SUMS`` manifest are checked against it. Columns are normalized: ``sentence`` (or
     ``sentence1``/``sentence2``), ``label`` (GLUE's label order; -1 on the unlabelled test split) and ``idx``.
+    A task declared in a profiles file has train and validation, read from its files
+    (:func:`typhoon.data.task_files.read_task`; checked against ``declaration``, a run config's, where given).
     """
     import datasets  # here, not at the top: reading a file's rows or its checksum needs no Arrow
 
     spec = get_task(task)
+    if isinstance(spec, UserTask):
+        feats = _features(spec)
+        return datasets.DatasetDict({name: datasets.Dataset.from_dict(cols, features=feats)
+                                     for name, cols in read_task(spec, declaration).items()})
     source, looked = _search_glue(spec, data_dir)
     if source is None:
         raise _not_found(spec, looked)
@@ -339,6 +347,9 @@ def fetch_glue(task: str, dest: str | os.PathLike | None = None, *, url: str | N
     unless ``force``). ``url`` overrides the official address (a mirror, or a ``file://`` zip).
     """
     spec = get_task(task)
+    if isinstance(spec, UserTask):
+        raise ValueError(f"task {spec.name} is your own (declared in {spec.declared_in}): its files are there, "
+                         "nothing to fetch")
     root = Path(dest).expanduser() if dest is not None else default_fetch_dir()
     folder = root / spec.folder
     if (folder / "train.tsv").is_file() and not force:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ from transformers.utils import logging as hf_logging
 from typhoon.models.adapted import ADAPTED, adapted_state
 from typhoon.models.dropout import EAGER_FAST_DROPOUT, use_fast_dropout
 from typhoon.models.mlm_head import FAMILIES, MaskedLM, family_of
-from typhoon.names import BACKBONES
+from typhoon.names import BACKBONES, backbone_choices, backbone_spec
 
 
 @contextlib.contextmanager
@@ -274,13 +275,16 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig
 
 
 def load_backbone(name: str) -> Backbone:
-    """Load a backbone by registry name (see ``BACKBONES``), local folder or hub id.
+    """Load a backbone by registry name (see ``BACKBONES``; or a short name declared in a profiles file,
+    :func:`typhoon.names.backbone_spec`), local folder or hub id.
 
     Hub backbones need a network the first time (or a warm Hugging Face cache); offline they fail
     with a message naming the offline choices. Architectures outside :data:`FAMILIES` are refused.
     """
     key = str(name).strip()
-    spec = BACKBONES.get(key.lower())
+    spec = backbone_spec(key)
+    if spec is not None and spec.source in BACKBONES:  # a short name of your own for a built-in backbone
+        return dataclasses.replace(load_backbone(spec.source), name=key.lower())
     if spec is not None and spec.source is None:  # built in memory: tiny-random, the *-shape backbones
         tokenizer = load_tokenizer(minilm_dir())
         return Backbone(key.lower(), None, tokenizer, random_init_config(key.lower(), tokenizer))
@@ -291,7 +295,7 @@ def load_backbone(name: str) -> Backbone:
     elif spec is None and (local.is_absolute() or key.startswith((".", "~"))):
         raise FileNotFoundError(f"backbone folder not found: {local}")
     elif spec is None and "/" not in key:
-        raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}, a local folder or a hub id")
+        raise ValueError(f"unknown backbone {name!r}; choose one of {backbone_choices()}, a local folder or a hub id")
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=_hub_offline())
         family_of(config, name)  # refuse other architectures before fetching their tokenizer

@@ -105,13 +105,13 @@ def _models_line(out_dir: Path) -> str:
     a profile's default backbone may have changed since (the cpu profile's did)."""
     import pandas as pd
 
-    from typhoon.names import MLM_HEAD, PRETRAINED_MLM_HEAD
+    from typhoon.names import mlm_head_of
 
     table = out_dir / "results.csv"
     if not table.is_file():
         return "not recorded"
     names = sorted(set(pd.read_csv(table, usecols=["backbone"])["backbone"]))
-    return "; ".join(f"{n}: {MLM_HEAD.get(n, PRETRAINED_MLM_HEAD)}" for n in names)
+    return "; ".join(f"{n}: {mlm_head_of(n)}" for n in names)
 
 
 def wall_time(manifest: dict, now: datetime | None = None) -> str:

@@ -16,7 +16,7 @@ from typhoon.data import (
 
 def prepare_data(config: RunConfig, tokenizer) -> dict:
     """Tokenized train/dev examples as lists of dicts (cheap to batch), capped as the config says."""
-    raw = load_glue(config.task)
+    raw = load_glue(config.task, declaration=config.task_declaration)  # a declared task's files: still those planned
     require_labelled_splits(raw, config.task)
     caps = {"train": config.max_train_examples, "validation": config.max_eval_examples}
     raw = raw.__class__({s: raw[s].select(range(min(caps[s] or len(raw[s]), len(raw[s])))) for s in caps})
