@@ -12,6 +12,7 @@ from safetensors.torch import save_file
 
 from typhoon.cli import main
 from typhoon.models import adapted
+from typhoon.paths import file_sha256
 
 MLM = adapted.ADAPTED["minilm-l6-mlm"]
 shipped = pytest.mark.skipif(not MLM.sha256, reason="minilm-l6-mlm's weights are not shipped yet")
@@ -34,7 +35,7 @@ def fake_spec(tmp_path, monkeypatch):
     """A spec whose weights file is a small safetensors file in tmp_path, with its true hash."""
     monkeypatch.setattr(adapted, "WEIGHTS_DIR", tmp_path)
     save_file({"cls.predictions.bias": torch.arange(4.0)}, str(tmp_path / "fake.safetensors"))
-    return adapted.AdaptedSpec("fake", "minilm-l6", adapted.file_sha256(tmp_path / "fake.safetensors"))
+    return adapted.AdaptedSpec("fake", "minilm-l6", file_sha256(tmp_path / "fake.safetensors"))
 
 
 def test_the_hash_check_accepts_the_file_and_refuses_a_missing_or_altered_one(fake_spec):

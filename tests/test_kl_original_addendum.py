@@ -14,15 +14,13 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from kl_states import COUNTS, KEYS, bernoulli_kl_by_hand, drawn_state
 from scipy import stats as st
 
 from typhoon.paths import repo_root
 from typhoon.studies import kl_original as kl
 from typhoon.studies.kl_original.design import ADDENDUM_AGAINST, BONFERRONI_FAMILY
 from typhoon.studies.kl_original.report import every_rule_sentence, spread_sentence
-
-COUNTS = np.array([0, 50, 30, 15, 5])
-KEYS = [(task, seed) for task in ("mrpc", "cola") for seed in (0, 1, 2)]
 
 
 def _write_state(out, row, task, seed, probs, p=0.3):
@@ -37,19 +35,6 @@ def _write_state(out, row, task, seed, probs, p=0.3):
                                                  "numerics": {"precision": "fp32", "device": "cpu"}}))
 
 
-def _bernoulli_by_hand(probs):
-    f = COUNTS.astype(float)
-    rbar = (f * probs).sum() / f.sum()
-    return sum(c * (pi * math.log(pi / rbar) + (1 - pi) * math.log((1 - pi) / (1 - rbar)))
-               for pi, c in zip(probs, f, strict=True) if c) / f.sum()
-
-
-def _state(rng, scale):
-    probs = 0.3 * (1 + scale * rng.normal(size=COUNTS.size))
-    probs[0] = 0.0
-    return probs * 0.3 / ((COUNTS * probs).sum() / COUNTS.sum())
-
-
 @pytest.fixture
 def addendum(tmp_path):
     """baseline, all and numerics for every (task, seed); sampler and max_length a bit-for-bit copy of numerics
@@ -57,9 +42,9 @@ def addendum(tmp_path):
     rng = np.random.default_rng(7)
     probs = {}
     for task, seed in KEYS:
-        probs["baseline", task, seed] = _state(rng, 0.03)
-        probs["all", task, seed] = _state(rng, 0.06)
-        probs["numerics", task, seed] = _state(rng, 0.06 * rng.uniform(0.8, 1.3))
+        probs["baseline", task, seed] = drawn_state(rng, 0.03)
+        probs["all", task, seed] = drawn_state(rng, 0.06)
+        probs["numerics", task, seed] = drawn_state(rng, 0.06 * rng.uniform(0.8, 1.3))
         probs["sampler", task, seed] = probs["numerics", task, seed]
         probs["max_length", task, seed] = probs["numerics", task, seed].copy()
     probs["max_length", "cola", 2][1] = np.nextafter(probs["max_length", "cola", 2][1], 1.0)
@@ -69,7 +54,7 @@ def addendum(tmp_path):
 
 
 def _logs(probs, row):
-    return np.log([_bernoulli_by_hand(probs[row, *key]) for key in KEYS])
+    return np.log([bernoulli_kl_by_hand(probs[row, *key]) for key in KEYS])
 
 
 def test_an_addendum_row_is_compared_with_the_baseline_and_with_the_row_it_changes(addendum):

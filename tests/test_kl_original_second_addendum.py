@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from kl_states import COUNTS, KEYS, bernoulli_kl_by_hand, drawn_state
 from scipy import stats as st
 
 from typhoon import cli
@@ -24,9 +25,7 @@ from typhoon.studies.kl_original.second_addendum import (
     second_addendum_tables,
 )
 
-COUNTS = np.array([0, 50, 30, 15, 5])
 SPECIALS = np.array([7, 0, 0, 0, 0])
-KEYS = [(task, seed) for task in ("mrpc", "cola") for seed in (0, 1, 2)]
 
 
 def _write_state(out, row, task, seed, probs, max_length=128):
@@ -39,19 +38,6 @@ def _write_state(out, row, task, seed, probs, max_length=128):
     (folder / "run.json").write_text(json.dumps({"config": {"p": 0.3, "max_length": max_length}, "n_train": 20}))
 
 
-def _bernoulli(probs):
-    f = COUNTS.astype(float)
-    rbar = (f * probs).sum() / f.sum()
-    return sum(c * (pi * math.log(pi / rbar) + (1 - pi) * math.log((1 - pi) / (1 - rbar)))
-               for pi, c in zip(probs, f, strict=True) if c) / f.sum()
-
-
-def _state(rng, scale):
-    probs = 0.3 * (1 + scale * rng.normal(size=COUNTS.size))
-    probs[0] = 0.0
-    return probs * 0.3 / ((COUNTS * probs).sum() / COUNTS.sum())
-
-
 @pytest.fixture
 def study(tmp_path):
     """The addendum as it landed: max_length a bit-for-bit copy of numerics (at max_length 512), all_plus of
@@ -60,7 +46,7 @@ def study(tmp_path):
     probs = {}
     for task, seed in KEYS:
         for row, scale in (("baseline", 0.03), ("all", 0.05), ("numerics", 0.06), ("sampler", 0.12)):
-            probs[row, task, seed] = _state(rng, scale)
+            probs[row, task, seed] = drawn_state(rng, scale)
         probs["max_length", task, seed] = probs["numerics", task, seed].copy()
         probs["all_plus", task, seed] = probs["sampler", task, seed].copy()
     for (row, task, seed), pi in probs.items():
@@ -83,7 +69,7 @@ def test_the_addendum_as_measured_names_shared_states_once_and_drops_the_identit
     assert measured.loc[("sampler", "numerics"), "measurement"] == "sampler = all_plus"
     assert measured.loc[("all_plus", "all"), "measurement"] == "sampler = all_plus"
     assert measured.loc[("numerics", "all"), "measurement"] == "numerics = max_length"
-    logs = {row: np.log([_bernoulli(probs[row, *key]) for key in KEYS]) for row in ("all", "numerics", "sampler")}
+    logs = {row: np.log([bernoulli_kl_by_hand(probs[row, *key]) for key in KEYS]) for row in ("all", "numerics", "sampler")}
     for (row, against), mine in ((("numerics", "all"), "numerics"), (("sampler", "numerics"), "sampler"),
                                  (("all_plus", "all"), "sampler")):
         r = measured.loc[(row, against)]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from typhoon.allowed import check_choice, check_int_at_least
+from typhoon.paths import file_sha256
 
 # More profiles files, beside the package's (os.pathsep between them): a study, a task or a backbone name of your
 # own (docs/extending.md). The notebook kernels and the workers inherit it, so they see the same declarations.
@@ -103,11 +103,6 @@ class UserBackbone:
     declared_in: Path
     source: str  # a built-in backbone's name, a local checkpoint folder (absolute) or a hub id
     description: str = ""
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 @functools.lru_cache(maxsize=256)

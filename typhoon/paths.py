@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -41,6 +42,12 @@ def absolute_path_variables(environ=os.environ) -> None:
         if environ.get(var):
             entries = filter(None, environ[var].split(os.pathsep))
             environ[var] = os.pathsep.join(os.path.abspath(os.path.expanduser(entry)) for entry in entries)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read in chunks (a checkpoint of gigabytes included)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def repo_root() -> Path:

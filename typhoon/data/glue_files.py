@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 
 from typhoon.atomic import atomic_write_text, staged_dir
 from typhoon.data.task_files import read_task
-from typhoon.declared import UserTask, file_sha256
+from typhoon.declared import UserTask
 from typhoon.names import TaskSpec, task_spec
-from typhoon.paths import GLUE_DIR_ENV, glue_dir_from_env
+from typhoon.paths import GLUE_DIR_ENV, file_sha256, glue_dir_from_env
 
 if TYPE_CHECKING:
     import datasets

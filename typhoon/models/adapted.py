@@ -12,9 +12,10 @@ Torch-free at import (the CLI reads the names); :func:`adapted_state` imports sa
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from typhoon.paths import file_sha256
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
@@ -59,14 +60,6 @@ def trained_tensor_names(num_layers: int, top_layers: int) -> list[str]:
     head = ["cls.predictions.bias", "cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
             "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias"]
     return names + head
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_weights(spec: AdaptedSpec) -> Path:
