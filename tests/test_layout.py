@@ -98,11 +98,15 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def describe_cycles(graph: dict[str, set[str]]) -> str:
+    """Each cycle of ``graph`` and the edges that close it ("" when it has none)."""
+    return "; ".join(" <-> ".join(c) + " (" + ", ".join(f"{a} -> {sorted(graph[a] & set(c))}" for a in c) + ")"
+                     for c in cycles(graph))
+
+
 def test_no_import_cycle():
-    graph = import_graph()
-    found = cycles(graph)
-    assert not found, "import cycles: " + "; ".join(
-        " <-> ".join(c) + " (" + ", ".join(f"{a} -> {sorted(graph[a] & set(c))}" for a in c) + ")" for c in found)
+    found = describe_cycles(import_graph())
+    assert not found, f"import cycles: {found}"
 
 
 def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):
@@ -143,10 +147,8 @@ def import_graph_through_faces(package: Path = PACKAGE) -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_through_the_faces():
-    graph = import_graph_through_faces()
-    found = cycles(graph)
-    assert not found, "import cycles through the faces: " + "; ".join(
-        " <-> ".join(c) + " (" + ", ".join(f"{a} -> {sorted(graph[a] & set(c))}" for a in c) + ")" for c in found)
+    found = describe_cycles(import_graph_through_faces())
+    assert not found, f"import cycles through the faces: {found}"
 
 
 def test_the_cycle_check_through_the_faces_sees_a_cycle_the_plain_one_cannot(tmp_path):
