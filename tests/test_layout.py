@@ -4,7 +4,8 @@ states, with its listed exceptions), and every module short enough to read (unde
 
 The import graph is built here from the source (an AST walk, no other tool): an edge A -> B for every
 ``import B`` / ``from B import x`` in A, at any depth, and A -> B.x where ``x`` is itself a module; a module's imports of its own package or subpackages
-are not edges (importing a package's child runs the package first; that is not a cycle).
+are not edges (importing a package's child runs the package first; that is not a cycle). A second graph follows each
+name taken from a stage's lazy face to the module that defines it, so that a cycle through the faces is seen too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from typhoon import face_table
 
 PACKAGE = Path(__file__).resolve().parents[1] / "typhoon"
 LAYOUT_DOC = PACKAGE.parent / "docs" / "layout.md"
@@ -95,11 +98,15 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def describe_cycles(graph: dict[str, set[str]]) -> str:
+    """Each cycle of ``graph`` and the edges that close it ("" when it has none)."""
+    return "; ".join(" <-> ".join(c) + " (" + ", ".join(f"{a} -> {sorted(graph[a] & set(c))}" for a in c) + ")"
+                     for c in cycles(graph))
+
+
 def test_no_import_cycle():
-    graph = import_graph()
-    found = cycles(graph)
-    assert not found, "import cycles: " + "; ".join(
-        " <-> ".join(c) + " (" + ", ".join(f"{a} -> {sorted(graph[a] & set(c))}" for a in c) + ")" for c in found)
+    found = describe_cycles(import_graph())
+    assert not found, f"import cycles: {found}"
 
 
 def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):
@@ -117,6 +124,49 @@ def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
     (pkg / "b.py").write_text("def f():\n    pass\n")
     assert cycles(import_graph(pkg)) == []
+
+
+def import_graph_through_faces(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """:func:`import_graph`, with each name taken from a lazy face (``from typhoon.runner import
+    stop_on_signals``) followed to the module that defines it (typhoon.runner.stop: the face's ``if
+    TYPE_CHECKING:`` import of it, :func:`typhoon.face_table`). The plain graph stops at the face, whose imports
+    of its own modules are no edges: a cycle that runs through two faces is only seen here."""
+    files = module_files(package)
+    faces = {name: face_table(name, path)[0] for name, path in files.items()
+             if path.name == "__init__.py" and "lazy_face(__name__, __file__)" in path.read_text(encoding="utf-8")}
+    graph = import_graph(package)
+    for name, path in files.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                module = (".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+                          if node.level else node.module)
+                homes = faces.get(module, {}) if module != name else {}
+                graph[name] |= {homes[alias.name] for alias in node.names if homes.get(alias.name, name) != name}
+    return graph
+
+
+def test_no_import_cycle_through_the_faces():
+    found = describe_cycles(import_graph_through_faces())
+    assert not found, f"import cycles through the faces: {found}"
+
+
+def test_the_cycle_check_through_the_faces_sees_a_cycle_the_plain_one_cannot(tmp_path):
+    """Two stages, each module taking a name of the other through its face: no edge of the plain graph closes
+    the loop (a face's imports of its own modules are none), the graph through the faces does."""
+    pkg = tmp_path / "pkg"
+    for stage, other in (("low", "high"), ("high", "low")):
+        (pkg / stage).mkdir(parents=True)
+        (pkg / stage / "__init__.py").write_text(
+            f'"""{stage}."""\n\nfrom typing import TYPE_CHECKING\n\nfrom typhoon import lazy_face\n\n'
+            f"if TYPE_CHECKING:\n    from pkg.{stage}.inner import {stage}_thing\n\n"
+            "__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)\n")
+        (pkg / stage / "inner.py").write_text(f"def {stage}_thing():\n    from pkg.{other} import {other}_thing\n")
+    (pkg / "__init__.py").write_text("")
+    assert cycles(import_graph(pkg)) == []
+    assert cycles(import_graph_through_faces(pkg)) == [["pkg.high.inner", "pkg.low.inner"]]
+    (pkg / "high" / "inner.py").write_text("def high_thing():\n    pass\n")
+    assert cycles(import_graph_through_faces(pkg)) == []
 
 
 # --------------------------------------------------------------------------------------------------

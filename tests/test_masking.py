@@ -15,6 +15,7 @@ from scipy import stats
 from typhoon.data.batching import collate
 from typhoon.masking import (
     STRATEGIES,
+    STRATEGY_PARAMS,
     MaskingStrategy,
     get_strategy,
     load_state,
@@ -86,6 +87,14 @@ def word_is_split(selected: torch.Tensor, word_ids: torch.Tensor) -> bool:
 
 # --------------------------------------------------------------------------------------------------
 # Properties shared by every strategy
+
+
+def test_each_declared_strategy_has_its_class():
+    """The registry's classes are the strategies declared in typhoon.masking.params (torch-free, read by the command
+    line), in the declared order, each class taking the parameters declared under its name."""
+    assert list(STRATEGIES) == list(STRATEGY_PARAMS)
+    for name, cls in STRATEGIES.items():
+        assert cls.PARAMS == STRATEGY_PARAMS[name], name
 
 
 def test_registry_builds_every_strategy_under_its_name():

@@ -14,11 +14,14 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from typhoon import face_table
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "typhoon"
@@ -36,7 +39,7 @@ HEAVY = ("torch", "transformers", "pandas", "numpy", "scipy", "matplotlib", "dat
 def test_no_import_goes_around_a_stage_face():
     found = stage_faces.find_bypasses()
     assert not found, ("imports that go around a stage's face (import the name from the stage, and list it in "
-                       "the face's _HOMES):\n" + "\n".join(found))
+                       "the face's TYPE_CHECKING imports):\n" + "\n".join(found))
 
 
 def test_no_private_name_crosses_a_module():
@@ -73,15 +76,73 @@ def test_a_face_names_only_what_its_modules_define(face):
     module it lists as used whole exists, and no name is also a module of the stage (the module, once
     imported, would shadow the name)."""
     module = importlib.import_module(face)
-    homes = getattr(module, "_HOMES", {})
+    homes, namespaces = face_table(face, module.__file__)
     folder = PACKAGE.joinpath(*face.split(".")[1:])
     modules = {path.stem for path in folder.glob("*.py")} | {path.parent.name for path in folder.glob("*/__init__.py")}
-    wrong = [f"{name}: {home}.py defines no {name}" for name, home in homes.items()
-             if name not in top_level_names(folder / f"{home}.py")]
+    wrong = [f"{name}: {home} defines no {name}" for name, home in homes.items()
+             if name not in top_level_names(PACKAGE.parent.joinpath(*home.split(".")).with_suffix(".py"))]
     wrong += [f"{name}: also a module of the stage" for name in homes if name in modules]
-    wrong += [f"{name}: listed in __all__, neither a name of _HOMES nor a module" for name in module.__all__
-              if name not in homes and name not in modules]
+    wrong += [f"{name}: listed as used whole, not a module of the stage" for name in namespaces if name not in modules]
     assert not wrong, f"{face}: " + "; ".join(wrong)
+
+
+def type_checking_imports(path: Path) -> tuple[list[str], list[ast.stmt]]:
+    """The names a face's ``if TYPE_CHECKING:`` block imports, and its other top-level statements."""
+    names, others = [], []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            names += [alias.asname or alias.name for child in node.body for alias in child.names]
+        else:
+            others.append(node)
+    return names, others
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_face_names_its_modules_by_import_only(face):
+    """A face's table is its ``if TYPE_CHECKING:`` imports, which the import checks, readers and type checkers
+    see: ``__all__`` and ``dir()`` are those names, and the face holds no other statement than its docstring,
+    the imports of ``TYPE_CHECKING`` and ``lazy_face``, and the line that calls it (no string naming a module)."""
+    module = importlib.import_module(face)
+    names, others = type_checking_imports(Path(module.__file__))
+    assert names and sorted(module.__all__) == sorted(names), f"{face}: __all__ is not its TYPE_CHECKING imports"
+    assert set(names) <= set(dir(module))
+    allowed = {'"""docstring"""', "from __future__ import annotations", "from typing import TYPE_CHECKING",
+               "from typhoon import lazy_face", "__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)"}
+    extra = [ast.unparse(node) for node in others[1:]] + ([] if ast.get_docstring(ast.Module(others[:1], [])) else
+                                                           [ast.unparse(others[0])])
+    assert not set(extra) - allowed, f"{face} holds more than its imports: {sorted(set(extra) - allowed)}"
+
+
+ALLOWED_IMPORT_BY_NAME = {  # a module imported from a string, each for a stated reason
+    "typhoon/__init__.py": "lazy_face: the names of a face's own import lines",
+    "typhoon/masking/plugins.py": "a user's strategy module",
+    "typhoon/studies/registry.py": "a user's study module",
+}
+
+
+def test_no_module_of_the_package_is_imported_from_a_string():
+    """No module imports the package's own modules by a name in a string (importlib, ``__import__``) that the
+    import checks cannot see: only a user's plugins and the faces' lazy loading do; and no string outside a
+    docstring names a module of the package as ``module`` or ``module:attribute``."""
+    modules = {".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+               for path in PACKAGE.rglob("*.py")}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(REPO).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                      and ast.get_docstring(node) is not None}
+        for node in ast.walk(tree) if where not in ALLOWED_IMPORT_BY_NAME else ():
+            if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("import_module", "__import__"):
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node.func)}(...)")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                # "typhoon.runner.cells" or "typhoon.runner.cells:run_cell"; "saliency:TyphoonMasking" (within a stage)
+                named = re.fullmatch(r"([\w.]+)(:\w+)?", node.value)
+                if named and (named[1] in modules - {"typhoon"}
+                              or named[2] and any(module.endswith(f".{named[1]}") for module in modules)):
+                    found.append(f"{where}:{node.lineno}: {node.value!r}")
+    assert not found, "the package's modules named in strings:\n" + "\n".join(found)
 
 
 @pytest.mark.slow  # a fresh interpreter
@@ -114,6 +175,50 @@ def test_a_name_is_read_through_the_face_from_its_module_each_time(monkeypatch):
         records.no_such_name  # noqa: B018
     with pytest.raises(ImportError):
         from typhoon.records import no_such_name  # noqa: F401
+
+
+def plant_face(folder: Path, name: str, block: str) -> str:
+    """A package ``name`` in ``folder`` with a module ``things`` (``defined = 1``) and a face whose TYPE_CHECKING
+    block is ``block`` (``{pkg}`` for the package's name); returns ``name``."""
+    (folder / name).mkdir(parents=True)
+    (folder / name / "things.py").write_text("defined = 1\n")
+    (folder / name / "__init__.py").write_text(
+        '"""A planted face."""\n\nfrom typing import TYPE_CHECKING\n\nfrom typhoon import lazy_face\n\n'
+        f"if TYPE_CHECKING:\n{block.format(pkg=name)}\n__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)\n")
+    return name
+
+
+def test_a_face_fails_clearly_on_a_name_its_module_lacks_and_on_other_lines(tmp_path, monkeypatch):
+    """A name the face lists that its module does not define is an AttributeError naming the name and the
+    module (at first use); a line of the block that is not ``from <package>... import name`` is refused when
+    the face is imported, naming the line."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = plant_face(tmp_path, f"planted_{tmp_path.name}",
+                      "    from {pkg} import things\n    from {pkg}.things import defined, missing\n")
+    face = importlib.import_module(name)
+    assert face.__all__ == ["defined", "missing", "things"] and face.defined == 1 and face.things.defined == 1
+    with pytest.raises(AttributeError, match=f"{name}'s face lists missing from {name}.things, which defines no missing"):
+        face.missing  # noqa: B018
+    for i, bad in enumerate(["    from {pkg}.things import defined as other\n", "    import {pkg}.things\n",
+                             "    from os.path import join\n", "    from .things import defined\n",
+                             "    from {pkg}.things import defined\n    from {pkg}.things import defined\n"]):
+        with pytest.raises(ValueError, match=r"__init__\.py:\d+: "):
+            importlib.import_module(plant_face(tmp_path, f"{name}_bad{i}", bad))
+    for module in [m for m in sys.modules if m.startswith(name)]:
+        del sys.modules[module]
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_the_quick_faces_import_no_pandas():
+    """The command line and the runner's face, and a name of the runner read through it (stop), load no pandas or
+    torch: the face's imports are under TYPE_CHECKING, never run."""
+    code = ("import json, sys\nimport typhoon.cli, typhoon.runner\nassert callable(typhoon.runner.stop_on_signals)\n"
+            "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "typhoon" in loaded and not {"pandas", "torch"} & loaded, sorted({"pandas", "torch"} & loaded)
 
 
 def test_the_checks_can_fail(tmp_path):

@@ -81,7 +81,7 @@ class RunConfig:
     seed: int = field(default=0, metadata=allows(IntAtLeast(0)))
     profile: str = "custom"  # a config made by hand (RunConfig(...)), from no profile; resolve() sets the profile it came from
     # masking (phase 1): here come p, corruption, delta, lam, ..., max_span: one field per parameter of the
-    # built-in strategies, declared once in typhoon/masking/params.py (BUILTINS: type, default, doc, allowed values)
+    # built-in strategies, declared once in typhoon/masking/params.py (STRATEGY_PARAMS: type, default, doc, allowed values)
     schedule: str = field(default=DEFAULT_SCHEDULE, metadata=allows(OneOf(SCHEDULES)))  # per-sequence masking rate: fixed | uniform | mixture
     pi0: float = field(default=0.0, metadata=allows(Interval(0.0, 1.0, high_open=True)))  # mixture schedule: probability that a whole sequence is masked
     # phase 1: MLM adaptation on the task's own training text

@@ -11,22 +11,44 @@ face of their own (``from typhoon.analysis.kl import kl_definitions``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
-# any module of the stage runs this file first, and the command line must not pay for pandas and scipy.
-_HOMES = {
-    **dict.fromkeys(["arms", "degenerate_rate", "load_loss_curves", "margin_text", "metric_of", "ok_runs",
-                     "require_plottable", "strategy_order", "summarize"], "run_summary"),
-    **dict.fromkeys(["NULL_POWER_DZ", "POWER_TARGET", "tost_paired"], "significance"),
-    **dict.fromkeys(["tost_power"], "paired"),
-    **dict.fromkeys(["compare_with_reference", "no_reference_note", "reference_for"], "reference"),
-    **dict.fromkeys(["markdown_table"], "stats_tables"),
-    **dict.fromkeys(["Tables", "headline_table", "holm_caption", "read_tables"], "output_tables"),
-}
-# Modules other stages use whole: their names read qualified, one question each (``paper_claims.headline``,
-# ``sequential.boundaries``); ``kl`` and ``identifiability`` are faces of their own.
-_NAMESPACES = ("bottleneck_verdict", "identifiability", "kl", "paired", "pairwise", "paper_claims", "run_summary", "seed_budget", "sequential",
-               "significance")
-__all__ = [*_HOMES, *_NAMESPACES]
-__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562):
+# importing any module of the stage runs this file first, and the command line must not pay for pandas and
+# scipy.
+if TYPE_CHECKING:
+    # Modules other stages use whole: their names read qualified, one question each (``paper_claims.headline``,
+    # ``sequential.boundaries``); ``kl`` and ``identifiability`` are faces of their own.
+    from typhoon.analysis import (
+        bottleneck_verdict,
+        identifiability,
+        kl,
+        paired,
+        pairwise,
+        paper_claims,
+        run_summary,
+        seed_budget,
+        sequential,
+        significance,
+    )
+    from typhoon.analysis.output_tables import Tables, headline_table, holm_caption, read_tables
+    from typhoon.analysis.paired import tost_power
+    from typhoon.analysis.reference import compare_with_reference, no_reference_note, reference_for
+    from typhoon.analysis.run_summary import (
+        arms,
+        degenerate_rate,
+        load_loss_curves,
+        margin_text,
+        metric_of,
+        ok_runs,
+        require_plottable,
+        strategy_order,
+        summarize,
+    )
+    from typhoon.analysis.significance import NULL_POWER_DZ, POWER_TARGET, tost_paired
+    from typhoon.analysis.stats_tables import markdown_table
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -6,19 +6,32 @@ padding (``batching``) and the dev metrics (``metrics``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
-# any module of the stage runs this file first, and the batching arithmetic (no dependency; the grid estimate
-# and masking use it) must not pay for the metrics (numpy, evaluate) or the GLUE files' readers.
-_HOMES = {
-    **dict.fromkeys(["PAD_MULTIPLE", "collate", "epoch_batches", "length_grouped_batches", "padded_width",
-                     "token_counts"],
-                    "batching"),
-    **dict.fromkeys(["TaskSpec", "fetch_glue", "get_task", "load_glue", "locate_glue", "require_labelled_splits"],
-                    "glue_files"),
-    **dict.fromkeys(["tokenize_glue"], "tokenizing"),
-    **dict.fromkeys(["glue_metrics", "majority_baseline"], "metrics"),
-}
-__all__ = list(_HOMES)
-__getattr__, __dir__ = lazy_face(__name__, _HOMES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562):
+# importing any module of the stage runs this file first, and the batching arithmetic (no dependency; the grid
+# estimate and masking use it) must not pay for the metrics (numpy, evaluate) or the GLUE files' readers.
+if TYPE_CHECKING:
+    from typhoon.data.batching import (
+        PAD_MULTIPLE,
+        collate,
+        epoch_batches,
+        length_grouped_batches,
+        padded_width,
+        token_counts,
+    )
+    from typhoon.data.glue_files import (
+        TaskSpec,
+        fetch_glue,
+        get_task,
+        load_glue,
+        locate_glue,
+        require_labelled_splits,
+    )
+    from typhoon.data.metrics import glue_metrics, majority_baseline
+    from typhoon.data.tokenizing import tokenize_glue
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -24,14 +24,17 @@ transformers, accelerate, numpy), not the bundle's extra.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-_HOMES = {
-    **dict.fromkeys(["MaskingCollator", "TyphoonCollator", "masking_collator", "strategy_names"], "collators"),
-    **dict.fromkeys(["TyphoonCallback"], "callback"),
-    **dict.fromkeys(["Masker"], "masker"),
-    **dict.fromkeys(["TyphoonTrainer", "TyphoonTrainerMixin"], "trainer"),
-    **dict.fromkeys(["WordIds"], "words"),
-}
-__all__ = list(_HOMES)
-__getattr__, __dir__ = lazy_face(__name__, _HOMES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562).
+if TYPE_CHECKING:
+    from typhoon.hf.callback import TyphoonCallback
+    from typhoon.hf.collators import MaskingCollator, TyphoonCollator, masking_collator, strategy_names
+    from typhoon.hf.masker import Masker
+    from typhoon.hf.trainer import TyphoonTrainer, TyphoonTrainerMixin
+    from typhoon.hf.words import WordIds
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -22,31 +22,72 @@ declarations in :mod:`typhoon.masking.params` (the CLI's help reads them) load w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-# Each public name and the module of this package that defines it.
-_HOMES = {
-    **dict.fromkeys(["ALIASES", "BASE_PARAMS", "CALIBRATIONS", "CONFIG_PARAMS", "CORRUPTIONS", "DEFAULT_SCHEDULE",
-                     "PLUGIN_STRATEGIES", "Param", "SALIENCY_SOURCES", "SCHEDULES", "STRATEGY_PARAMS", "arm_label",
-                     "check_params", "declared_params", "ignored_parameters", "inactive_parameters", "parameters_of",
-                     "resolve_alias", "strategy_help", "strategy_names", "uses_task_saliency",
-                     "with_strategy_params"], "params"),
-    **dict.fromkeys(["BudgetSolver", "ClosedFormBudget", "budget_moved", "budget_rule", "calibrate", "calibrate_budget",
-                     "kl_to_uniform", "masked_distribution_kl", "preference", "realised_rate", "spread"], "calibration"),
-    **dict.fromkeys(["IGNORE_INDEX", "MaskingStrategy", "corrupt", "load_state", "maskable_positions"], "base"),
-    **dict.fromkeys(["TyphoonMasking", "batch_weight_estimate", "ema_update"], "saliency"),
-    **dict.fromkeys(["SaliencyProbe"], "saliency_probe"),
-    **dict.fromkeys(["STRATEGIES", "get_strategy"], "registry"),
-    **dict.fromkeys(["RandomMasking", "random_token_mask"], "random"),
-    **dict.fromkeys(["SpanMasking", "sample_span_lengths", "span_length_pmf", "span_mask"], "span"),
-    **dict.fromkeys(["WholeWordMasking", "whole_word_mask"], "whole_word"),
-    **dict.fromkeys(["FixedMaskingRatio", "FixedVisibleCount", "Schedule", "UniformMaskingRatio", "min_visible_count",
-                     "require_sequence_length", "sample_rates", "sample_visible_sets", "with_full_mask"], "schedules"),
-    **dict.fromkeys(["SaliencySource", "saliency_kind"], "saliency_source"),
-    **dict.fromkeys(["rank_and_size", "shared_update"], "across_ranks"),
-}
-# Modules other stages use whole: their names read qualified (``plugins.load``), or one of them is the module's
-# own name (``task_saliency.task_saliency``).
-_NAMESPACES = ("plugins", "task_saliency")
-__all__ = [*_HOMES, *_NAMESPACES]
-__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562).
+if TYPE_CHECKING:
+    # Modules other stages use whole: their names read qualified (``plugins.load``), or one of them is the module's
+    # own name (``task_saliency.task_saliency``).
+    from typhoon.masking import plugins, task_saliency
+    from typhoon.masking.across_ranks import rank_and_size, shared_update
+    from typhoon.masking.base import IGNORE_INDEX, MaskingStrategy, corrupt, load_state, maskable_positions
+    from typhoon.masking.calibration import (
+        BudgetSolver,
+        ClosedFormBudget,
+        budget_moved,
+        budget_rule,
+        calibrate,
+        calibrate_budget,
+        kl_to_uniform,
+        masked_distribution_kl,
+        preference,
+        realised_rate,
+        spread,
+    )
+    from typhoon.masking.params import (
+        ALIASES,
+        BASE_PARAMS,
+        CALIBRATIONS,
+        CONFIG_PARAMS,
+        CORRUPTIONS,
+        DEFAULT_SCHEDULE,
+        PLUGIN_STRATEGIES,
+        SALIENCY_SOURCES,
+        SCHEDULES,
+        STRATEGY_PARAMS,
+        Param,
+        arm_label,
+        check_params,
+        declared_params,
+        ignored_parameters,
+        inactive_parameters,
+        parameters_of,
+        resolve_alias,
+        strategy_help,
+        strategy_names,
+        uses_task_saliency,
+        with_strategy_params,
+    )
+    from typhoon.masking.random import RandomMasking, random_token_mask
+    from typhoon.masking.registry import STRATEGIES, get_strategy
+    from typhoon.masking.saliency import TyphoonMasking, batch_weight_estimate, ema_update
+    from typhoon.masking.saliency_probe import SaliencyProbe
+    from typhoon.masking.saliency_source import SaliencySource, saliency_kind
+    from typhoon.masking.schedules import (
+        FixedMaskingRatio,
+        FixedVisibleCount,
+        Schedule,
+        UniformMaskingRatio,
+        min_visible_count,
+        require_sequence_length,
+        sample_rates,
+        sample_visible_sets,
+        with_full_mask,
+    )
+    from typhoon.masking.span import SpanMasking, sample_span_lengths, span_length_pmf, span_mask
+    from typhoon.masking.whole_word import WholeWordMasking, whole_word_mask
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

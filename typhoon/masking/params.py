@@ -1,9 +1,9 @@
 """The masking strategies' names and parameter declarations, without torch.
 
-Every built-in strategy is declared once, here (:data:`BUILTINS`): the class that implements it and its
-constructor parameters, each a :class:`Param` with its type, default, doc and allowed values. Everything
-else is derived from these declarations: the registry (:mod:`typhoon.masking.registry`) imports each class
-from where it is declared, the classes take their ``PARAMS`` and their constructors' defaults from them, the
+Every built-in strategy's constructor parameters are declared once, here (:data:`STRATEGY_PARAMS`), each a
+:class:`Param` with its type, default, doc and allowed values. Everything else is derived from these
+declarations: the registry (:mod:`typhoon.masking.registry`) imports the class of each name declared here, the
+classes take their ``PARAMS`` and their constructors' defaults from them, the
 run configuration (:class:`typhoon.config.RunConfig`) holds every parameter as a field of the declared type
 and default, and the command line's help lists them. This module imports nothing heavy on purpose:
 ``python -m typhoon --help``, ``profiles`` and building a RunConfig's field list must not pay for importing
@@ -100,25 +100,15 @@ BUDGET = Param("budget", str, "non_special",
 TYPHOON_2023 = {"ema_start": "zeros", "unseen": "top", "budget": "all_ids"}  # the 2023 code's three rules
 
 
-@dataclass(frozen=True)
-class Builtin:
-    """A built-in strategy: the class that implements it, as ``module:Class`` of :mod:`typhoon.masking`
-    (imported by the registry when a strategy is built: torch), and the parameters it declares."""
-
-    home: str
-    params: tuple[Param, ...]
-
-
-# The built-in strategies. RunConfig holds each parameter once as a field, in this order (the base's, Typhoon's,
-# span's: the field order of the records' run.json), and the command line lists the strategies in this order.
-BUILTINS: dict[str, Builtin] = {
-    "random": Builtin("random:RandomMasking", (*BASE_PARAMS, SPECIALS)),
-    "whole_word": Builtin("whole_word:WholeWordMasking", BASE_PARAMS),
-    "typhoon": Builtin("saliency:TyphoonMasking",
-                       (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY, EMA_START, UNSEEN, BUDGET)),
-    "span": Builtin("span:SpanMasking", (*BASE_PARAMS, GEOMETRIC, MAX_SPAN)),
+# The built-in strategies and the parameters each declares (its class: typhoon.masking.registry, which imports
+# torch). RunConfig holds each parameter once as a field, in this order (the base's, Typhoon's, span's: the field
+# order of the records' run.json), and the command line lists the strategies in this order.
+STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {
+    "random": (*BASE_PARAMS, SPECIALS),
+    "whole_word": BASE_PARAMS,
+    "typhoon": (*BASE_PARAMS, DELTA, LAM, CALIBRATION, TAU, SALIENCY, EMA_START, UNSEEN, BUDGET),
+    "span": (*BASE_PARAMS, GEOMETRIC, MAX_SPAN),
 }
-STRATEGY_PARAMS: dict[str, tuple[Param, ...]] = {name: builtin.params for name, builtin in BUILTINS.items()}
 
 
 def each_once(declared: Iterable[tuple[Param, ...]]) -> tuple[Param, ...]:
@@ -132,7 +122,7 @@ def each_once(declared: Iterable[tuple[Param, ...]]) -> tuple[Param, ...]:
     return tuple(once.values())
 
 
-# Every parameter of the built-in strategies, once, in the order of BUILTINS: RunConfig's masking fields.
+# Every parameter of the built-in strategies, once, in the order of STRATEGY_PARAMS: RunConfig's masking fields.
 CONFIG_PARAMS: tuple[Param, ...] = each_once(STRATEGY_PARAMS.values())
 
 

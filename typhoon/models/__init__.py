@@ -6,15 +6,24 @@ MLM head that scores selected positions only (``mlm_head``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
-# any module of the stage runs this file first, and adapted (torch-free, the weights' cards) must not pay for
-# transformers and torch (seconds), which backbones and mlm_head import.
-_HOMES = {
-    **dict.fromkeys(["ADAPTED"], "adapted"),
-    **dict.fromkeys(["BACKBONES", "Backbone", "load_backbone", "minilm_dir", "seeded", "weights_digest"], "backbones"),
-    **dict.fromkeys(["MaskedLM"], "mlm_head"),
-}
-__all__ = list(_HOMES)
-__getattr__, __dir__ = lazy_face(__name__, _HOMES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562):
+# importing any module of the stage runs this file first, and adapted (torch-free, the weights' cards) must
+# not pay for transformers and torch (seconds), which backbones and mlm_head import.
+if TYPE_CHECKING:
+    from typhoon.models.adapted import ADAPTED
+    from typhoon.models.backbones import (
+        BACKBONES,
+        Backbone,
+        load_backbone,
+        minilm_dir,
+        seeded,
+        weights_digest,
+    )
+    from typhoon.models.mlm_head import MaskedLM
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

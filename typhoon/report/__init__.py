@@ -7,20 +7,30 @@ study's pages are made of (``summary_html``, ``results_readme``, ``study_pages``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
-# any module of the stage runs this file first, and the command line's check-report (the browser) must not pay
-# for matplotlib and pandas, which the figures and the report import.
-_HOMES = {
-    **dict.fromkeys(["check_page", "report_page"], "browser"),
-    **dict.fromkeys(["plot_run_curves"], "figures"),
-    **dict.fromkeys(["render_report"], "html"),
-    **dict.fromkeys(["RESULTS_PAGE", "own_markers", "provenance_line", "readme_block", "readme_block_in",
-                     "rewrite_block", "shown_folder", "update_readme"], "results_readme"),
-    **dict.fromkeys(["frame_html", "runs_section_html", "untestable_html"], "summary_html"),
-    **dict.fromkeys(["markdown_html"], "notebook_html"),
-    **dict.fromkeys(["StudyPages"], "study_pages"),
-}
-__all__ = list(_HOMES)
-__getattr__, __dir__ = lazy_face(__name__, _HOMES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562):
+# importing any module of the stage runs this file first, and the command line's check-report (the browser)
+# must not pay for matplotlib and pandas, which the figures and the report import.
+if TYPE_CHECKING:
+    from typhoon.report.browser import check_page, report_page
+    from typhoon.report.figures import plot_run_curves
+    from typhoon.report.html import render_report
+    from typhoon.report.notebook_html import markdown_html
+    from typhoon.report.results_readme import (
+        RESULTS_PAGE,
+        own_markers,
+        provenance_line,
+        readme_block,
+        readme_block_in,
+        rewrite_block,
+        shown_folder,
+        update_readme,
+    )
+    from typhoon.report.study_pages import StudyPages
+    from typhoon.report.summary_html import frame_html, runs_section_html, untestable_html
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

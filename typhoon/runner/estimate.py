@@ -62,7 +62,6 @@ from typhoon.runner.step_timing import (
     CALIBRATION_BUDGET_S,
     MIN_SAMPLE_BATCHES,
     SAMPLE_BATCHES,
-    calibrate,
     calibration_key,
 )
 from typhoon.training import Boundary
@@ -247,15 +246,6 @@ def run_calibration(configs: list[RunConfig], threads: int | None, processes: in
     finally:
         for worker in workers:
             worker.close()
-
-
-def calibrate_in_worker(configs: list[dict], threads: int | None) -> dict:
-    """A worker process's calibration call: the measured costs of :func:`typhoon.runner.step_timing.calibrate`,
-    with the moments calibrating started and finished (``time.perf_counter``: the system's monotonic clock, the
-    same in the process that started the worker)."""
-    started = time.perf_counter()
-    measured = calibrate([RunConfig.from_dict(c) for c in configs], threads)
-    return {**measured, "calibration_started": started, "calibration_finished": time.perf_counter()}
 
 
 def config_digest(config: RunConfig) -> str:

@@ -214,7 +214,7 @@ def phase_seconds(work: PhaseWork, rate: dict) -> float:
 
 def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
     """Calibrate every kind of cell among ``configs`` and price each cell (in a worker process:
-    :func:`typhoon.runner.estimate.calibrate_in_worker`).
+    :func:`calibrate_in_worker`).
 
     Returns ``{"kinds": [...measured costs...], "cells": {record_path: {...seconds per part...}}}``.
     """
@@ -254,3 +254,12 @@ def calibrate(configs: list[RunConfig], threads: int | None) -> dict:
             }
     core_share = min(1.0, sum(k["cpu_s"] for k in kinds) / max(sum(k["core_s"] for k in kinds), 1e-9))
     return {"kinds": kinds, "cells": cells, "record_s": record_s, "core_share": core_share}
+
+
+def calibrate_in_worker(configs: list[dict], threads: int | None) -> dict:
+    """A worker process's calibration call: the measured costs of :func:`calibrate`,
+    with the moments calibrating started and finished (``time.perf_counter``: the system's monotonic clock, the
+    same in the process that started the worker)."""
+    started = time.perf_counter()
+    measured = calibrate([RunConfig.from_dict(c) for c in configs], threads)
+    return {**measured, "calibration_started": started, "calibration_finished": time.perf_counter()}

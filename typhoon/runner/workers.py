@@ -1,8 +1,8 @@
 """Long-lived worker processes that run a grid's cells as calls: one process per worker, many cells each.
 
 A worker (:class:`WorkerProcess`) is a spawned Python process that imports the training stack once and then
-runs the calls it is sent, one at a time (:data:`CALLS`: a cell of any kind, :func:`typhoon.runner.cells.run_cell`;
-the estimate's calibration). A cell costs its own set-up and training: no Jupyter kernel, no imports, no CUDA
+runs the calls it is sent, one at a time (:func:`worker_calls`: a cell of any kind,
+:func:`typhoon.runner.cells.run_cell`; the estimate's calibration). A cell costs its own set-up and training: no Jupyter kernel, no imports, no CUDA
 start per cell. One process per worker keeps the cells apart: a crash or an out-of-memory kill ends one worker,
 whose cell is recorded failed, and a new worker takes its place; the grid goes on.
 
@@ -20,7 +20,6 @@ process of its own, so cells on a cluster run and stop the same way.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import multiprocessing
 import os
 import signal
@@ -40,10 +39,6 @@ from typhoon.runner.executor import CellExecutor
 
 SPAWN = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA and torch's threads survive no fork
 
-#: What a worker may be asked to run, by name: ``module:function``.
-CALLS = {"run_cell": "typhoon.runner.cells:run_cell",
-         "calibrate": "typhoon.runner.estimate:calibrate_in_worker"}
-WARM_IMPORTS = ("typhoon.training.run",)  # imported as the worker starts, while the batch does its own set-up
 PARENT_CHECK_S = 0.5  # how often a worker looks whether its batch is still there
 
 
@@ -113,9 +108,14 @@ def choose_workers(requested: int | None, profile_workers: int, configs: list[Ru
 # The worker's side
 
 
-def _resolve(name: str):
-    module, _, function = CALLS[name].partition(":")
-    return getattr(importlib.import_module(module), function)
+def worker_calls() -> dict:
+    """What a worker may be asked to run, by name. Imported in the worker process, as it starts (the training
+    stack, while the batch does its own set-up): the batch, which only sends the names, imports no torch."""
+    from typhoon.runner.cells import run_cell
+    from typhoon.runner.step_timing import calibrate_in_worker
+    from typhoon.training import run  # noqa: F401 -- the training stack, imported before the first call asks for it
+
+    return {"run_cell": run_cell, "calibrate": calibrate_in_worker}
 
 
 def _stop_with(signum: int, frame) -> None:
@@ -137,15 +137,14 @@ def worker_main(conn, parent_pid: int) -> None:
         signal.signal(signum, _stop_with)
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
-        for module in WARM_IMPORTS:
-            importlib.import_module(module)
+        calls = worker_calls()
         from typhoon.progress_bars import disable_library_bars
 
         disable_library_bars()  # tokenizing's bars from every worker would garble the batch's terminal
         while (message := conn.recv()) is not None:
             name, args = message
             try:
-                result = _resolve(name)(*args)
+                result = calls[name](*args)
             except Exception as err:  # the call's own failure (a cell's is a row, not this): reported, worker lives
                 conn.send(("error", f"{type(err).__name__}: {error_line(err)}", traceback.format_exc()))
             else:

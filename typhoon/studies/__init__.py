@@ -6,12 +6,21 @@ ask it. Lazy (PEP 562): the command line builds its parser from the studies with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-_HOMES = {
-    **dict.fromkeys(["Study"], "study"),
-    **dict.fromkeys(["STUDIES", "add_commands", "study_named", "study_of_folder", "study_of_profile"], "registry"),
-    **dict.fromkeys(["ReproduceOptions", "pages_of_folder", "reanalyse", "reproduce", "run_on_cluster"], "profile_study"),
-}
-__all__ = list(_HOMES)
-__getattr__, __dir__ = lazy_face(__name__, _HOMES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562).
+if TYPE_CHECKING:
+    from typhoon.studies.profile_study import (
+        ReproduceOptions,
+        pages_of_folder,
+        reanalyse,
+        reproduce,
+        run_on_cluster,
+    )
+    from typhoon.studies.registry import STUDIES, add_commands, study_named, study_of_folder, study_of_profile
+    from typhoon.studies.study import Study
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -10,24 +10,32 @@ the hooks of a phase (``PhaseCallback`` over a ``PhaseState``). Three modules ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-# Each name other stages use, and the module of this stage that defines it. Loaded lazily (PEP 562): importing
-# any module of the stage runs this file first, and the light ones (the progress file the grid's monitor
-# reads, the software versions) must not pay for torch (seconds).
-_HOMES = {
-    **dict.fromkeys(["RunSettings", "bit_source_here", "check_numerics", "numerics_here", "planned_numerics",
-                     "resolve_settings"], "device_settings"),
-    **dict.fromkeys(["Boundary"], "boundary"),
-    **dict.fromkeys(["PhaseCallback", "PhaseState"], "callbacks"),
-    **dict.fromkeys(["EncoderShape", "matmul_peak", "step_flops"], "flops"),
-    **dict.fromkeys(["code_version", "git_commit", "library_versions"], "software"),
-    **dict.fromkeys(["progress_path"], "progress_file"),
-    **dict.fromkeys(["eval_batches", "prepare_data"], "examples"),
-    **dict.fromkeys(["fine_tune_step", "linear_schedule", "make_optimizer", "mlm_step", "to_device"], "step"),
-}
-# Modules other stages use whole: their names read qualified (``resume.load``, ``speed.configure``), or one of
-# them is the module's own name (``run.run``).
-_NAMESPACES = ("resume", "run", "speed")
-__all__ = [*_HOMES, *_NAMESPACES]
-__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562):
+# importing any module of the stage runs this file first, and the light ones (the progress file the grid's
+# monitor reads, the software versions) must not pay for torch (seconds).
+if TYPE_CHECKING:
+    # Modules other stages use whole: their names read qualified (``resume.load``, ``speed.configure``), or one of
+    # them is the module's own name (``run.run``).
+    from typhoon.training import resume, run, speed
+    from typhoon.training.boundary import Boundary
+    from typhoon.training.callbacks import PhaseCallback, PhaseState
+    from typhoon.training.device_settings import (
+        RunSettings,
+        bit_source_here,
+        check_numerics,
+        numerics_here,
+        planned_numerics,
+        resolve_settings,
+    )
+    from typhoon.training.examples import eval_batches, prepare_data
+    from typhoon.training.flops import EncoderShape, matmul_peak, step_flops
+    from typhoon.training.progress_file import progress_path
+    from typhoon.training.software import code_version, git_commit, library_versions
+    from typhoon.training.step import fine_tune_step, linear_schedule, make_optimizer, mlm_step, to_device
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

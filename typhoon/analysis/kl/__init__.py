@@ -11,13 +11,16 @@ The studies of the gap to the paper's 7e-4 nats/token are studies of their own (
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-_HOMES = {
-    **dict.fromkeys(["KL_DEFINITIONS", "kl_definitions", "max_band_kl", "rate_spread"], "units"),
-    **dict.fromkeys(["PAPER_KL_NATS_PER_TOKEN", "load_masking_state", "state_metrics"], "budget_spread"),
-}
-# Modules used whole: notebook 30 reads the budget-spread analysis step by step (``budget_spread.calibration_sweep``).
-_NAMESPACES = ("budget_spread", "units")
-__all__ = [*_HOMES, *_NAMESPACES]
-__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562).
+if TYPE_CHECKING:
+    # Modules used whole: notebook 30 reads the budget-spread analysis step by step (``budget_spread.calibration_sweep``).
+    from typhoon.analysis.kl import budget_spread, units
+    from typhoon.analysis.kl.budget_spread import PAPER_KL_NATS_PER_TOKEN, load_masking_state, state_metrics
+    from typhoon.analysis.kl.units import KL_DEFINITIONS, kl_definitions, max_band_kl, rate_spread
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -6,14 +6,17 @@ Lazy (PEP 562): the registry reads it without pandas.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-_HOMES = {
-    **dict.fromkeys(["FixedGrid", "against_reference", "check_analysis_settings"], "policy"),
-    **dict.fromkeys(["AnalysisFailed", "run_analysis"], "analysis"),
-    **dict.fromkeys(["PAGES", "README_BEGIN", "README_END", "findings_html", "results_markdown"], "pages"),
-    **dict.fromkeys(["recorded_configs", "reanalyse_grid"], "reanalyse"),
-    **dict.fromkeys(["Grid", "STUDY"], "study"),
-}
-__all__ = list(_HOMES)
-__getattr__, __dir__ = lazy_face(__name__, _HOMES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562).
+if TYPE_CHECKING:
+    from typhoon.studies.grid.analysis import AnalysisFailed, run_analysis
+    from typhoon.studies.grid.pages import PAGES, README_BEGIN, README_END, findings_html, results_markdown
+    from typhoon.studies.grid.policy import FixedGrid, against_reference, check_analysis_settings
+    from typhoon.studies.grid.reanalyse import reanalyse_grid, recorded_configs
+    from typhoon.studies.grid.study import STUDY, Grid
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

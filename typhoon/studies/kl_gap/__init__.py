@@ -7,16 +7,28 @@ command without pandas or torch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typhoon import lazy_face
 
-_HOMES = {
-    **dict.fromkeys(["CAUSES", "HYPOTHESIS", "RUN_FILE", "STATE_FILE", "Cause", "cause_named", "named", "state_dir",
-                     "state_folder"], "design"),
-    **dict.fromkeys(["KL_STATE", "run_phase_one", "state_is_complete"], "cells"),
-    **dict.fromkeys(["KlGapCauses", "cause_config", "write_table"], "policy"),
-    **dict.fromkeys(["kl_gap_conclusion", "kl_gap_display", "kl_gap_table"], "table"),
-    **dict.fromkeys(["STUDY"], "commands"),
-}
-_NAMESPACES = ("design",)
-__all__ = [*_HOMES, *_NAMESPACES]
-__getattr__, __dir__ = lazy_face(__name__, _HOMES, _NAMESPACES)
+# Each name other stages use, imported from the module of this stage that defines it, and the modules they use
+# whole. Never run: lazy_face reads these lines and imports a name from its module on first use (PEP 562).
+if TYPE_CHECKING:
+    from typhoon.studies.kl_gap import design
+    from typhoon.studies.kl_gap.cells import KL_STATE, run_phase_one, state_is_complete
+    from typhoon.studies.kl_gap.commands import STUDY
+    from typhoon.studies.kl_gap.design import (
+        CAUSES,
+        HYPOTHESIS,
+        RUN_FILE,
+        STATE_FILE,
+        Cause,
+        cause_named,
+        named,
+        state_dir,
+        state_folder,
+    )
+    from typhoon.studies.kl_gap.policy import KlGapCauses, cause_config, write_table
+    from typhoon.studies.kl_gap.table import kl_gap_conclusion, kl_gap_display, kl_gap_table
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
