@@ -2,7 +2,9 @@
 imported ``typhoon`` module (``from typhoon.training import step`` ... ``step.make_optimizer``) and every
 name they import from one exists, read from their source in the fast tier. (Each also makes a tiny real run in
 the slow tier, tests/test_entry_points.py, which finds what a name check cannot: a call with the wrong arguments.)
-The same holds for the executed notebooks committed under ``results/``: a reader reruns them where they lie."""
+The same holds for the notebooks under ``notebooks/`` that every study executes (fast tier: a moved name fails here,
+not in a study's analysis hours later) and for the executed copies committed under ``results/``: a reader reruns
+them where they lie."""
 
 import ast
 import importlib
@@ -63,6 +65,13 @@ def _is_module(qualified: str) -> bool:
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_typhoon_name_a_script_uses_exists(path):
     missing = [f"line {line}: {module}.{name}" for line, module, name in typhoon_references(path)
+               if not has_name(module, name)]
+    assert not missing, f"{path.relative_to(REPO)} uses names the package does not have: {missing}"
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_every_typhoon_name_a_notebook_uses_exists(path):
+    missing = [f"line {line}: {module}.{name}" for line, module, name in typhoon_references(path, notebook_source(path))
                if not has_name(module, name)]
     assert not missing, f"{path.relative_to(REPO)} uses names the package does not have: {missing}"
 
