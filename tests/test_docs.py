@@ -281,7 +281,9 @@ BUILT_ON = re.compile("|".join([rf"\b{LENT} (?:GPU|machine|node|image)", rf"the 
                                 r"\bthe session'?s\b", r"\bprevious session\b", r"\bthe sessions\b",
                                 r"\bmany sessions\b", r"\bthis " + r"(?:VM|host)\b", "farm" + "-studio",
                                 r"\bAI " + "agent", r"\bduplicates " + "--change"]), re.I)
-OUT_FOLDER = re.compile(r"\$" + r"OUT\b")  # that tool's folder of results (a script's own $out is no such thing)
+# the upper-case OUT variable: a results folder no command or page of the bundle defines for its user (a script's own
+# lower-case $out is its own variable)
+OUT_FOLDER = re.compile(r"\$" + r"OUT\b")
 # Absolute folders of another computer: a /work tree, a person's home (the image's own /home/typhoon and a test's
 # made-up /home/someone are the user's), a shared tools folder. A user's paths in the pages are relative or their
 # own ($HOME, ~, outputs/).

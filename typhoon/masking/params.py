@@ -71,6 +71,8 @@ def check_rates(rates):
     if not bool(((rates >= 0) & (rates <= 1)).all()):
         raise ValueError(f"a masking rate must lie in [0, 1], got {rates.tolist()}")
     return rates
+
+
 SPECIALS = Param("specials", str, "never",
                  "random: never = [CLS] and [SEP] are never selected (BERT, DataCollatorForLanguageModeling); "
                  "maskable = every real position is drawn at the rate p, [CLS] and [SEP] included (the 2023 code's "
